@@ -1,0 +1,1 @@
+"""Deployment helpers: Dataflow submission, Vertex AI training jobs, schedules, Docker images."""

@@ -1,0 +1,43 @@
+"""The `shardflow` command: dispatches to the ETL, the trainer and the tools.
+
+Subcommands import their module only when called, so `shardflow train` never imports Beam and
+`shardflow etl` never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+COMMANDS = {
+    "etl": ("pipelines.etl", "run", "read sources, write sharded TFRecords and a manifest"),
+    "train": ("trainer.task", "main", "train and export a model on a dataset"),
+    "inspect": ("trainer.inspect", "main", "summarize a dataset and print some examples"),
+}
+
+USAGE = "usage: shardflow {%s} [ARGS ...]\n\n%s" % (
+    ",".join(COMMANDS),
+    "\n".join(f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()),
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        sys.exit(0 if argv else 2)
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"shardflow: error: unknown command {name!r}\n{USAGE}", file=sys.stderr)
+        sys.exit(2)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    module, func, _ = COMMANDS[name]
+    code = getattr(importlib.import_module(module), func)(rest)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

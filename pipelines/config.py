@@ -1,0 +1,361 @@
+"""Loads and validates a dataset config (YAML) into a `transforms.spec.DatasetSpec`.
+
+Everything a user can get wrong in the config is caught here, once, with an error that names the
+field: `features.year.type: unknown type 'integer' (int, float, string, bytes, image)`.
+Relative paths in the config are resolved against the config file's folder, so a config and its
+data can move together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+import re
+from typing import Any
+
+import yaml
+
+from transforms import schema
+from transforms.spec import (
+    COMPRESSIONS,
+    FEATURE_TYPES,
+    SOURCE_FORMATS,
+    DatasetSpec,
+    FeatureSpec,
+    OutputSpec,
+    SourceSpec,
+)
+
+NAME_RE = re.compile(r"^[a-z0-9_-]+$")
+DEFAULT_SPLITS = {"train": 0.9, "eval": 0.1}
+FILE_FORMATS = ("csv", "jsonl", "parquet", "avro", "tfrecord", "text", "binary", "images")
+IMPLEMENTED_FORMATS = ("csv", "jsonl")
+
+_TOP_KEYS = {
+    "name",
+    "sources",
+    "key",
+    "combine",
+    "features",
+    "label",
+    "splits",
+    "transform",
+    "output",
+}
+_SOURCE_KEYS = {"name", "format", "path", "options"}
+_FEATURE_KEYS = {"type", "shape", "required", "default", "values", "min", "max", "source"}
+_OUTPUT_KEYS = {"path", "compression", "shard_size_mb"}
+_CSV_OPTIONS = {"delimiter", "header", "columns", "null_values", "encoding", "list_delimiter"}
+_JSONL_OPTIONS = {"encoding"}
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message starts with the offending field."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def load_config(path: str, output: str | None = None) -> DatasetSpec:
+    """Reads, validates and resolves the config at `path`; `output` overrides `output.path`."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as e:
+        raise ConfigError("--config", f"cannot read {path!r}: {e.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError("--config", f"{path!r} is not valid YAML{where}") from None
+    base_dir = os.path.dirname(os.path.abspath(path))
+    spec = parse_config(raw, base_dir=base_dir, output=output)
+    return dataclasses.replace(spec, config_sha256=hashlib.sha256(text).hexdigest())
+
+
+def parse_config(raw: Any, base_dir: str, output: str | None = None) -> DatasetSpec:
+    """Validates an already-parsed config mapping; paths are resolved against `base_dir`."""
+    _mapping(raw, "config")
+    _no_unknown(raw, _TOP_KEYS, "")
+    name = _required(raw, "name", "")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ConfigError("name", f"{name!r} must match [a-z0-9_-]+")
+
+    sources = _parse_sources(raw.get("sources"), base_dir)
+    features = _parse_features(raw.get("features"), sources)
+    names = {f.name for f in features}
+
+    key = raw.get("key")
+    if key is not None and (not isinstance(key, str) or not key):
+        raise ConfigError("key", "must be a field name")
+    combine = raw.get("combine", "union")
+    if combine not in ("union", "join"):
+        raise ConfigError("combine", f"unknown value {combine!r} (union, join)")
+    if combine == "join":
+        if key is None:
+            raise ConfigError("combine", "'join' needs a `key` to join on")
+        if len(sources) < 2:
+            raise ConfigError("combine", "'join' needs at least two sources")
+
+    label = raw.get("label")
+    if label is not None and label not in names:
+        raise ConfigError("label", f"{label!r} is not one of the features")
+
+    splits = _parse_splits(raw.get("splits", DEFAULT_SPLITS))
+    out = _parse_output(raw.get("output"), base_dir, output)
+    transform = raw.get("transform")
+    if transform is not None:
+        _mapping(transform, "transform")
+    return DatasetSpec(
+        name=name,
+        sources=sources,
+        features=features,
+        splits=splits,
+        output=out,
+        key=key,
+        combine=combine,
+        label=label,
+        transform=transform,
+    )
+
+
+def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError("sources", "must be a list of one or more sources")
+    seen: set[str] = set()
+    out = []
+    for i, src in enumerate(raw):
+        where = f"sources[{i}]"
+        _mapping(src, where)
+        _no_unknown(src, _SOURCE_KEYS, where + ".")
+        name = _required(src, "name", where + ".")
+        if not isinstance(name, str) or not name or "." in name:
+            raise ConfigError(f"{where}.name", f"{name!r} must be a non-empty name without dots")
+        if name in seen:
+            raise ConfigError(f"{where}.name", f"duplicate source name {name!r}")
+        seen.add(name)
+        fmt = _required(src, "format", where + ".")
+        if fmt not in SOURCE_FORMATS:
+            raise ConfigError(
+                f"{where}.format", f"unknown format {fmt!r} ({', '.join(SOURCE_FORMATS)})"
+            )
+        if fmt not in IMPLEMENTED_FORMATS:
+            raise ConfigError(
+                f"{where}.format",
+                f"format {fmt!r} is not supported by this version "
+                f"(supported: {', '.join(IMPLEMENTED_FORMATS)})",
+            )
+        options = src.get("options") or {}
+        _mapping(options, f"{where}.options")
+        options = _parse_options(fmt, options, f"{where}.options")
+        path = src.get("path")
+        if fmt in FILE_FORMATS:
+            if not isinstance(path, str) or not path:
+                raise ConfigError(f"{where}.path", "is required for file formats")
+            path = _resolve(path, base_dir)
+        out.append(SourceSpec(name=name, format=fmt, path=path, options=options))
+    return tuple(out)
+
+
+def _parse_options(fmt: str, options: dict[str, Any], where: str) -> dict[str, Any]:
+    if fmt == "csv":
+        _no_unknown(options, _CSV_OPTIONS, where + ".")
+        delimiter = options.get("delimiter", ",")
+        if not isinstance(delimiter, str) or len(delimiter) != 1:
+            raise ConfigError(f"{where}.delimiter", f"{delimiter!r} must be one character")
+        header = options.get("header", True)
+        if not isinstance(header, bool):
+            raise ConfigError(f"{where}.header", "must be true or false")
+        columns = options.get("columns")
+        if columns is not None and (
+            not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)
+        ):
+            raise ConfigError(f"{where}.columns", "must be a list of column names")
+        if not header and not columns:
+            raise ConfigError(f"{where}.columns", "is required when header is false")
+        null_values = options.get("null_values", [""])
+        if not isinstance(null_values, list) or not all(isinstance(v, str) for v in null_values):
+            raise ConfigError(f"{where}.null_values", "must be a list of strings")
+        encoding = _encoding(options.get("encoding", "utf-8"), f"{where}.encoding")
+        list_delimiter = options.get("list_delimiter", "|")
+        if not isinstance(list_delimiter, str) or not list_delimiter:
+            raise ConfigError(f"{where}.list_delimiter", "must be a non-empty string")
+        return {
+            "delimiter": delimiter,
+            "header": header,
+            "columns": list(columns) if columns else None,
+            "null_values": list(null_values),
+            "encoding": encoding,
+            "list_delimiter": list_delimiter,
+        }
+    if fmt == "jsonl":
+        _no_unknown(options, _JSONL_OPTIONS, where + ".")
+        return {"encoding": _encoding(options.get("encoding", "utf-8"), f"{where}.encoding")}
+    return dict(options)
+
+
+def _encoding(value: Any, where: str) -> str:
+    import codecs
+
+    try:
+        return codecs.lookup(value).name
+    except (LookupError, TypeError):
+        raise ConfigError(where, f"unknown encoding {value!r}") from None
+
+
+def _parse_features(raw: Any, sources: tuple[SourceSpec, ...]) -> tuple[FeatureSpec, ...]:
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError("features", "must map one or more feature names to their schema")
+    source_names = {s.name for s in sources}
+    out = []
+    for name, fraw in raw.items():
+        where = f"features.{name}"
+        if not isinstance(name, str) or not name:
+            raise ConfigError("features", f"feature name {name!r} must be a non-empty string")
+        _mapping(fraw, where)
+        _no_unknown(fraw, _FEATURE_KEYS, where + ".")
+        ftype = _required(fraw, "type", where + ".")
+        if ftype not in FEATURE_TYPES:
+            raise ConfigError(
+                f"{where}.type", f"unknown type {ftype!r} ({', '.join(FEATURE_TYPES)})"
+            )
+        shape = _parse_shape(fraw.get("shape", []), f"{where}.shape")
+        required = fraw.get("required", True)
+        if not isinstance(required, bool):
+            raise ConfigError(f"{where}.required", "must be true or false")
+        src, field = None, None
+        if "source" in fraw:
+            ref = fraw["source"]
+            if not isinstance(ref, str) or "." not in ref:
+                raise ConfigError(f"{where}.source", f"{ref!r} must be SOURCE.FIELD")
+            src, field = ref.split(".", 1)
+            if src not in source_names:
+                raise ConfigError(f"{where}.source", f"no source named {src!r}")
+            if not field:
+                raise ConfigError(f"{where}.source", f"{ref!r} names no field")
+        lo = _number(fraw.get("min"), f"{where}.min", ftype)
+        hi = _number(fraw.get("max"), f"{where}.max", ftype)
+        if lo is not None and hi is not None and lo > hi:
+            raise ConfigError(f"{where}.min", f"{lo} is greater than max {hi}")
+        values = fraw.get("values")
+        if values is not None:
+            if ftype not in ("int", "string") or not isinstance(values, list) or not values:
+                raise ConfigError(
+                    f"{where}.values", "must be a non-empty list, for int and string features"
+                )
+            probe = FeatureSpec(name, ftype, (), True)
+            try:
+                coerced = [schema.coerce_scalar(probe, v) for v in values]
+            except schema.RecordError as e:
+                raise ConfigError(f"{where}.values", e.reason.split(": ", 1)[-1]) from None
+            if len(set(coerced)) != len(coerced):
+                raise ConfigError(f"{where}.values", "has duplicates")
+            values = tuple(v.decode() if isinstance(v, bytes) else v for v in coerced)
+        feature = FeatureSpec(
+            name=name,
+            type=ftype,
+            shape=shape,
+            required=required,
+            values=values,
+            min=lo,
+            max=hi,
+            source=src,
+            field=field,
+        )
+        if "default" in fraw and fraw["default"] is not None:
+            if required:
+                raise ConfigError(f"{where}.default", "a required feature takes no default")
+            try:
+                default = schema.coerce_feature(feature, fraw["default"])
+            except schema.RecordError as e:
+                raise ConfigError(f"{where}.default", e.reason.split(": ", 1)[-1]) from None
+            feature = dataclasses.replace(feature, default=default)
+        out.append(feature)
+    return tuple(out)
+
+
+def _parse_shape(raw: Any, where: str) -> tuple[int | None, ...]:
+    if not isinstance(raw, list) or len(raw) > 1:
+        raise ConfigError(where, f"{raw!r} must be [] (scalar), [n] (fixed) or [null] (variable)")
+    if raw and raw[0] is not None and (not isinstance(raw[0], int) or raw[0] < 1):
+        raise ConfigError(where, f"{raw!r}: the length must be a positive integer or null")
+    return tuple(raw)
+
+
+def _number(value: Any, where: str, ftype: str) -> float | None:
+    if value is None:
+        return None
+    if ftype not in ("int", "float"):
+        raise ConfigError(where, f"applies to int and float features, not {ftype}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ConfigError(where, f"{value!r} is not a number")
+    return value
+
+
+def _parse_splits(raw: Any) -> tuple[tuple[str, float], ...]:
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError("splits", "must map split names to fractions")
+    out = []
+    for name, frac in raw.items():
+        if not isinstance(name, str) or not NAME_RE.match(name) or name == "rejected":
+            raise ConfigError("splits", f"split name {name!r} must match [a-z0-9_-]+ (not 'rejected')")
+        if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 1:
+            raise ConfigError(f"splits.{name}", f"{frac!r} must be a fraction in (0, 1]")
+        out.append((name, float(frac)))
+    total = sum(f for _, f in out)
+    if abs(total - 1.0) > 1e-6:
+        raise ConfigError("splits", f"fractions sum to {total:g}, not 1")
+    return tuple(out)
+
+
+def _parse_output(raw: Any, base_dir: str, override: str | None) -> OutputSpec:
+    raw = raw if raw is not None else {}
+    _mapping(raw, "output")
+    _no_unknown(raw, _OUTPUT_KEYS, "output.")
+    if override:
+        path = override if _is_remote(override) else os.path.abspath(override)
+    else:
+        path = raw.get("path")
+        if not isinstance(path, str) or not path:
+            raise ConfigError("output.path", "is required (or give --output)")
+        path = _resolve(path, base_dir)
+    compression = raw.get("compression", "gzip")
+    if compression not in COMPRESSIONS:
+        raise ConfigError(
+            "output.compression", f"unknown value {compression!r} ({', '.join(COMPRESSIONS)})"
+        )
+    size = raw.get("shard_size_mb", 128)
+    if isinstance(size, bool) or not isinstance(size, (int, float)) or size <= 0:
+        raise ConfigError("output.shard_size_mb", f"{size!r} must be a positive number")
+    return OutputSpec(path=path.rstrip("/"), compression=compression, shard_size_mb=float(size))
+
+
+def _resolve(path: str, base_dir: str) -> str:
+    if _is_remote(path) or os.path.isabs(path):
+        return path
+    return os.path.normpath(os.path.join(base_dir, path))
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _mapping(value: Any, where: str) -> None:
+    if not isinstance(value, dict):
+        raise ConfigError(where, "must be a mapping")
+
+
+def _required(raw: dict, key: str, prefix: str) -> Any:
+    if key not in raw or raw[key] is None:
+        raise ConfigError(prefix + key, "is required")
+    return raw[key]
+
+
+def _no_unknown(raw: dict, allowed: set[str], prefix: str) -> None:
+    for k in raw:
+        if k not in allowed:
+            raise ConfigError(prefix + str(k), f"unknown key (allowed: {', '.join(sorted(allowed))})")

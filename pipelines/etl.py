@@ -1,0 +1,144 @@
+"""`shardflow etl`: sources → validated, split, sharded TFRecords + manifest.
+
+`build_etl(p, dataset, staging)` only wires the graph; `run(argv)` parses flags (unknown flags are
+Beam pipeline options), checks the config and the inputs, runs the job, waits, and reports.
+Exit status: 0 done, 2 bad command line or config, 1 the job failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import uuid
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from pipelines.config import ConfigError, load_config
+from transforms.files import match_files
+from transforms.join import JoinByKey
+from transforms.prepare import PrepareRecords
+from transforms.publish import MANIFEST, OutputError, check_output, discard, staging_path
+from transforms.sources import ReadSource
+from transforms.spec import DatasetSpec
+from transforms.write import PublishDataset, WriteShards
+
+logger = logging.getLogger(__name__)
+
+# The DirectRunner of Beam 2.77 first tries the Prism runner, which downloads a binary (no
+# network here) and then falls back to the FnApiRunner; we go to the FnApiRunner directly. It
+# honours --direct_num_workers and --direct_running_mode like the DirectRunner.
+_LOCAL_RUNNERS = {None, "DirectRunner", "direct", "directrunner"}
+
+
+def build_etl(p: beam.Pipeline, dataset: DatasetSpec, staging: str) -> beam.PCollection:
+    """Wires the ETL graph; returns the PCollection holding the published manifest."""
+    chunks, rejected, counts = [], [], []
+    for source in dataset.sources:
+        c, r, n = p | f"Read[{source.name}]" >> ReadSource(source)
+        chunks.append(c)
+        rejected.append(r)
+        counts.append(n)
+    records = chunks | "MergeSources" >> beam.Flatten()
+    if dataset.combine == "join":
+        encoded, invalid, join_counts = records | "JoinSources" >> JoinByKey(dataset)
+        counts.append(join_counts)
+    else:
+        encoded, invalid = records | "ValidateRecords" >> PrepareRecords(dataset)
+    rejected.append(invalid)
+    shards, shard_count = encoded | "WriteShards" >> WriteShards(dataset, staging)
+    all_rejected = rejected | "MergeRejected" >> beam.Flatten()
+    totals = counts | "MergeCounts" >> beam.Flatten() | "SumCounts" >> beam.CombinePerKey(sum)
+    return p | "Publish" >> PublishDataset(
+        dataset, staging, shards, shard_count, all_rejected, totals
+    )
+
+
+def pipeline_options(beam_args: list[str]) -> PipelineOptions:
+    """Beam options from the leftover flags, with the local runner made explicit."""
+    options = PipelineOptions(beam_args)
+    standard = options.view_as(StandardOptions)
+    if standard.runner in _LOCAL_RUNNERS:
+        standard.runner = "FnApiRunner"
+    return options
+
+
+def _check_inputs(dataset: DatasetSpec) -> None:
+    for i, source in enumerate(dataset.sources):
+        if source.path is not None and not match_files(source.path):
+            raise ConfigError(f"sources[{i}].path", f"no files match {source.path!r}")
+    try:
+        check_output(dataset.output.path)
+    except OutputError as e:
+        raise ConfigError("output.path", str(e)) from None
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="shardflow etl",
+        description="Reads the sources of a dataset config and writes sharded TFRecords. "
+        "Unknown --flags are Beam pipeline options (--runner, --direct_num_workers, ...).",
+    )
+    parser.add_argument("--config", required=True, help="dataset config (YAML)")
+    parser.add_argument("--output", help="overrides output.path of the config")
+    args, beam_args = parser.parse_known_args(argv)
+    stray = [a for a in beam_args if not a.startswith("-")]
+    if stray:
+        parser.error(f"unexpected argument {stray[0]!r}")
+    try:
+        dataset = load_config(args.config, args.output)
+        _check_inputs(dataset)
+    except ConfigError as e:
+        print(f"shardflow etl: error: {e}", file=sys.stderr)
+        return 2
+
+    options = pipeline_options(beam_args)
+    staging = staging_path(dataset.output.path, uuid.uuid4().hex[:12])
+    started = time.monotonic()
+    logger.info("running %s: staging under %s", dataset.name, staging)
+    try:
+        with beam.Pipeline(options=options) as p:
+            build_etl(p, dataset, staging)
+    except Exception as e:  # the job failed: report why, leave nothing half-written
+        logger.debug("job failed", exc_info=True)
+        discard(staging)
+        print(f"shardflow etl: job failed: {_reason(e)}", file=sys.stderr)
+        return 1
+    _report(dataset, time.monotonic() - started)
+    return 0
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    # Beam wraps worker errors in long chains; the last line names the original error.
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text
+
+
+def _report(dataset: DatasetSpec, seconds: float) -> None:
+    with FileSystems.open(f"{dataset.output.path}/{MANIFEST}") as f:
+        manifest = json.loads(f.read())
+    read = sum(s["records"] for s in manifest["sources"].values())
+    print(f"shardflow etl: {dataset.name}: {read} records read in {seconds:.1f}s")
+    for name, split in manifest["splits"].items():
+        print(f"  {name:<10} {split['records']:>9} records in {len(split['files'])} shard(s)")
+    print(f"  {'rejected':<10} {manifest['rejected']['records']:>9} records")
+    for reason, n in manifest["rejected"]["reasons"].items():
+        print(f"      {n:>7}  {reason}")
+    print(f"  {'duplicates':<10} {manifest['duplicates']:>9} records")
+    if "joined" in manifest:
+        print(f"  {'joined':<10} {manifest['joined']:>9} records merged into another source's")
+    print(f"  dataset: {dataset.output.path}")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    sys.exit(run(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""Packaging for shardflow: the ETL (pipelines/, transforms/), the trainer and the deploy tools.
+
+Extras: `etl` (Beam, tfx-bsl, tf.Transform), `trainer` (TensorFlow only, never Beam), `test`,
+and `all`. The Dataflow workers install this same file (`--setup_file ./setup.py`).
+"""
+
+from setuptools import find_packages, setup
+
+TENSORFLOW = "tensorflow==2.21.0"
+BEAM = "apache-beam[gcp]==2.77.0"
+TFT = "tensorflow-transform==1.21.0"
+TFX_BSL = "tfx-bsl==1.21.0"
+
+COMMON = [
+    "pyyaml>=6.0",
+    "pyarrow",
+    "google-cloud-storage",
+    "google-crc32c",
+]
+ETL = [BEAM, TFT, TFX_BSL, TENSORFLOW, "pillow"]
+TRAINER = [TENSORFLOW, "tf-keras==2.21.0"]
+TEST = ["pytest", "pytest-timeout"]
+
+setup(
+    name="shardflow",
+    version="0.1.0",
+    description="Heterogeneous sources to sharded TFRecords with Apache Beam, and a fast tf.data trainer",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["pipelines*", "transforms*", "trainer*", "deploy*"]),
+    package_data={"pipelines": ["samples/*/*"]},
+    install_requires=COMMON,
+    extras_require={
+        "etl": ETL,
+        "trainer": TRAINER,
+        "test": TEST,
+        "all": sorted(set(ETL + TRAINER)),
+    },
+    entry_points={"console_scripts": ["shardflow = pipelines.cli:main"]},
+)

@@ -1,0 +1,162 @@
+"""Atomic publication of a dataset: staging folder → OUTPUT, `manifest.json` last.
+
+The whole dataset is written under a hidden sibling of OUTPUT (`.NAME.incomplete-RUNID`). On a
+local disk, publication is two directory renames (the previous dataset, if any, is moved aside
+first and deleted after), so a reader sees the old dataset or the new one, never a mix. On object
+stores (gs://), where there is no rename, the old `manifest.json` is deleted first, the new files
+are copied, and the new manifest is written last: a dataset without its manifest is incomplete.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import shutil
+from collections import Counter
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.spec import DatasetSpec
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+
+
+class OutputError(ValueError):
+    """OUTPUT exists and is something we must not replace."""
+
+
+def is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def staging_path(output: str, run_id: str) -> str:
+    parent, name = output.rstrip("/").rsplit("/", 1)
+    return f"{parent}/.{name}.incomplete-{run_id}"
+
+
+def check_output(output: str) -> None:
+    """Refuses an OUTPUT that exists, is not empty and holds no shardflow manifest."""
+    if is_remote(output):
+        existing = FileSystems.match([output.rstrip("/") + "/*"])[0].metadata_list
+        if existing and not FileSystems.exists(f"{output}/{MANIFEST}"):
+            raise OutputError(f"{output!r} holds files but no {MANIFEST}; refusing to replace it")
+        return
+    if os.path.isfile(output):
+        raise OutputError(f"{output!r} is a file")
+    if os.path.isdir(output) and os.listdir(output):
+        if not os.path.isfile(os.path.join(output, MANIFEST)):
+            raise OutputError(
+                f"{output!r} is a non-empty folder without {MANIFEST}; refusing to replace it"
+            )
+
+
+def build_manifest(
+    dataset: DatasetSpec,
+    shards: list[dict[str, Any]],
+    rejected_file: dict[str, Any],
+    reasons: Counter,
+    counts: dict[str, int],
+) -> dict[str, Any]:
+    """The manifest: counts, files with sizes and checksums, the schema. Checks the ledger."""
+    splits: dict[str, Any] = {}
+    duplicates = counts.get("duplicates", 0)
+    for name in dataset.split_names:
+        files = sorted((s for s in shards if s["split"] == name), key=lambda s: s["path"])
+        duplicates += sum(s.get("duplicates", 0) for s in files)
+        splits[name] = {
+            "records": sum(s["records"] for s in files),
+            "files": [
+                {k: s[k] for k in ("path", "records", "bytes", "sha256")} for s in files
+            ],
+        }
+    sources = {
+        s.name: {"format": s.format, "records": counts.get(f"read/{s.name}", 0)}
+        for s in dataset.sources
+    }
+    read = sum(v["records"] for v in sources.values())
+    written = sum(v["records"] for v in splits.values())
+    joined = counts.get("joined", 0)
+    accounted = written + rejected_file["records"] + duplicates + joined
+    if read != accounted:
+        raise RuntimeError(
+            f"ledger does not balance: read {read} records, accounted for {accounted} "
+            f"(written {written}, rejected {rejected_file['records']}, duplicates {duplicates}, "
+            f"joined {joined})"
+        )
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "name": dataset.name,
+        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "config_sha256": dataset.config_sha256,
+        "compression": dataset.output.compression,
+        "features": {f.name: f.to_manifest() for f in dataset.features},
+        "label": dataset.label,
+        "key": dataset.key,
+        "combine": dataset.combine,
+        "sources": sources,
+        "splits": splits,
+        "rejected": {
+            "records": rejected_file["records"],
+            "reasons": dict(sorted(reasons.items())),
+            "files": [{k: rejected_file[k] for k in ("path", "records", "bytes", "sha256")}],
+        },
+        "duplicates": duplicates,
+        "transform": None,
+    }
+    if dataset.combine == "join":
+        manifest["joined"] = joined
+    return manifest
+
+
+def publish(staging: str, output: str, manifest: dict[str, Any]) -> None:
+    """Moves the staged dataset to OUTPUT, replacing a previous dataset there."""
+    body = (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8")
+    if is_remote(output):
+        _publish_remote(staging, output, body)
+    else:
+        _publish_local(staging, output, body)
+
+
+def _publish_local(staging: str, output: str, body: bytes) -> None:
+    with open(os.path.join(staging, MANIFEST), "wb") as f:
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    old = None
+    if os.path.exists(output):
+        check_output(output)
+        old = staging.replace(".incomplete-", ".replaced-")
+        os.rename(output, old)
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    os.rename(staging, output)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def _publish_remote(staging: str, output: str, body: bytes) -> None:
+    old = FileSystems.match([output + "/**"])[0].metadata_list
+    if FileSystems.exists(f"{output}/{MANIFEST}"):
+        FileSystems.delete([f"{output}/{MANIFEST}"])
+    if old:
+        FileSystems.delete([m.path for m in old if not m.path.endswith("/" + MANIFEST)])
+    staged = FileSystems.match([staging + "/**"])[0].metadata_list
+    sources = [m.path for m in staged]
+    FileSystems.copy(sources, [output + p[len(staging):] for p in sources])
+    with FileSystems.create(f"{output}/{MANIFEST}", mime_type="application/json") as f:
+        f.write(body)
+    FileSystems.delete([staging])
+
+
+def discard(staging: str) -> None:
+    """Removes a staging folder after a failed run (what a reader could never see anyway)."""
+    try:
+        if FileSystems.exists(staging):
+            FileSystems.delete([staging])
+    except OSError as e:  # the run already failed; leave the hidden folder and say so
+        logger.warning("could not remove staging folder %s: %s", staging, e)

@@ -1,0 +1,293 @@
+"""Writing the dataset: shard sizing, TFRecord shards, the rejected records and their file facts.
+
+Shard counts come from the encoded bytes of each split (`ceil(bytes / shard_size)`), known only
+once every record is encoded, so records are routed to `(split, shard)` with the sizes as a side
+input. Within a shard, records are sorted by (order hash, key, provenance) and duplicates of a key
+dropped, so a shard's bytes depend only on its records, never on bundle order or runner. Shards
+are written under a staging folder; `transforms.publish` moves them into place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import struct
+import zlib
+from collections import Counter
+from typing import Any, Iterable, Iterator
+
+import apache_beam as beam
+import google_crc32c
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.prepare import EncodedChunk
+from transforms.publish import build_manifest, publish
+from transforms.spec import DatasetSpec
+from transforms.split import shard_of
+
+# zlib window bits: 31 writes a gzip stream (TF "GZIP"), 15 a zlib stream (TF "ZLIB").
+_WBITS = {"gzip": 31, "zlib": 15}
+_COMPRESSION_LEVEL = 6  # TensorFlow's default for compressed TFRecords
+_BUFFER = 1 << 20
+
+
+@dataclasses.dataclass
+class ShardPart:
+    """The records of one chunk that belong to one shard."""
+
+    order_hash: list[int]
+    key: list[str] | None
+    order: list[tuple]
+    payload: list[bytes]
+
+
+def _masked_crc(data: bytes) -> bytes:
+    crc = google_crc32c.value(data)
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+def frame_record(data: bytes) -> bytes:
+    """One TFRecord: length, masked CRC-32C of the length, data, masked CRC-32C of the data."""
+    length = struct.pack("<Q", len(data))
+    return length + _masked_crc(length) + data + _masked_crc(data)
+
+
+class RecordFileWriter:
+    """Writes framed, optionally compressed TFRecords to a local or gs:// path.
+
+    Tracks the written file's size and SHA-256. The gzip header zlib writes has no timestamp, so
+    the same records give the same bytes.
+    """
+
+    def __init__(self, path: str, compression: str):
+        self.path = path
+        self._file = FileSystems.create(
+            path, mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED
+        )
+        wbits = _WBITS.get(compression)
+        self._compressor = (
+            zlib.compressobj(_COMPRESSION_LEVEL, zlib.DEFLATED, wbits) if wbits else None
+        )
+        self._sha = hashlib.sha256()
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+        self.records = 0
+        self.bytes = 0
+
+    def write(self, data: bytes) -> None:
+        record = frame_record(data)
+        self._pending.append(record)
+        self._pending_size += len(record)
+        self.records += 1
+        if self._pending_size >= _BUFFER:
+            self._flush_pending()
+
+    def _flush_pending(self) -> None:
+        block = b"".join(self._pending)
+        self._pending, self._pending_size = [], 0
+        if self._compressor is not None:
+            block = self._compressor.compress(block)
+        self._emit(block)
+
+    def _emit(self, block: bytes) -> None:
+        if block:
+            self._sha.update(block)
+            self.bytes += len(block)
+            self._file.write(block)
+
+    def close(self) -> dict[str, Any]:
+        self._flush_pending()
+        if self._compressor is not None:
+            self._emit(self._compressor.flush())
+        self._file.close()
+        return {"records": self.records, "bytes": self.bytes, "sha256": self._sha.hexdigest()}
+
+
+def shard_name(split: str, index: int, count: int, suffix: str) -> str:
+    return f"{split}/{split}-{index:05d}-of-{count:05d}{suffix}"
+
+
+def shard_counts(split_bytes: dict[int, int], num_splits: int, shard_bytes: float) -> list[int]:
+    """Shards per split: enough for `shard_bytes` each, at least one (an empty split too)."""
+    return [
+        max(1, math.ceil(split_bytes.get(i, 0) / shard_bytes)) for i in range(num_splits)
+    ]
+
+
+def route_chunk(chunk: EncodedChunk, counts: list[int]) -> Iterator[tuple[tuple[int, int], ShardPart]]:
+    """Splits a chunk into the parts of each (split, shard) it touches."""
+    parts: dict[tuple[int, int], ShardPart] = {}
+    keys = chunk.key
+    for i, (split, order_hash) in enumerate(zip(chunk.split, chunk.order_hash)):
+        dest = (split, shard_of(order_hash, counts[split]))
+        part = parts.get(dest)
+        if part is None:
+            part = parts[dest] = ShardPart([], [] if keys is not None else None, [], [])
+        part.order_hash.append(order_hash)
+        if keys is not None:
+            part.key.append(keys[i])
+        part.order.append(chunk.order[i])
+        part.payload.append(chunk.payload[i])
+    yield from sorted(parts.items(), key=lambda item: item[0])
+
+
+def sorted_records(parts: Iterable[ShardPart]) -> tuple[list[bytes], int]:
+    """The payloads of a shard in their canonical order, first record of each key only.
+
+    Returns (payloads, duplicates dropped).
+    """
+    rows = []
+    for part in parts:
+        keys = part.key if part.key is not None else [""] * len(part.payload)
+        rows.extend(zip(part.order_hash, keys, part.order, part.payload))
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    payloads, duplicates, last_key = [], 0, None
+    for _, key, _, payload in rows:
+        if key and key == last_key:
+            duplicates += 1
+            continue
+        last_key = key
+        payloads.append(payload)
+    return payloads, duplicates
+
+
+class WriteShardFn(beam.DoFn):
+    """Writes one shard from its grouped parts; yields the shard's file facts."""
+
+    def __init__(self, staging: str, split_names: list[str], compression: str, suffix: str):
+        self._staging = staging
+        self._splits = split_names
+        self._compression = compression
+        self._suffix = suffix
+
+    def process(self, element, counts):
+        (split, shard), parts = element
+        payloads, duplicates = sorted_records(parts)
+        name = shard_name(self._splits[split], shard, counts[split], self._suffix)
+        writer = RecordFileWriter(f"{self._staging}/{name}", self._compression)
+        for payload in payloads:
+            writer.write(payload)
+        facts = writer.close()
+        yield {"split": self._splits[split], "path": name, "duplicates": duplicates, **facts}
+
+
+def write_empty_shard(staging: str, name: str, compression: str) -> dict[str, Any]:
+    return RecordFileWriter(f"{staging}/{name}", compression).close()
+
+
+def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, Any]:
+    """Writes all rejected records, in a stable order, as one JSON Lines file."""
+    rejected = sorted(rejected, key=lambda r: (r["source"], _location_key(r["location"]), r["reason"]))
+    name = "rejected/rejected-00000-of-00001.jsonl"
+    sha = hashlib.sha256()
+    size = 0
+    with FileSystems.create(f"{staging}/{name}", mime_type="application/x-ndjson") as f:
+        for record in rejected:
+            line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode(
+                "utf-8", errors="backslashreplace"
+            )
+            sha.update(line)
+            size += len(line)
+            f.write(line)
+    return {"path": name, "records": len(rejected), "bytes": size, "sha256": sha.hexdigest()}
+
+
+def _location_key(loc: str) -> tuple:
+    """Sorts `file:12` before `file:100`."""
+    head, _, tail = loc.rpartition(":")
+    return (head, int(tail)) if tail.isdigit() else (loc, 0)
+
+
+def _split_bytes(chunk: EncodedChunk) -> Iterator[tuple[int, int]]:
+    sizes: dict[int, int] = {}
+    for split, payload in zip(chunk.split, chunk.payload):
+        sizes[split] = sizes.get(split, 0) + len(payload)
+    yield from sizes.items()
+
+
+class WriteShards(beam.PTransform):
+    """Writes encoded chunks as sized, sorted, deduplicated shards under `staging`.
+
+    Returns (shard facts, shard counts per split as a one-element PCollection).
+    """
+
+    def __init__(self, dataset: DatasetSpec, staging: str):
+        super().__init__()
+        self._dataset = dataset
+        self._staging = staging
+
+    def expand(self, encoded):
+        out = self._dataset.output
+        num_splits = len(self._dataset.splits)
+        shard_bytes = out.shard_size_mb * 1024 * 1024
+        counts = (
+            encoded
+            | "MeasureSplits" >> beam.FlatMap(_split_bytes)
+            | "SumSplitBytes" >> beam.CombinePerKey(sum)
+            | "CollectSplitBytes" >> beam.combiners.ToDict()
+            | "CountShards" >> beam.Map(shard_counts, num_splits, shard_bytes)
+        )
+        facts = (
+            encoded
+            | "RouteToShards" >> beam.FlatMap(route_chunk, beam.pvalue.AsSingleton(counts))
+            | "GroupShards" >> beam.GroupByKey()
+            | "WriteShard"
+            >> beam.ParDo(
+                WriteShardFn(
+                    self._staging, list(self._dataset.split_names), out.compression, out.suffix
+                ),
+                beam.pvalue.AsSingleton(counts),
+            )
+        )
+        return facts, counts
+
+
+class _PublishFn(beam.DoFn):
+    def __init__(self, dataset: DatasetSpec, staging: str):
+        self._dataset = dataset
+        self._staging = staging
+
+    def process(self, _, shards, shard_count, rejected, counts):
+        out = self._dataset.output
+        shards = list(shards)
+        written = {s["path"] for s in shards}
+        for split, n in zip(self._dataset.split_names, shard_count):
+            for index in range(n):
+                name = shard_name(split, index, n, out.suffix)
+                if name not in written:
+                    facts = write_empty_shard(self._staging, name, out.compression)
+                    shards.append({"split": split, "path": name, "duplicates": 0, **facts})
+        rejected = list(rejected)
+        rejected_file = write_rejected(self._staging, rejected)
+        reasons = Counter(r["reason"] for r in rejected)
+        manifest = build_manifest(self._dataset, shards, rejected_file, reasons, dict(counts))
+        publish(self._staging, out.path, manifest)
+        yield manifest
+
+
+class PublishDataset(beam.PTransform):
+    """Completes the staged dataset (empty shards, rejected file, manifest) and publishes it."""
+
+    def __init__(self, dataset: DatasetSpec, staging: str, shards, shard_count, rejected, counts):
+        super().__init__()
+        self._dataset = dataset
+        self._staging = staging
+        self._inputs = (shards, shard_count, rejected, counts)
+
+    def expand(self, pbegin):
+        shards, shard_count, rejected, counts = self._inputs
+        return (
+            pbegin
+            | "Start" >> beam.Create([None])
+            | "WriteManifestAndPublish"
+            >> beam.ParDo(
+                _PublishFn(self._dataset, self._staging),
+                beam.pvalue.AsList(shards),
+                beam.pvalue.AsSingleton(shard_count),
+                beam.pvalue.AsList(rejected),
+                beam.pvalue.AsDict(counts),
+            )
+        )
