@@ -1,0 +1,37 @@
+# shardflow: `make demo` and `make test` work on a fresh machine with Python 3.11, make and root.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_OUT ?= out/demo
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-fast lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -e ".[all,test]" > $(VENV)/install.log 2>&1 \
+	  || { grep -v "is ignored: it is neither" $(VENV)/install.log | tail -40; exit 1; }
+	$(BIN)/python -m pip check
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/shardflow etl --config pipelines/samples/penguins/penguins.yaml --output $(DEMO_OUT)/penguins
+	$(BIN)/shardflow inspect $(DEMO_OUT)/penguins --split train --take 2
+	$(BIN)/shardflow train --data $(DEMO_OUT)/penguins --model-dir $(DEMO_OUT)/model --epochs 10
+	$(BIN)/shardflow predict --model-dir $(DEMO_OUT)/model --data $(DEMO_OUT)/penguins --split test --take 5
+	@echo "dataset: $(DEMO_OUT)/penguins   model: $(DEMO_OUT)/model (export/, metrics.json, logs/)"
+
+test: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
+
+test-fast: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS) tests
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/etl_csv.py --rows 200000 --repeats 3
+
+clean:
+	rm -rf $(VENV) out build *.egg-info

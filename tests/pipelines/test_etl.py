@@ -1,0 +1,109 @@
+"""The ETL graph on the in-memory runner: composite transforms and a whole run, in process."""
+
+import json
+import os
+
+import apache_beam as beam
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.config import parse_config
+from pipelines.etl import build_etl
+from transforms.prepare import PrepareRecords
+from transforms.publish import staging_path
+from transforms.sources import ReadSource
+
+CSV = 'id,name,score\n1,ann,1.5\n2,"bo, b",x\n3,"multi\nline",2\n4\n1,ann again,9\n'
+JSONL = '{"id": 3, "note": "hello"}\n{"id": 9, "note": "orphan"}\n{broken\n'
+
+
+def _config(tmp_path, **extra):
+    (tmp_path / "a.csv").write_text(CSV)
+    (tmp_path / "b.jsonl").write_text(JSONL)
+    cfg = {
+        "name": "t",
+        "sources": [{"name": "a", "format": "csv", "path": "a.csv"}],
+        "key": "id",
+        "features": {
+            "id": {"type": "int"},
+            "name": {"type": "string"},
+            "score": {"type": "float", "required": False, "default": 0.0},
+        },
+        "splits": {"train": 0.5, "eval": 0.5},
+        "output": {"path": "out", "shard_size_mb": 1},
+    }
+    cfg.update(extra)
+    return parse_config(cfg, base_dir=str(tmp_path))
+
+
+def test_read_source_yields_records_rejected_and_counts(tmp_path):
+    dataset = _config(tmp_path)
+    with TestPipeline(runner="FnApiRunner") as p:
+        chunks, rejected, counts = p | ReadSource(dataset.sources[0])
+        fields = chunks | beam.FlatMap(lambda c: [(r.line, r.fields["name"]) for r in c.rows])
+        assert_that(
+            fields,
+            equal_to([(2, "ann"), (3, "bo, b"), (4, "multi\nline"), (7, "ann again")]),
+            label="CheckRecords",
+        )
+        assert_that(
+            rejected | beam.Map(lambda r: (r["location"].rsplit("/", 1)[1], r["reason"])),
+            equal_to([("a.csv:6", "csv: expected 3 fields, got 1")]),
+            label="CheckRejected",
+        )
+        assert_that(counts, equal_to([("read/a", 5)]), label="CheckCounts")
+
+
+def test_prepare_records_encodes_valid_records_and_rejects_invalid_ones(tmp_path):
+    dataset = _config(tmp_path)
+    with TestPipeline(runner="FnApiRunner") as p:
+        chunks, _, _ = p | ReadSource(dataset.sources[0])
+        encoded, rejected = chunks | PrepareRecords(dataset)
+        keys = encoded | beam.FlatMap(lambda c: list(zip(c.key, [len(p) > 0 for p in c.payload])))
+        assert_that(
+            keys,
+            equal_to([("1", True), ("3", True), ("1", True)]),
+            label="CheckEncoded",
+        )
+        assert_that(
+            rejected | beam.Map(lambda r: (r["reason"], r["record"])),
+            equal_to([("score: not a number", '2,"bo, b",x\n')]),
+            label="CheckRejected",
+        )
+
+
+def test_join_run_publishes_a_balanced_manifest(tmp_path):
+    dataset = _config(
+        tmp_path,
+        sources=[
+            {"name": "a", "format": "csv", "path": "a.csv"},
+            {"name": "b", "format": "jsonl", "path": "b.jsonl"},
+        ],
+        combine="join",
+        features={
+            "id": {"type": "int"},
+            "name": {"type": "string"},
+            "note": {"type": "string", "required": False},
+        },
+    )
+    staging = staging_path(dataset.output.path, "test")
+    with beam.Pipeline(runner="FnApiRunner") as p:
+        build_etl(p, dataset, staging)
+    out = dataset.output.path
+    manifest = json.load(open(os.path.join(out, "manifest.json")))
+    assert manifest["sources"] == {
+        "a": {"format": "csv", "records": 5},
+        "b": {"format": "jsonl", "records": 3},
+    }
+    # ids 1, 2 and 3 are written (3 joined with its note); id 9 has no name: rejected.
+    assert sum(s["records"] for s in manifest["splits"].values()) == 3
+    assert manifest["duplicates"] == 1
+    assert manifest["joined"] == 1
+    assert manifest["rejected"]["reasons"] == {
+        "csv: expected 3 fields, got 1": 1,
+        "json: invalid JSON": 1,
+        "name: missing required value": 1,
+    }
+    assert manifest["rejected"]["records"] == 3
+    assert not os.path.exists(staging)
+    assert sorted(os.listdir(out)) == ["eval", "manifest.json", "rejected", "train"]

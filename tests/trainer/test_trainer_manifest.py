@@ -1,0 +1,132 @@
+"""Loading and validating manifest.json (trainer/manifest.py)."""
+
+import copy
+import json
+
+import pytest
+
+from trainer.manifest import (
+    FeatureSpec,
+    ManifestError,
+    load_manifest,
+    missing_files,
+    parse_manifest,
+)
+
+
+def test_load_manifest_reads_features_splits_and_absolute_shard_paths(dataset):
+    m = load_manifest(str(dataset.root) + "/")
+
+    assert (m.root, m.name, m.compression, m.compression_type) == (
+        str(dataset.root),
+        "penguins",
+        "gzip",
+        "GZIP",
+    )
+    assert m.label == "species"
+    assert list(m.features) == list(dataset.manifest["features"])
+    assert m.features["bill_length_mm"] == FeatureSpec(
+        name="bill_length_mm", type="float", shape=(), required=False, default=0.0, min=0
+    )
+    assert m.features["tags"].variable_length and not m.features["tags"].always_full
+    assert m.features["embedding"].size == 4
+    assert m.split_files("train") == [
+        str(dataset.root / "train/train-00000-of-00002.tfrecord.gz"),
+        str(dataset.root / "train/train-00001-of-00002.tfrecord.gz"),
+    ]
+    assert (m.split_records("train"), m.split_records("eval")) == (240, 60)
+    assert (m.rejected_records, m.rejected_reasons, m.duplicates) == (
+        2,
+        {"bill_length_mm: not a number": 2},
+        1,
+    )
+
+
+def test_relative_dataset_path_becomes_absolute(dataset, monkeypatch):
+    monkeypatch.chdir(dataset.root.parent)
+    m = load_manifest(dataset.root.name)
+    assert m.root == str(dataset.root)
+
+
+def test_missing_manifest_error_names_the_path(tmp_path):
+    with pytest.raises(ManifestError) as e:
+        load_manifest(str(tmp_path))
+    assert str(e.value) == (
+        f"{tmp_path}: no manifest.json at {tmp_path}/manifest.json, "
+        "the run is incomplete or this is not a shardflow dataset"
+    )
+
+
+def test_manifest_that_is_not_json_is_an_error(tmp_path):
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(ManifestError, match=r"manifest.json: not valid JSON"):
+        load_manifest(str(tmp_path))
+
+
+def test_requested_split_without_files_is_an_error(dataset):
+    raw = copy.deepcopy(dataset.manifest)
+    raw["splits"]["test"] = {"records": 0, "files": []}
+    m = parse_manifest(raw, "/data")
+
+    with pytest.raises(ManifestError) as no_files:
+        m.split_files("test")
+    with pytest.raises(ManifestError) as unknown:
+        m.split_records("validation")
+
+    assert str(no_files.value) == "/data: split 'test' has no files"
+    assert str(unknown.value) == (
+        "/data: no split 'validation' in the manifest (splits: eval, test, train)"
+    )
+    assert (m.has_split("train"), m.has_split("test"), m.has_split("validation")) == (
+        True,
+        False,
+        False,
+    )
+
+
+def _with(raw: dict, path: list, value) -> dict:
+    raw = copy.deepcopy(raw)
+    target = raw
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (["format_version"], 2, "format_version: 2 is not supported (this trainer reads 1)"),
+        (["compression"], "lz4", "compression: 'lz4' is not one of gzip, zlib, none"),
+        (["label"], "weight", "label: 'weight' is not one of the features"),
+        (["features", "year", "type"], "integer", "features.year.type: 'integer' is not one of"),
+        (["features", "tags", "shape"], [None, 2], "features.tags.shape: [None, 2] is not"),
+        (["features", "year", "required"], "yes", "features.year.required: must be true or"),
+        (["features", "flipper_mm", "values"], [1.5], "features.flipper_mm.values: must be"),
+        (["features", "year", "default"], "2007", "features.year.default: '2007' is not a value"),
+        (
+            ["splits", "train", "files", 0, "path"],
+            "/abs/train-00000-of-00002.tfrecord.gz",
+            "splits.train.files[0].path: '/abs/train-00000-of-00002.tfrecord.gz' is not a path",
+        ),
+        (["splits", "eval", "records"], -1, "splits.eval.records: -1 is not a non-negative"),
+    ],
+)
+def test_invalid_manifest_error_names_the_field(dataset, path, value, message):
+    with pytest.raises(ManifestError) as e:
+        parse_manifest(_with(dataset.manifest, path, value), "/data", where="m.json")
+    assert str(e.value).startswith(f"m.json: {message}")
+
+
+def test_missing_files_lists_only_the_absent_shards(dataset):
+    present = str(dataset.root / "train/train-00000-of-00002.tfrecord.gz")
+    absent = str(dataset.root / "train/train-00009-of-00010.tfrecord.gz")
+    elsewhere = str(dataset.root / "nowhere/x.tfrecord.gz")
+    assert missing_files([present, absent, elsewhere]) == [absent, elsewhere]
+
+
+def test_manifest_json_of_fixture_round_trips(dataset):
+    # The fixture writes the manifest the contract shows; it must stay valid JSON with nulls.
+    raw = json.loads((dataset.root / "manifest.json").read_text())
+    assert raw["features"]["tags"]["shape"] == [None]
+    assert raw["transform"] is None

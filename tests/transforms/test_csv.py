@@ -1,0 +1,114 @@
+"""CSV parsing: quoting, embedded newlines, CRLF, null markers, line numbers, rejected rows."""
+
+import io
+
+import pytest
+
+from transforms.csv import FileError, parse_csv
+from transforms.records import RawChunk
+from transforms.spec import SourceSpec
+
+
+def _source(**options):
+    opts = {
+        "delimiter": ",",
+        "header": True,
+        "columns": None,
+        "null_values": [""],
+        "encoding": "utf-8",
+        "list_delimiter": "|",
+    }
+    opts.update(options)
+    return SourceSpec("src", "csv", "f.csv", opts)
+
+
+def _parse(data: bytes, chunk_rows=100, **options):
+    rows, rejected = [], []
+    for item in parse_csv(io.BytesIO(data), "f.csv", _source(**options), chunk_rows):
+        if isinstance(item, RawChunk):
+            rows.extend(item.rows)
+        else:
+            rejected.append(item)
+    return rows, rejected
+
+
+def test_quoted_fields_keep_delimiters_quotes_and_newlines():
+    data = b'a,b\n"x, y","say ""hi"""\n"two\nlines",z\n'
+    rows, rejected = _parse(data)
+    assert [r.fields for r in rows] == [
+        {"a": "x, y", "b": 'say "hi"'},
+        {"a": "two\nlines", "b": "z"},
+    ]
+    assert [(r.line, r.record_no) for r in rows] == [(2, 0), (3, 1)]
+    assert rejected == []
+
+
+def test_crlf_line_endings_are_not_part_of_values():
+    rows, _ = _parse(b"a,b\r\n1,2\r\n3,\"4\r\n5\"\r\n")
+    assert [r.fields for r in rows] == [{"a": "1", "b": "2"}, {"a": "3", "b": "4\r\n5"}]
+
+
+def test_null_markers_become_missing_values():
+    rows, _ = _parse(b"a,b,c\n,NA,x\n", null_values=["", "NA"])
+    assert rows[0].fields == {"a": None, "b": None, "c": "x"}
+
+
+def test_wrong_field_count_is_rejected_with_line_and_text():
+    data = b"a,b\n1,2\n\"multi\nline\",2,3\n4\n5,6\n"
+    rows, rejected = _parse(data)
+    assert [r.fields for r in rows] == [{"a": "1", "b": "2"}, {"a": "5", "b": "6"}]
+    assert [r.line for r in rows] == [2, 6]
+    assert rejected == [
+        {
+            "source": "src",
+            "location": "f.csv:3",
+            "reason": "csv: expected 2 fields, got 3",
+            "record": '"multi\nline",2,3\n',
+        },
+        {"source": "src", "location": "f.csv:5", "reason": "csv: expected 2 fields, got 1", "record": "4\n"},
+    ]
+
+
+def test_bad_quoting_is_rejected_and_parsing_goes_on():
+    rows, rejected = _parse(b'a,b\n"x"y,1\n2,3\n')
+    assert [r.fields for r in rows] == [{"a": "2", "b": "3"}]
+    assert len(rejected) == 1
+    assert rejected[0]["location"] == "f.csv:2"
+    assert rejected[0]["reason"].startswith("csv: ")
+
+
+def test_unterminated_quote_at_end_of_file_is_rejected():
+    rows, rejected = _parse(b'a,b\n1,2\n3,"open\nmore\n')
+    assert [r.fields for r in rows] == [{"a": "1", "b": "2"}]
+    assert [(r["location"], r["record"]) for r in rejected] == [("f.csv:3", '3,"open\nmore\n')]
+
+
+def test_blank_lines_are_not_records():
+    rows, rejected = _parse(b"a\n1\n\n2\n")
+    assert [(r.fields["a"], r.line) for r in rows] == [("1", 2), ("2", 4)]
+    assert rejected == []
+
+
+def test_no_header_uses_configured_columns_and_delimiter():
+    rows, _ = _parse(b"1;x\n2;y\n", header=False, columns=["n", "s"], delimiter=";")
+    assert [r.fields for r in rows] == [{"n": "1", "s": "x"}, {"n": "2", "s": "y"}]
+
+
+def test_encoding_option_decodes_the_file():
+    rows, _ = _parse("a\ncafé\n".encode("latin-1"), encoding="latin-1")
+    assert rows[0].fields == {"a": "café"}
+
+
+def test_chunks_hold_at_most_chunk_rows():
+    data = b"a\n" + b"".join(b"%d\n" % i for i in range(10))
+    chunks = [c for c in parse_csv(io.BytesIO(data), "f.csv", _source(), 4)]
+    assert [len(c.rows) for c in chunks] == [4, 4, 2]
+
+
+def test_duplicate_header_names_fail_the_file():
+    with pytest.raises(FileError, match="duplicate column names"):
+        _parse(b"a,a\n1,2\n")
+
+
+def test_empty_file_has_no_records():
+    assert _parse(b"") == ([], [])
