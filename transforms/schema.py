@@ -111,7 +111,7 @@ def coerce_feature(
         if isinstance(value, str) and list_delimiter is not None:
             value = value.split(list_delimiter) if value else []
         elif not isinstance(value, (list, tuple)):
-            value = [value]
+            raise RecordError(f"{feature.name}: expected a list")
         items = [coerce_scalar(feature, v) for v in value]
         n = feature.shape[0]
         if n is not None and len(items) != n:

@@ -19,6 +19,8 @@ import pytest
 import tensorflow as tf
 
 REPO = Path(__file__).resolve().parents[2]
+# The trainer under test is this checkout's, also when shardflow is installed in the venv.
+sys.path.insert(0, str(REPO))
 
 FEATURES = {
     "id": {"type": "int", "shape": [], "required": True},
