@@ -12,7 +12,7 @@ import csv
 import io
 from typing import Any, BinaryIO, Iterator
 
-from transforms.records import CHUNK_ROWS, RawChunk, RawRow, location, rejection
+from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.spec import SourceSpec
 
 csv.field_size_limit(1 << 30)
@@ -52,7 +52,7 @@ def parse_csv(
     if len(set(columns)) != len(columns):
         raise FileError(f"{path}: duplicate column names in {columns!r}")
     width = len(columns)
-    rows: list[RawRow] = []
+    chunk = _ChunkBuilder(source.name, path, columns, nulls)
     record_no = 0
     while True:
         consumed.clear()
@@ -70,7 +70,7 @@ def parse_csv(
         line_no += len(consumed)
         if not values:
             continue  # a blank line is not a record
-        raw = "".join(consumed)
+        raw = consumed[0] if len(consumed) == 1 else "".join(consumed)
         if len(values) != width:
             yield rejection(
                 source.name,
@@ -78,13 +78,39 @@ def parse_csv(
                 f"csv: expected {width} fields, got {len(values)}",
                 raw,
             )
-            record_no += 1
-            continue
-        fields = dict(zip(columns, [None if v in nulls else v for v in values]))
-        rows.append(RawRow(record_no, start, fields, raw))
+        else:
+            chunk.add(values, record_no, start, raw)
+            if len(chunk.rows) >= chunk_rows:
+                yield chunk.build()
         record_no += 1
-        if len(rows) >= chunk_rows:
-            yield RawChunk(source.name, path, rows)
-            rows = []
-    if rows:
-        yield RawChunk(source.name, path, rows)
+    if chunk.rows:
+        yield chunk.build()
+
+
+class _ChunkBuilder:
+    """Collects parsed rows and turns them into a columnar `RawChunk`."""
+
+    def __init__(self, source: str, path: str, columns: list[str], nulls: frozenset[str]):
+        self._source, self._path, self._columns, self._nulls = source, path, columns, nulls
+        self.rows: list[list[str]] = []
+        self._record_nos: list[int] = []
+        self._lines: list[int] = []
+        self._raws: list[str] = []
+
+    def add(self, values: list[str], record_no: int, line: int, raw: str) -> None:
+        self.rows.append(values)
+        self._record_nos.append(record_no)
+        self._lines.append(line)
+        self._raws.append(raw)
+
+    def build(self) -> RawChunk:
+        nulls = self._nulls
+        columns = {
+            name: [None if v in nulls else v for v in values]
+            for name, values in zip(self._columns, zip(*self.rows))
+        }
+        chunk = RawChunk(
+            self._source, self._path, columns, self._record_nos, self._lines, self._raws, text=True
+        )
+        self.rows, self._record_nos, self._lines, self._raws = [], [], [], []
+        return chunk

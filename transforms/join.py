@@ -15,9 +15,9 @@ from typing import Iterable, Iterator
 
 import apache_beam as beam
 
-from transforms.prepare import KeyMaker, Preparer, Record
-from transforms.records import COUNTS, REJECTED, RawChunk, RawRow, location, rejection
-from transforms.schema import RecordError
+from transforms.prepare import Batch, KeyMaker, Preparer
+from transforms.records import COUNTS, REJECTED, RawChunk, location, rejection
+from transforms.schema import SourceColumns
 from transforms.spec import DatasetSpec
 from transforms.split import record_hash
 
@@ -26,59 +26,88 @@ JOIN_BUCKETS = 64
 
 def bucket_rows(
     chunk: RawChunk, source_index: int, key_maker: KeyMaker, buckets: int = JOIN_BUCKETS
-) -> Iterator[tuple[int, tuple] | dict]:
-    """(bucket, (source index, path, [(key, row), ...])) per bucket, or rejected dicts."""
-    by_bucket: dict[int, list[tuple[str, RawRow]]] = defaultdict(list)
-    for row in chunk.rows:
-        try:
-            key = key_maker(row.fields.get(key_maker.field))
-        except RecordError as e:
-            yield rejection(chunk.source, location(chunk.path, row.line), e.reason, row.raw)
-            continue
-        by_bucket[record_hash(key.encode("utf-8"))[1] % buckets].append((key, row))
-    for bucket, rows in sorted(by_bucket.items()):
-        yield bucket, (source_index, chunk.source, chunk.path, rows)
+) -> Iterator[tuple[int, tuple[int, list[str], RawChunk]] | dict]:
+    """(bucket, (source index, keys, sub-chunk)) per bucket the chunk touches, or rejected dicts."""
+    keys, missing = key_maker.keys(chunk)
+    for i, reason in sorted(missing.items()):
+        yield rejection(chunk.source, location(chunk.path, chunk.lines[i]), reason, chunk.raws[i])
+    by_bucket: dict[int, list[int]] = defaultdict(list)
+    for i, key in enumerate(keys):
+        if key is not None:
+            by_bucket[record_hash(key.encode("utf-8"))[1] % buckets].append(i)
+    for bucket, indices in sorted(by_bucket.items()):
+        yield bucket, (source_index, [keys[i] for i in indices], chunk.take(indices))
 
 
 def join_bucket(
-    groups: Iterable[tuple[int, str, str, list[tuple[str, RawRow]]]],
-) -> tuple[list[Record], int, int]:
-    """Joins the rows of one bucket. Returns (records, duplicates, joined).
+    groups: Iterable[tuple[int, list[str], RawChunk]], source_names: list[str]
+) -> tuple[Batch, int, int]:
+    """Joins the records of one bucket into a batch. Returns (batch, duplicates, joined).
 
     `joined` counts the source records folded into another source's record of the same key: a
     key present in k sources gives one record and adds k - 1.
     """
-    by_key: dict[str, dict[int, tuple]] = defaultdict(dict)
+    groups = list(groups)
+    # key -> source index -> (order, group number, row in the group's chunk)
+    by_key: dict[str, dict[int, tuple[tuple, int, int]]] = defaultdict(dict)
     duplicates = 0
-    for source_index, source, path, rows in groups:
-        for key, row in rows:
-            order = (source_index, path, row.record_no)
+    for g, (source_index, keys, chunk) in enumerate(groups):
+        for row, key in enumerate(keys):
+            ref = ((source_index, chunk.path, chunk.record_nos[row]), g, row)
             current = by_key[key].get(source_index)
             if current is not None:
                 duplicates += 1
-                if current[0] <= order:
+                if current[0] <= ref[0]:
                     continue
-            by_key[key][source_index] = (order, source, path, row)
-    records, joined = [], 0
-    for key in sorted(by_key):
-        parts = [by_key[key][i] for i in sorted(by_key[key])]
-        joined += len(parts) - 1
-        if len(parts) == 1:
-            order, source, path, row = parts[0]
-            raw = row.raw
+            by_key[key][source_index] = ref
+    keys = sorted(by_key)
+    parts = [[by_key[k][i] for i in sorted(by_key[k])] for k in keys]
+    joined = sum(len(p) - 1 for p in parts)
+
+    tables = {}
+    for source_index, name in enumerate(source_names):
+        chunks = {g: c for g, (i, _, c) in enumerate(groups) if i == source_index}
+        if not chunks:
+            continue
+        refs = [by_key[k].get(source_index) for k in keys]
+        fields = dict.fromkeys(f for c in chunks.values() for f in c.columns)
+        columns = {
+            field: [
+                None if ref is None else chunks[ref[1]].columns.get(field, _NONE)[ref[2]]
+                for ref in refs
+            ]
+            for field in fields
+        }
+        tables[name] = SourceColumns(columns, all(c.text for c in chunks.values()))
+
+    def describe(i: int) -> tuple[str, str, str]:
+        found = [(groups[g][2], row) for _, g, row in parts[i]]
+        source = ",".join(chunk.source for chunk, _ in found)
+        where = "; ".join(location(chunk.path, chunk.lines[row]) for chunk, row in found)
+        if len(found) == 1:
+            raw = found[0][0].raws[found[0][1]]
         else:
-            raw = json.dumps({p[1]: p[3].raw for p in parts}, ensure_ascii=False)
-        records.append(
-            Record(
-                parts={p[1]: p[3].fields for p in parts},
-                order=parts[0][0],
-                source=",".join(p[1] for p in parts),
-                location="; ".join(location(p[2], p[3].line) for p in parts),
-                raw=raw,
-                key=key,
-            )
-        )
-    return records, duplicates, joined
+            raw = json.dumps({c.source: c.raws[row] for c, row in found}, ensure_ascii=False)
+        return source, where, raw
+
+    batch = Batch(
+        size=len(keys),
+        tables=tables,
+        keys=keys,
+        order=lambda i: parts[i][0][0],
+        describe=describe,
+    )
+    return batch, duplicates, joined
+
+
+class _Missing:
+    """A column lookup for a field absent from one chunk: every row is missing."""
+
+    def __getitem__(self, _):
+        return None
+
+
+_NONE = _Missing()
 
 
 class _BucketRowsFn(beam.DoFn):
@@ -106,8 +135,8 @@ class _JoinBucketFn(beam.DoFn):
 
     def process(self, element):
         _, groups = element
-        records, duplicates, joined = join_bucket(groups)
-        encoded, rejected = self._preparer.prepare(records)
+        batch, duplicates, joined = join_bucket(groups, list(self._dataset.source_names))
+        encoded, rejected = self._preparer.prepare(batch)
         for r in rejected:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
         yield beam.pvalue.TaggedOutput(COUNTS, ("duplicates", duplicates))

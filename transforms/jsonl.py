@@ -10,7 +10,7 @@ import io
 import json
 from typing import Any, BinaryIO, Iterator
 
-from transforms.records import CHUNK_ROWS, RawChunk, RawRow, location, rejection
+from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.spec import SourceSpec
 
 
@@ -20,28 +20,38 @@ def parse_jsonl(
     """Yields chunks of raw records and, for unparseable lines, rejected-record dicts."""
     text = io.TextIOWrapper(stream, encoding=source.options["encoding"], errors="surrogateescape")
     loads = json.loads
-    rows: list[RawRow] = []
+    objects: list[dict[str, Any]] = []
+    record_nos: list[int] = []
+    lines: list[int] = []
+    raws: list[str] = []
     record_no = 0
     for line_no, line in enumerate(text, start=1):
         if not line.strip():
             continue
+        raw = line.rstrip("\r\n")
         try:
             fields = loads(line)
-        except ValueError as e:
-            reason = "json: invalid JSON" if not isinstance(e, UnicodeError) else "json: bad encoding"
-            yield rejection(source.name, location(path, line_no), reason, line.rstrip("\r\n"))
+        except ValueError:
+            yield rejection(source.name, location(path, line_no), "json: invalid JSON", raw)
             record_no += 1
             continue
         if not isinstance(fields, dict):
-            yield rejection(
-                source.name, location(path, line_no), "json: not an object", line.rstrip("\r\n")
-            )
+            yield rejection(source.name, location(path, line_no), "json: not an object", raw)
             record_no += 1
             continue
-        rows.append(RawRow(record_no, line_no, fields, line.rstrip("\r\n")))
+        objects.append(fields)
+        record_nos.append(record_no)
+        lines.append(line_no)
+        raws.append(raw)
         record_no += 1
-        if len(rows) >= chunk_rows:
-            yield RawChunk(source.name, path, rows)
-            rows = []
-    if rows:
-        yield RawChunk(source.name, path, rows)
+        if len(objects) >= chunk_rows:
+            yield _chunk(source.name, path, objects, record_nos, lines, raws)
+            objects, record_nos, lines, raws = [], [], [], []
+    if objects:
+        yield _chunk(source.name, path, objects, record_nos, lines, raws)
+
+
+def _chunk(source, path, objects, record_nos, lines, raws) -> RawChunk:
+    names = dict.fromkeys(k for obj in objects for k in obj)
+    columns = {name: [obj.get(name) for obj in objects] for name in names}
+    return RawChunk(source, path, columns, record_nos, lines, raws)

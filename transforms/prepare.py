@@ -8,26 +8,31 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Callable
 
 import apache_beam as beam
+import pyarrow as pa
 
 from transforms import encode
 from transforms.records import REJECTED, RawChunk, location, rejection
-from transforms.schema import RecordError, Validator, coerce_feature
+from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
 from transforms.spec import DatasetSpec
 from transforms.split import SplitAssigner, record_hash
 
 
-class Record(NamedTuple):
-    """A record ready for validation: its fields per source and its provenance."""
+@dataclasses.dataclass
+class Batch:
+    """Records ready for validation: each source's fields as columns, plus provenance.
 
-    parts: dict[str, dict[str, Any]]
-    order: tuple  # (source index, path, record number): the tie-breaker among duplicates
-    source: str
-    location: str
-    raw: str
-    key: str | None
+    `describe(i)` gives (source, location, raw text) of record i, for the rejected output; it is
+    called only for rejected records.
+    """
+
+    size: int
+    tables: dict[str, SourceColumns]
+    keys: list[str] | None
+    order: Callable[[int], tuple]  # (source index, path, record number) of record i
+    describe: Callable[[int], tuple[str, str, str]]
 
 
 @dataclasses.dataclass
@@ -55,6 +60,19 @@ class KeyMaker:
                 if f.name == dataset.key and f.is_scalar:
                     self._feature = f
 
+    def keys(self, chunk: RawChunk) -> tuple[list[str | None], dict[int, str]]:
+        """The key of every record of a chunk, and {index: reason} for records without one."""
+        values = chunk.columns.get(self.field) or [None] * len(chunk)
+        keys: list[str | None] = []
+        missing = {}
+        for i, value in enumerate(values):
+            try:
+                keys.append(self(value))
+            except RecordError as e:
+                keys.append(None)
+                missing[i] = e.reason
+        return keys, missing
+
     def __call__(self, value: Any) -> str:
         if value is None:
             raise RecordError(f"{self.field}: missing key")
@@ -66,27 +84,31 @@ class KeyMaker:
         return str(value)
 
 
-def records_of_chunk(
+def batch_of_chunk(
     chunk: RawChunk, source_index: int, key_maker: KeyMaker | None
-) -> Iterator[Record | dict]:
-    """The records of one source's chunk (union), or rejected dicts for records without key."""
-    src, path = chunk.source, chunk.path
-    for row in chunk.rows:
-        key = None
-        if key_maker is not None:
-            try:
-                key = key_maker(row.fields.get(key_maker.field))
-            except RecordError as e:
-                yield rejection(src, location(path, row.line), e.reason, row.raw)
-                continue
-        yield Record(
-            {src: row.fields},
-            (source_index, path, row.record_no),
-            src,
-            location(path, row.line),
-            row.raw,
-            key,
-        )
+) -> tuple[Batch, list[dict]]:
+    """The batch of one source's chunk (union), and the rejected records that have no key."""
+    rejected = []
+    keys = None
+    if key_maker is not None:
+        keys, missing = key_maker.keys(chunk)
+        if missing:
+            for i, reason in missing.items():
+                rejected.append(
+                    rejection(chunk.source, location(chunk.path, chunk.lines[i]), reason, chunk.raws[i])
+                )
+            keep = [i for i in range(len(chunk)) if i not in missing]
+            chunk = chunk.take(keep)
+            keys = [keys[i] for i in keep]
+    src, path, record_nos = chunk.source, chunk.path, chunk.record_nos
+    batch = Batch(
+        size=len(chunk),
+        tables={src: SourceColumns(chunk.columns, chunk.text)},
+        keys=keys,
+        order=lambda i: (source_index, path, record_nos[i]),
+        describe=lambda i: (src, location(path, chunk.lines[i]), chunk.raws[i]),
+    )
+    return batch, rejected
 
 
 class Preparer:
@@ -101,33 +123,30 @@ class Preparer:
         self._assign = SplitAssigner([fraction for _, fraction in dataset.splits])
         self._keyed = dataset.key is not None
 
-    def prepare(self, records: Iterable[Record]) -> tuple[EncodedChunk, list[dict]]:
-        validate = self._validator.validate
-        columns: list[list] = [[] for _ in self._features]
-        kept: list[Record] = []
+    def prepare(self, batch: Batch) -> tuple[EncodedChunk, list[dict]]:
+        columns, reasons = self._validator.validate(batch.size, batch.tables)
         rejected = []
-        for record in records:
-            try:
-                values = validate(record.parts)
-            except RecordError as e:
-                rejected.append(rejection(record.source, record.location, e.reason, record.raw))
-                continue
-            for column, value in zip(columns, values):
-                column.append(value)
-            kept.append(record)
+        for i, reason in sorted(reasons.items()):
+            source, where, raw = batch.describe(i)
+            rejected.append(rejection(source, where, reason, raw))
+        kept = range(batch.size)
+        if reasons:
+            kept = [i for i in kept if i not in reasons]
+            keep = pa.array([i not in reasons for i in range(batch.size)])
+            columns = [c.filter(keep) for c in columns]
         if not kept:
             return EncodedChunk([], [], [] if self._keyed else None, [], []), rejected
-        arrays = [encode.to_list_array(f.type, col) for f, col in zip(self._features, columns)]
-        payloads = encode.encode_columns([f.name for f in self._features], arrays)
+        payloads = encode.encode_columns([f.name for f in self._features], columns)
+        keys = [batch.keys[i] for i in kept] if self._keyed else None
+        hashed = (k.encode("utf-8") for k in keys) if self._keyed else payloads
         splits, hashes = [], []
-        for record, payload in zip(kept, payloads):
-            split_hash, order_hash = record_hash(
-                record.key.encode("utf-8") if self._keyed else payload
-            )
-            splits.append(self._assign(split_hash))
+        assign = self._assign
+        for data in hashed:
+            split_hash, order_hash = record_hash(data)
+            splits.append(assign(split_hash))
             hashes.append(order_hash)
-        keys = [r.key for r in kept] if self._keyed else None
-        return EncodedChunk(splits, hashes, keys, [r.order for r in kept], payloads), rejected
+        order = [batch.order(i) for i in kept]
+        return EncodedChunk(splits, hashes, keys, order, payloads), rejected
 
 
 class _PrepareChunkFn(beam.DoFn):
@@ -142,14 +161,11 @@ class _PrepareChunkFn(beam.DoFn):
         self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
 
     def process(self, chunk: RawChunk):
-        records = []
-        for item in records_of_chunk(chunk, self._source_index[chunk.source], self._key_maker):
-            if isinstance(item, Record):
-                records.append(item)
-            else:
-                yield beam.pvalue.TaggedOutput(REJECTED, item)
-        encoded, rejected = self._preparer.prepare(records)
-        for r in rejected:
+        batch, rejected = batch_of_chunk(
+            chunk, self._source_index[chunk.source], self._key_maker
+        )
+        encoded, invalid = self._preparer.prepare(batch)
+        for r in rejected + invalid:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
         if len(encoded):
             yield encoded

@@ -1,7 +1,8 @@
-"""The units that flow between ETL stages: chunks of raw records and rejected records.
+"""The units that flow between ETL stages: columnar chunks of raw records, and rejected records.
 
 Beam elements are chunks of a few thousand records, never single records: a per-element step
-costs tens of microseconds here, more than all the per-record work together.
+costs tens of microseconds here, more than all the per-record work together. Chunks are columnar
+(one list per field) because that is what validation, Arrow and pickling are fast on.
 """
 
 from __future__ import annotations
@@ -16,22 +17,37 @@ COUNTS = "counts"
 
 
 @dataclasses.dataclass
-class RawRow:
-    """One input record as read: its fields (None = missing) and where it came from."""
-
-    record_no: int  # ordinal of the record in its file, from 0: the tie-breaker of the sort
-    line: int  # first line of the record (1-based), or the row number for non-text sources
-    fields: dict[str, Any]
-    raw: str  # the input text of the record, for the rejected output
-
-
-@dataclasses.dataclass
 class RawChunk:
-    """Consecutive records of one file of one source."""
+    """Consecutive records of one file of one source, as parallel lists.
+
+    `columns` maps a field name to its values (None = missing); `text` says every value is a
+    string (CSV), which lets validation skip type inspection. `record_nos` are ordinals in the
+    file (the tie-breaker among duplicates), `lines` the first line of each record, `raws` the
+    input text of each record, for the rejected output.
+    """
 
     source: str
     path: str
-    rows: list[RawRow]
+    columns: dict[str, list[Any]]
+    record_nos: list[int]
+    lines: list[int]
+    raws: list[str]
+    text: bool = False
+
+    def __len__(self) -> int:
+        return len(self.record_nos)
+
+    def take(self, indices: list[int]) -> "RawChunk":
+        """The chunk of the records at `indices`, in that order."""
+        return RawChunk(
+            self.source,
+            self.path,
+            {name: [col[i] for i in indices] for name, col in self.columns.items()},
+            [self.record_nos[i] for i in indices],
+            [self.lines[i] for i in indices],
+            [self.raws[i] for i in indices],
+            self.text,
+        )
 
 
 def rejection(source: str, location: str, reason: str, record: Any) -> dict[str, Any]:

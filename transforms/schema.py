@@ -10,9 +10,19 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from transforms.spec import FeatureSpec
+
+
+class SourceColumns(NamedTuple):
+    """One source's fields for a batch of records: name → values aligned with the records."""
+
+    columns: Mapping[str, list[Any]]
+    text: bool = False  # every value is a str (or None): no per-value type inspection needed
 
 
 class RecordError(ValueError):
@@ -60,7 +70,10 @@ def coerce_scalar(feature: FeatureSpec, value: Any) -> Any:
         return result
     if t == "string":
         if isinstance(value, str):
-            return value.encode("utf-8")
+            try:
+                return value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise RecordError(f"{feature.name}: not valid text in the source's encoding") from None
         if isinstance(value, bool):
             return b"true" if value else b"false"
         if isinstance(value, (int, float)):
@@ -76,7 +89,7 @@ def coerce_scalar(feature: FeatureSpec, value: Any) -> Any:
     if isinstance(value, bytes):
         result = value
     elif isinstance(value, str):
-        result = value.encode("utf-8")
+        result = value.encode("utf-8", errors="surrogateescape")
     else:
         raise RecordError(f"{feature.name}: not bytes")
     if t == "image":
@@ -133,10 +146,21 @@ def _allowed(feature: FeatureSpec) -> frozenset:
     return frozenset(feature.values)
 
 
-class Validator:
-    """Turns records into typed feature lists, or raises RecordError.
+_NUMBER_PATTERNS = {
+    # Text the vectorized cast may take; anything else gets Python's own coercion and reasons.
+    "int": r"^[+-]?[0-9]+$",
+    "float": r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$",
+}
+_VALUE_TYPES = {"int": pa.int64(), "float": pa.float64(), "string": pa.binary()}
+_EXACT = {"int": {int}, "float": {int, float}, "string": {str}}
 
-    Built once per DoFn; holds per-feature lookups so the per-record loop does no planning.
+
+class Validator:
+    """Types and checks records a batch at a time, column by column.
+
+    Scalar int, float and string columns are converted and checked with Arrow compute; values the
+    vectorized path cannot take (odd text, mixed JSON types) go through `coerce_feature`, which
+    also gives every reason. A record's reason is that of its first failing feature.
     """
 
     def __init__(
@@ -158,22 +182,174 @@ class Validator:
     def features(self) -> tuple[FeatureSpec, ...]:
         return self._features
 
-    def validate(self, record: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
-        """The typed value list of every feature, in feature order; missing optionals filled."""
-        out = []
+    def validate(self, n: int, tables: Mapping[str, SourceColumns]) -> tuple[list[pa.Array], dict[int, str]]:
+        """(one list array per feature over the `n` records, {record index: reason} of rejects).
+
+        `tables` maps a source name to its fields as columns aligned with the records (None where
+        a record has no value from that source). Rejected records hold an empty list in every
+        column; drop them before use.
+        """
+        reasons: dict[int, str] = {}
+        columns = []
         for feature, candidates in zip(self._features, self._candidates):
-            value, source = None, None
-            for src, field in candidates:
-                part = record.get(src)
-                if part is not None:
-                    value = part.get(field)
-                    if value is not None:
-                        source = src
-                        break
+            values, sources, text = _resolve(n, tables, candidates)
+            if feature.is_scalar and feature.type in _VALUE_TYPES:
+                array = _scalar_column(feature, values, text, reasons)
+                columns.append(_as_lists(feature, array, reasons))
+            else:
+                columns.append(self._python_column(feature, values, sources, reasons))
+        return columns, reasons
+
+    def _python_column(self, feature, values, sources, reasons) -> pa.Array:
+        rows = []
+        default = list(feature.default) if feature.default is not None else []
+        for i, value in enumerate(values):
             if value is None:
                 if feature.required:
-                    raise RecordError(f"{feature.name}: missing required value")
-                out.append(list(feature.default) if feature.default is not None else [])
+                    reasons.setdefault(i, f"{feature.name}: missing required value")
+                rows.append(default)
                 continue
-            out.append(coerce_feature(feature, value, self._list_delimiters.get(source)))
-        return out
+            try:
+                rows.append(coerce_feature(feature, value, self._list_delimiters.get(sources[i])))
+            except RecordError as e:
+                reasons.setdefault(i, e.reason)
+                rows.append([])
+        return pa.array(rows, pa.list_(_ARROW_TYPES[feature.type]))
+
+
+_ARROW_TYPES = {
+    "int": pa.int64(),
+    "float": pa.float32(),
+    "string": pa.binary(),
+    "bytes": pa.binary(),
+    "image": pa.binary(),
+}
+
+
+def _resolve(
+    n: int, tables: Mapping[str, SourceColumns], candidates
+) -> tuple[list[Any], list[str | None], bool]:
+    """The raw values of one feature in every record, the source of each, and whether all are text."""
+    found = []
+    for src, field in candidates:
+        table = tables.get(src)
+        if table is not None and field in table.columns:
+            found.append((src, table.columns[field], table.text))
+    if not found:
+        return [None] * n, [None] * n, True
+    if len(found) == 1:
+        src, values, text = found[0]
+        return values, [src] * n, text
+    values, sources = [], []
+    for row in zip(*(column for _, column, _ in found)):
+        for (src, _, _), value in zip(found, row):
+            if value is not None:
+                values.append(value)
+                sources.append(src)
+                break
+        else:
+            values.append(None)
+            sources.append(None)
+    return values, sources, all(text for _, _, text in found)
+
+
+def _scalar_column(
+    feature: FeatureSpec, values: list[Any], text: bool, reasons: dict[int, str]
+) -> pa.Array:
+    """The typed values of a scalar feature (null where missing or invalid); records reasons."""
+    t = feature.type
+    if text:
+        kinds = {str}
+    else:
+        kinds = {type(v) for v in values}
+        kinds.discard(type(None))
+    array = None
+    if kinds <= {str} and t in _NUMBER_PATTERNS:
+        array = _parse_numbers(feature, values, reasons)
+    elif kinds <= _EXACT[t]:
+        try:
+            array = pa.array(values, pa.string() if t == "string" else _VALUE_TYPES[t])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
+            array = None
+        if array is not None and t == "float" and pc.any(pc.is_nan(array)).as_py():
+            array = None
+    if array is None:
+        array = _python_scalars(feature, values, reasons)
+    if t == "string":
+        array = array.cast(pa.binary())
+    _check_ranges(feature, array, reasons)
+    return array
+
+
+def _parse_numbers(feature, values, reasons) -> pa.Array:
+    try:
+        text = pc.utf8_trim_whitespace(pa.array(values, pa.string()))
+    except UnicodeEncodeError:  # undecodable input bytes: let Python give the reasons
+        return _python_scalars(feature, values, reasons)
+    ok = pc.fill_null(pc.match_substring_regex(text, _NUMBER_PATTERNS[feature.type]), True)
+    odd = [i for i, good in enumerate(ok.to_pylist()) if not good] if not pc.all(ok).as_py() else []
+    clean = pc.if_else(ok, text, pa.scalar(None, pa.string())) if odd else text
+    try:
+        array = clean.cast(_VALUE_TYPES[feature.type])
+    except (pa.ArrowInvalid, OverflowError):
+        return _python_scalars(feature, values, reasons)
+    if not odd:
+        return array
+    fixed = array.to_pylist()
+    for i in odd:
+        try:
+            fixed[i] = coerce_feature(feature, values[i])[0]
+        except RecordError as e:
+            reasons.setdefault(i, e.reason)
+    return pa.array(fixed, _VALUE_TYPES[feature.type])
+
+
+def _python_scalars(feature, values, reasons) -> pa.Array:
+    out = []
+    for i, value in enumerate(values):
+        if value is None:
+            out.append(None)
+            continue
+        try:
+            out.append(coerce_feature(feature, value)[0])
+        except RecordError as e:
+            reasons.setdefault(i, e.reason)
+            out.append(None)
+    arrow_type = pa.binary() if feature.type == "string" else _VALUE_TYPES[feature.type]
+    return pa.array(out, arrow_type)
+
+
+def _check_ranges(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str]) -> None:
+    checks = []
+    if feature.min is not None:
+        checks.append((pc.less(array, feature.min), f"{feature.name}: below min {feature.min:g}"))
+    if feature.max is not None:
+        checks.append((pc.greater(array, feature.max), f"{feature.name}: above max {feature.max:g}"))
+    if feature.values is not None:
+        allowed = pa.array(sorted(_allowed(feature)), array.type)
+        bad = pc.and_(pc.is_valid(array), pc.invert(pc.is_in(array, value_set=allowed)))
+        checks.append((bad, f"{feature.name}: not one of the allowed values"))
+    for mask, reason in checks:
+        mask = pc.fill_null(mask, False)
+        if pc.any(mask).as_py():
+            for i in pc.indices_nonzero(mask).to_pylist():
+                reasons.setdefault(i, reason)
+
+
+def _as_lists(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str]) -> pa.Array:
+    """Scalars as one-element lists; a missing value becomes the default or an empty list."""
+    if array.null_count:
+        missing = pc.is_null(array)
+        for i in pc.indices_nonzero(missing).to_pylist():
+            if feature.required:
+                reasons.setdefault(i, f"{feature.name}: missing required value")
+        if feature.default is not None:
+            array = pc.fill_null(array, pa.scalar(feature.default[0], array.type))
+    if feature.type == "float":
+        array = array.cast(pa.float32(), safe=False)
+    if not array.null_count:
+        offsets = pa.array(range(len(array) + 1), pa.int32())
+        return pa.ListArray.from_arrays(offsets, array)
+    valid = pc.cast(pc.is_valid(array), pa.int32())
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(valid)])
+    return pa.ListArray.from_arrays(offsets, array.drop_null())

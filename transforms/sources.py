@@ -33,7 +33,7 @@ class _ParseFileFn(beam.DoFn):
         with open_file(metadata.path) as stream:
             for item in self._parse(stream, metadata.path, self._source):
                 if isinstance(item, RawChunk):
-                    read += len(item.rows)
+                    read += len(item)
                     yield item
                 else:
                     read += 1

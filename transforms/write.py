@@ -139,19 +139,25 @@ def sorted_records(parts: Iterable[ShardPart]) -> tuple[list[bytes], int]:
 
     Returns (payloads, duplicates dropped).
     """
-    rows = []
-    for part in parts:
-        keys = part.key if part.key is not None else [""] * len(part.payload)
-        rows.extend(zip(part.order_hash, keys, part.order, part.payload))
-    rows.sort(key=lambda r: (r[0], r[1], r[2]))
-    payloads, duplicates, last_key = [], 0, None
-    for _, key, _, payload in rows:
-        if key and key == last_key:
+    parts = list(parts)
+    hashes = [h for p in parts for h in p.order_hash]
+    payloads = [x for p in parts for x in p.payload]
+    if parts and parts[0].key is None:
+        # No key: the hash is of the payload, so a tie is (but for a 2**-64 chance) the same
+        # content; the payload breaks it anyway. Nothing is a duplicate.
+        return [payload for _, payload in sorted(zip(hashes, payloads))], 0
+    keys = [k for p in parts for k in p.key]
+    orders = [o for p in parts for o in p.order]
+    # Tuples compare in C: the order hash decides, key and provenance only break ties.
+    rows = sorted(zip(hashes, keys, orders, range(len(hashes))))
+    out, duplicates, last_key = [], 0, None
+    for _, key, _, i in rows:
+        if key == last_key:
             duplicates += 1
             continue
         last_key = key
-        payloads.append(payload)
-    return payloads, duplicates
+        out.append(payloads[i])
+    return out, duplicates
 
 
 class WriteShardFn(beam.DoFn):

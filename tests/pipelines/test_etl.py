@@ -40,7 +40,7 @@ def test_read_source_yields_records_rejected_and_counts(tmp_path):
     dataset = _config(tmp_path)
     with TestPipeline(runner="FnApiRunner") as p:
         chunks, rejected, counts = p | ReadSource(dataset.sources[0])
-        fields = chunks | beam.FlatMap(lambda c: [(r.line, r.fields["name"]) for r in c.rows])
+        fields = chunks | beam.FlatMap(lambda c: list(zip(c.lines, c.columns["name"])))
         assert_that(
             fields,
             equal_to([(2, "ann"), (3, "bo, b"), (4, "multi\nline"), (7, "ann again")]),

@@ -22,11 +22,18 @@ def _source(**options):
     return SourceSpec("src", "csv", "f.csv", opts)
 
 
+class Row:
+    def __init__(self, chunk, i):
+        self.fields = {name: col[i] for name, col in chunk.columns.items()}
+        self.line, self.record_no, self.raw = chunk.lines[i], chunk.record_nos[i], chunk.raws[i]
+
+
 def _parse(data: bytes, chunk_rows=100, **options):
     rows, rejected = [], []
     for item in parse_csv(io.BytesIO(data), "f.csv", _source(**options), chunk_rows):
         if isinstance(item, RawChunk):
-            rows.extend(item.rows)
+            assert item.text
+            rows.extend(Row(item, i) for i in range(len(item)))
         else:
             rejected.append(item)
     return rows, rejected
@@ -102,7 +109,7 @@ def test_encoding_option_decodes_the_file():
 def test_chunks_hold_at_most_chunk_rows():
     data = b"a\n" + b"".join(b"%d\n" % i for i in range(10))
     chunks = [c for c in parse_csv(io.BytesIO(data), "f.csv", _source(), 4)]
-    assert [len(c.rows) for c in chunks] == [4, 4, 2]
+    assert [len(c) for c in chunks] == [4, 4, 2]
 
 
 def test_duplicate_header_names_fail_the_file():

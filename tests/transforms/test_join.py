@@ -2,7 +2,7 @@
 
 from transforms.join import bucket_rows, join_bucket
 from transforms.prepare import KeyMaker
-from transforms.records import RawChunk, RawRow
+from transforms.records import RawChunk
 from transforms.spec import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
 
 
@@ -20,8 +20,17 @@ def _dataset(key_feature=True):
     )
 
 
-def _rows(*items):
-    return [RawRow(i, i + 2, fields, raw) for i, (fields, raw) in enumerate(items)]
+def _chunk(source, path, items, text=False):
+    names = dict.fromkeys(k for fields, _ in items for k in fields)
+    return RawChunk(
+        source,
+        path,
+        {n: [fields.get(n) for fields, _ in items] for n in names},
+        list(range(len(items))),
+        [i + 2 for i in range(len(items))],
+        [raw for _, raw in items],
+        text,
+    )
 
 
 def test_key_is_canonical_across_csv_text_and_json_numbers():
@@ -30,28 +39,27 @@ def test_key_is_canonical_across_csv_text_and_json_numbers():
 
 
 def test_rows_without_key_are_rejected_when_bucketing():
-    chunk = RawChunk("a", "a.csv", _rows(({"id": None}, "raw0"), ({"id": "1"}, "raw1")))
+    chunk = _chunk("a", "a.csv", [({"id": None}, "raw0"), ({"id": "1"}, "raw1")], text=True)
     out = list(bucket_rows(chunk, 0, KeyMaker(_dataset()), buckets=1))
     assert out[0] == {"source": "a", "location": "a.csv:2", "reason": "id: missing key", "record": "raw0"}
-    assert out[1][0] == 0
-    assert [k for k, _ in out[1][1][3]] == ["1"]
+    bucket, (source_index, keys, sub) = out[1]
+    assert (bucket, source_index, keys, sub.raws) == (0, 0, ["1"], ["raw1"])
 
 
 def test_join_merges_sources_counts_duplicates_and_keeps_the_first():
-    a = _rows(({"id": "1", "v": "first"}, "a1"), ({"id": "1", "v": "second"}, "a1b"), ({"id": "2"}, "a2"))
-    b = _rows(({"id": 1, "w": "x"}, "b1"), ({"id": 3, "w": "y"}, "b3"))
+    a = _chunk("a", "a.csv", [({"id": "1", "v": "first"}, "a1"), ({"id": "1", "v": "second"}, "a1b"),
+                              ({"id": "2", "v": None}, "a2")], text=True)
+    b = _chunk("b", "b.jsonl", [({"id": 1, "w": "x"}, "b1"), ({"id": 3, "w": "y"}, "b3")])
     maker = KeyMaker(_dataset())
-    groups = [
-        g for chunk, i in ((RawChunk("a", "a.csv", a), 0), (RawChunk("b", "b.jsonl", b), 1))
-        for _, g in bucket_rows(chunk, i, maker, buckets=1)
+    groups = [g for chunk, i in ((a, 0), (b, 1)) for _, g in bucket_rows(chunk, i, maker, buckets=1)]
+    batch, duplicates, joined = join_bucket(reversed(groups), ["a", "b"])
+    assert (duplicates, joined, batch.size, batch.keys) == (1, 1, 3, ["1", "2", "3"])
+    assert batch.tables["a"].columns == {"id": ["1", "2", None], "v": ["first", None, None]}
+    assert batch.tables["a"].text is True
+    assert batch.tables["b"].columns == {"id": [1, None, 3], "w": ["x", None, "y"]}
+    assert [batch.order(i) for i in range(3)] == [(0, "a.csv", 0), (0, "a.csv", 2), (1, "b.jsonl", 1)]
+    assert [batch.describe(i) for i in range(3)] == [
+        ("a,b", "a.csv:2; b.jsonl:2", '{"a": "a1", "b": "b1"}'),
+        ("a", "a.csv:4", "a2"),
+        ("b", "b.jsonl:3", "b3"),
     ]
-    records, duplicates, joined = join_bucket(reversed(groups))
-    assert duplicates == 1
-    assert joined == 1
-    assert [(r.key, r.parts, r.source, r.location, r.order) for r in records] == [
-        ("1", {"a": {"id": "1", "v": "first"}, "b": {"id": 1, "w": "x"}}, "a,b",
-         "a.csv:2; b.jsonl:2", (0, "a.csv", 0)),
-        ("2", {"a": {"id": "2"}}, "a", "a.csv:4", (0, "a.csv", 2)),
-        ("3", {"b": {"id": 3, "w": "y"}}, "b", "b.jsonl:3", (1, "b.jsonl", 1)),
-    ]
-    assert records[0].raw == '{"a": "a1", "b": "b1"}'

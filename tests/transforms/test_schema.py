@@ -2,7 +2,7 @@
 
 import pytest
 
-from transforms.schema import RecordError, Validator, coerce_feature
+from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
 from transforms.spec import FeatureSpec
 
 
@@ -77,6 +77,17 @@ def test_image_bytes_that_decode_are_accepted():
     assert coerce_feature(F(type="image"), buf.getvalue()) == [buf.getvalue()]
 
 
+def _validate(features, sources, records):
+    """Validates row-shaped records by turning them into per-source columns first."""
+    tables = {}
+    for src in sources:
+        fields = dict.fromkeys(k for r in records for k in r.get(src, {}))
+        tables[src] = SourceColumns({f: [r.get(src, {}).get(f) for r in records] for f in fields})
+    columns, reasons = Validator(features, sources).validate(len(records), tables)
+    rows = [[col[i].as_py() for col in columns] for i in range(len(records))]
+    return [None if i in reasons else row for i, row in enumerate(rows)], reasons
+
+
 def test_validator_fills_missing_optionals_and_rejects_missing_required():
     features = [
         F("a", "int"),
@@ -84,16 +95,61 @@ def test_validator_fills_missing_optionals_and_rejects_missing_required():
         F("c", "string", required=False),
         F("d", "string", source="s2", field="other name"),
     ]
-    v = Validator(features, ["s1", "s2"])
-    record = {"s1": {"a": "1", "b": None}, "s2": {"other name": "z", "a": "9"}}
-    assert v.validate(record) == [[1], [0.5], [], [b"z"]]
-    with pytest.raises(RecordError, match="^a: missing required value$"):
-        v.validate({"s1": {"a": None}, "s2": {"other name": "z"}})
-    with pytest.raises(RecordError, match="^d: missing required value$"):
-        v.validate({"s1": {"a": "1", "d": "not from s2"}})
+    records = [
+        {"s1": {"a": "1", "b": None}, "s2": {"other name": "z", "a": "9"}},
+        {"s1": {"a": None}, "s2": {"other name": "z"}},
+        {"s1": {"a": "1", "d": "not from s2"}},
+    ]
+    rows, reasons = _validate(features, ["s1", "s2"], records)
+    assert rows == [[[1], [0.5], [], [b"z"]], None, None]
+    assert reasons == {1: "a: missing required value", 2: "d: missing required value"}
 
 
 def test_validator_takes_a_feature_from_the_first_source_that_has_it():
-    v = Validator([F("a", "int")], ["s1", "s2"])
-    assert v.validate({"s1": {"a": None}, "s2": {"a": 5}}) == [[5]]
-    assert v.validate({"s1": {"a": 1}, "s2": {"a": 5}}) == [[1]]
+    rows, _ = _validate([F("a", "int")], ["s1", "s2"], [
+        {"s1": {"a": None}, "s2": {"a": 5}}, {"s1": {"a": 1}, "s2": {"a": 5}}])
+    assert rows == [[[5]], [[1]]]
+
+
+def test_the_first_failing_feature_gives_the_reason():
+    features = [F("a", "int"), F("b", "float", min=0)]
+    _, reasons = _validate(features, ["s"], [{"s": {"a": "x", "b": "-1"}}, {"s": {"a": "1", "b": "-1"}}])
+    assert reasons == {0: "a: not an integer", 1: "b: below min 0"}
+
+
+ODD_VALUES = [
+    None, "", " 42 ", "42", "-7", "+3", "1_000", "1e3", "1.5", ".5", "5.", "-0", "abc", "nan",
+    "inf", "-Infinity", "9223372036854775807", "9223372036854775808", "0x10", "٣", "1 2",
+    "  ", "1e400", "1E-3", 7, 7.0, 7.5, True, "caf\udce9", ["1"], [], {"a": 1}, "Adelie",
+]
+
+
+@pytest.mark.parametrize("ftype", ["int", "float", "string"])
+@pytest.mark.parametrize("extra", [{}, {"min": 0, "max": 100}, {"required": False}])
+def test_batch_validation_agrees_with_per_value_coercion(ftype, extra):
+    """The vectorized path must give exactly what coerce_feature gives, value by value."""
+    kw = {"required": True, **extra}
+    if ftype == "string":
+        kw.pop("min", None), kw.pop("max", None)
+        kw["values"] = ("Adelie", "42", "7") if extra.get("min") is not None else None
+    feature = F("x", ftype, **kw)
+    texts = [v for v in ODD_VALUES if isinstance(v, str) or v is None]
+    for column, text in ((ODD_VALUES, False), (texts, True), (texts, False), ([1, 2, None, 3], False)):
+        columns, reasons = Validator([feature], ["s"]).validate(
+            len(column), {"s": SourceColumns({"x": list(column)}, text)})
+        rows = [None if i in reasons else [columns[0][i].as_py()] for i in range(len(column))]
+        for i, value in enumerate(column):
+            if value is None:
+                expected = ("x: missing required value", None) if feature.required else (None, [[]])
+            else:
+                try:
+                    expected = (None, [coerce_feature(feature, value)])
+                except RecordError as e:
+                    expected = (e.reason, None)
+            got = (reasons.get(i), rows[i])
+            if ftype == "float" and expected[1] and expected[1][0]:
+                import struct
+
+                f32 = struct.unpack("f", struct.pack("f", expected[1][0][0]))[0]
+                expected = (None, [[f32]])
+            assert got == expected, (value, column is ODD_VALUES)
