@@ -15,7 +15,7 @@ from typing import Iterable, Iterator
 
 import apache_beam as beam
 
-from transforms.prepare import Batch, KeyMaker, Preparer
+from transforms.prepare import Batch, EncodedChunk, KeyMaker, Preparer
 from transforms.records import COUNTS, REJECTED, RawChunk, location, rejection
 from transforms.schema import SourceColumns
 from transforms.spec import DatasetSpec
@@ -156,14 +156,16 @@ class JoinByKey(beam.PTransform):
         self._dataset = dataset
 
     def expand(self, chunks):
-        keyed = chunks | "BucketByKey" >> beam.ParDo(_BucketRowsFn(self._dataset)).with_outputs(
-            REJECTED, main="keyed"
-        )
+        keyed = chunks | "BucketByKey" >> beam.ParDo(_BucketRowsFn(self._dataset)).with_output_types(
+            tuple[int, tuple[int, list[str], RawChunk]]
+        ).with_outputs(REJECTED, main="keyed")
         joined = (
             keyed.keyed
             | "GroupBuckets" >> beam.GroupByKey()
             | "JoinAndEncode"
-            >> beam.ParDo(_JoinBucketFn(self._dataset)).with_outputs(REJECTED, COUNTS, main="encoded")
+            >> beam.ParDo(_JoinBucketFn(self._dataset))
+            .with_output_types(EncodedChunk)
+            .with_outputs(REJECTED, COUNTS, main="encoded")
         )
         rejected = (keyed[REJECTED], joined[REJECTED]) | "MergeRejected" >> beam.Flatten()
         return joined.encoded, rejected, joined[COUNTS]

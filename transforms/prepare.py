@@ -11,10 +11,11 @@ import json
 from typing import Any, Callable
 
 import apache_beam as beam
+from apache_beam import coders
 import pyarrow as pa
 
 from transforms import encode
-from transforms.records import REJECTED, RawChunk, location, rejection
+from transforms.records import REJECTED, ChunkCoder, RawChunk, location, rejection
 from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
 from transforms.spec import DatasetSpec
 from transforms.split import SplitAssigner, record_hash
@@ -47,6 +48,12 @@ class EncodedChunk:
 
     def __len__(self) -> int:
         return len(self.payload)
+
+    def approx_bytes(self) -> int:
+        return sum(map(len, self.payload)) + 48 * len(self.payload)
+
+
+coders.registry.register_coder(EncodedChunk, ChunkCoder)
 
 
 class KeyMaker:
@@ -181,5 +188,5 @@ class PrepareRecords(beam.PTransform):
     def expand(self, chunks):
         out = chunks | "ValidateAndEncode" >> beam.ParDo(
             _PrepareChunkFn(self._dataset)
-        ).with_outputs(REJECTED, main="encoded")
+        ).with_output_types(EncodedChunk).with_outputs(REJECTED, main="encoded")
         return out.encoded, out[REJECTED]

@@ -53,6 +53,8 @@ class ReadSource(beam.PTransform):
             pbegin
             | "MatchFiles" >> fileio.MatchFiles(file_pattern(self._source.path))
             | "ParseRecords"
-            >> beam.ParDo(_ParseFileFn(self._source)).with_outputs(REJECTED, COUNTS, main="chunks")
+            >> beam.ParDo(_ParseFileFn(self._source))
+            .with_output_types(RawChunk)
+            .with_outputs(REJECTED, COUNTS, main="chunks")
         )
         return parsed.chunks, parsed[REJECTED], parsed[COUNTS]

@@ -19,11 +19,13 @@ from collections import Counter
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
+from apache_beam import coders
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.prepare import EncodedChunk
+from transforms.records import ChunkCoder
 from transforms.publish import build_manifest, publish
 from transforms.spec import DatasetSpec
 from transforms.split import shard_of
@@ -42,6 +44,12 @@ class ShardPart:
     key: list[str] | None
     order: list[tuple]
     payload: list[bytes]
+
+    def approx_bytes(self) -> int:
+        return sum(map(len, self.payload)) + 48 * len(self.payload)
+
+
+coders.registry.register_coder(ShardPart, ChunkCoder)
 
 
 def _masked_crc(data: bytes) -> bytes:
@@ -238,7 +246,10 @@ class WriteShards(beam.PTransform):
         )
         facts = (
             encoded
-            | "RouteToShards" >> beam.FlatMap(route_chunk, beam.pvalue.AsSingleton(counts))
+            | "RouteToShards"
+            >> beam.FlatMap(route_chunk, beam.pvalue.AsSingleton(counts)).with_output_types(
+                tuple[tuple[int, int], ShardPart]
+            )
             | "GroupShards" >> beam.GroupByKey()
             | "WriteShard"
             >> beam.ParDo(
