@@ -18,7 +18,7 @@ COMMON = [
     "google-crc32c",
 ]
 ETL = [BEAM, TFT, TFX_BSL, TENSORFLOW, "pillow"]
-TRAINER = [TENSORFLOW, "tf-keras==2.21.0"]
+TRAINER = [TENSORFLOW, "tf-keras==2.21.0", "tensorboard==2.21.0"]
 TEST = ["pytest", "pytest-timeout"]
 
 setup(

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 
 COMMANDS = {
     "etl": ("pipelines.etl", "run", "read sources, write sharded TFRecords and a manifest"),
     "train": ("trainer.task", "main", "train and export a model on a dataset"),
     "inspect": ("trainer.inspect", "main", "summarize a dataset and print some examples"),
+    "predict": ("trainer.predict", "main", "serve examples of a split with an exported model"),
 }
 
 USAGE = "usage: shardflow {%s} [ARGS ...]\n\n%s" % (
@@ -32,6 +34,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"shardflow: error: unknown command {name!r}\n{USAGE}", file=sys.stderr)
         sys.exit(2)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is not for users.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     module, func, _ = COMMANDS[name]
     code = getattr(importlib.import_module(module), func)(rest)
     sys.stdout.flush()

@@ -1,0 +1,116 @@
+"""The model built from the manifest, its normalization moments and its export."""
+
+import functools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.trainer.trainer_testdata import FEATURES, make_rows, to_example, write_dataset
+from trainer.export import export_model
+from trainer.features import dense_inputs, label_encoder, parse_spec
+from trainer.input import make_dataset
+from trainer.manifest import load_manifest
+from trainer.model import ModelConfig, build_model, compute_moments, model_features
+
+# one_hot_max=2: island and year (3 values each) take the embedding path here, the one-hot path
+# in the end-to-end tests.
+SMALL = ModelConfig(hidden_units=(8,), embedding_dim=2, hash_bins=16, one_hot_max=2)
+
+
+def _batches(m, split="train", batch_size=32, **options):
+    used, _ = model_features(m.features, m.label)
+    return make_dataset(
+        m.split_files(split),
+        parse_spec(m, only=[f.name for f in used]),
+        m.compression_type,
+        batch_size,
+        shuffle=False,
+        label=m.label,
+        preprocess=functools.partial(dense_inputs, features=m.features),
+        label_fn=label_encoder(m.features[m.label]),
+        **options,
+    )
+
+
+def _moments(m):
+    used, _ = model_features(m.features, m.label)
+    return compute_moments(_batches(m, batch_size=64), used, batches=100)
+
+
+def test_image_bytes_and_numeric_lists_are_not_model_inputs(dataset):
+    m = load_manifest(str(dataset.root))
+    used, skipped = model_features(m.features, "species")
+    assert [f.name for f in skipped] == ["photo"]
+    assert [f.name for f in used] == [n for n in FEATURES if n not in ("photo", "species")]
+
+
+def test_moments_are_over_present_values_only(dataset):
+    m = load_manifest(str(dataset.root))
+    rows = dataset.rows["train"]
+
+    moments = _moments(m)
+
+    assert sorted(moments) == [
+        "bill_length_mm",
+        "body_mass_g",
+        "embedding",
+        "flipper_mm",
+        "id",
+    ]
+    mass = np.array([r["body_mass_g"] for r in rows if r["body_mass_g"] is not None])
+    np.testing.assert_allclose(moments["body_mass_g"].mean, mass.mean(), rtol=1e-6)
+    np.testing.assert_allclose(moments["body_mass_g"].variance, mass.var(), rtol=1e-5)
+    embedding = np.array([r["embedding"] for r in rows], dtype=np.float32)
+    assert moments["embedding"].mean.shape == (4,)
+    np.testing.assert_allclose(moments["embedding"].mean, embedding.mean(axis=0), atol=1e-6)
+
+
+def test_classifier_gives_a_distribution_over_the_label_values(dataset):
+    m = load_manifest(str(dataset.root))
+    model = build_model(m.features, "species", SMALL, _moments(m))
+    features, _ = next(iter(_batches(m)))
+
+    probabilities = model(features, training=False).numpy()
+
+    assert sorted(model.input) == sorted(features)
+    assert sorted(features) == sorted(
+        {*FEATURES, "body_mass_g__present"} - {"photo", "species"}
+    )
+    assert probabilities.shape == (32, 3)
+    np.testing.assert_allclose(probabilities.sum(axis=1), np.ones(32), rtol=1e-5)
+
+
+def test_missing_moments_for_a_numeric_feature_is_an_error(dataset):
+    m = load_manifest(str(dataset.root))
+    moments = _moments(m)
+    del moments["id"]
+    with pytest.raises(ValueError, match="feature 'id': no normalization moments given"):
+        build_model(m.features, "species", SMALL, moments)
+
+
+def test_regression_model_trains_exports_and_serves_raw_examples(tmp_path):
+    written = write_dataset(tmp_path / "data", make_rows(120), label="flipper_mm")
+    m = load_manifest(str(written.root))
+    model = build_model(m.features, "flipper_mm", SMALL, _moments(m))
+    history = model.fit(_batches(m).repeat(), steps_per_epoch=3, epochs=1, verbose=0)
+    assert sorted(history.history) == ["loss", "mae"]
+
+    export_model(model, m, str(tmp_path / "export"))
+    serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
+    rows = make_rows(4, seed=11)
+    without_label = {k: v for k, v in FEATURES.items() if k != "flipper_mm"}
+    examples = [to_example(r, without_label).SerializeToString() for r in rows]
+    outputs = serve(examples=tf.constant(examples))
+
+    assert list(outputs) == ["predictions"]
+    assert (outputs["predictions"].dtype, outputs["predictions"].shape.as_list()) == (
+        tf.float32,
+        [4],
+    )
+    used, _ = model_features(m.features, m.label)
+    spec = parse_spec(m, include_label=False, only=[f.name for f in used])
+    features = dense_inputs(tf.io.parse_example(tf.constant(examples), spec), m.features)
+    np.testing.assert_allclose(
+        outputs["predictions"], model(features, training=False), rtol=1e-5
+    )

@@ -1,0 +1,74 @@
+"""Maps the --strategy flag to a tf.distribute strategy; the only place strategies are made.
+
+`auto` picks what the machine offers: a TPU when TPU_NAME names one, MultiWorkerMirrored when
+TF_CONFIG describes more than one task (as Vertex AI sets it for several replicas), Mirrored when
+there is more than one GPU, else the default (single device) strategy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+
+
+class StrategyError(RuntimeError):
+    """The requested strategy cannot run on this machine."""
+
+
+def get_strategy(name: str) -> tf.distribute.Strategy:
+    """The tf.distribute strategy for a --strategy value."""
+    if name not in STRATEGIES:
+        raise ValueError(f"--strategy: {name!r} is not one of {', '.join(STRATEGIES)}")
+    if name == "auto":
+        name = _auto_choice()
+        logger.info("--strategy auto chose %s", name)
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    return _tpu_strategy()
+
+
+def _auto_choice() -> str:
+    if os.environ.get("TPU_NAME"):
+        return "tpu"
+    if _cluster_tasks() > 1:
+        return "multi_worker"
+    if len(tf.config.list_physical_devices("GPU")) > 1:
+        return "mirrored"
+    return "default"
+
+
+def _cluster_tasks() -> int:
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return 0
+    try:
+        cluster = json.loads(raw).get("cluster", {})
+    except (json.JSONDecodeError, AttributeError):
+        raise StrategyError("TF_CONFIG: not a JSON object with a `cluster`") from None
+    return sum(len(tasks) for tasks in cluster.values())
+
+
+def _tpu_strategy() -> tf.distribute.TPUStrategy:
+    # "local" is the TPU attached to this VM (Cloud TPU VMs, Vertex AI TPU jobs).
+    address = os.environ.get("TPU_NAME") or "local"
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, tf.errors.OpError) as e:
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise StrategyError(
+            f"--strategy tpu: no TPU at {address!r} (TPU_NAME, or 'local' when unset): {detail}"
+        ) from e
+    return tf.distribute.TPUStrategy(resolver)

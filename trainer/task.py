@@ -1,0 +1,501 @@
+"""`shardflow train` (`python -m trainer.task`): flags, dataset check, strategy, train, export.
+
+Trains the manifest's label on the `train` split with model.fit on a tf.distribute strategy,
+validates on `eval` when the dataset has one, checkpoints every epoch so that a killed run (or a
+rerun with more --epochs) resumes, writes MODEL_DIR/metrics.json and exports the serving
+SavedModel to MODEL_DIR/export. With --profile-input it only measures the input pipeline and
+the model step apart and prints the result as a JSON line. Exit status: 0 success, 2 for a bad
+command line or dataset, 1 for a failed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import json
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+import tensorflow as tf
+import tf_keras
+
+from trainer.export import export_model
+from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
+from trainer.input import DEFAULT_SHUFFLE_BUFFER, make_dataset
+from trainer.manifest import (
+    Manifest,
+    ManifestError,
+    join,
+    load_manifest,
+    missing_files,
+    normalize_root,
+)
+from trainer.model import ModelConfig, Moments, build_model, compute_moments, model_features
+from trainer.strategy import STRATEGIES, StrategyError, get_strategy
+
+# Named, not __name__: under `python -m trainer.task` __name__ is "__main__".
+logger = logging.getLogger("trainer.task")
+
+# Normalization moments come from the first MOMENT_BATCHES x MOMENT_BATCH_SIZE train examples.
+MOMENT_BATCHES = 20
+MOMENT_BATCH_SIZE = 256
+PROFILE_WARMUP_BATCHES = 5
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The validated command line of `shardflow train`."""
+
+    data: str
+    model_dir: str | None
+    epochs: int
+    batch_size: int
+    strategy: str
+    deterministic: bool
+    seed: int
+    shuffle_buffer: int
+    cache: bool
+    profile_input: bool
+    profile_batches: int
+    steps_per_epoch: int | None
+    model: ModelConfig
+
+
+class UsageError(ValueError):
+    """A flag value that is wrong for this dataset or machine (exit status 2)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `shardflow train`."""
+    p = argparse.ArgumentParser(
+        prog="shardflow train",
+        description="Train and export a model on a shardflow dataset.",
+    )
+    p.add_argument("--data", required=True, metavar="DATASET_URI", help="dataset folder or gs://")
+    p.add_argument("--model-dir", metavar="URI", help="output folder (required unless profiling)")
+    p.add_argument("--epochs", type=_positive, default=5, help="epochs to train in all (default 5)")
+    p.add_argument("--batch-size", type=_positive, default=64, help="global batch (default 64)")
+    p.add_argument(
+        "--strategy", choices=STRATEGIES, default="auto", help="default: auto"
+    )
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="same example order and op results on every run (slower input pipeline)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seeds shuffles and weights (default 0)")
+    p.add_argument(
+        "--learning-rate",
+        type=_positive_float,
+        default=ModelConfig.learning_rate,
+        help=f"Adam learning rate (default {ModelConfig.learning_rate})",
+    )
+    p.add_argument(
+        "--hidden-units",
+        type=_units,
+        default=ModelConfig.hidden_units,
+        metavar="N,N,...",
+        help="sizes of the hidden Dense layers (default "
+        + ",".join(map(str, ModelConfig.hidden_units))
+        + ")",
+    )
+    p.add_argument(
+        "--shuffle-buffer",
+        type=_positive,
+        default=DEFAULT_SHUFFLE_BUFFER,
+        help=f"records in the shuffle buffer (default {DEFAULT_SHUFFLE_BUFFER})",
+    )
+    p.add_argument("--cache", action="store_true", help="cache the serialized train split in RAM")
+    p.add_argument(
+        "--profile-input",
+        action="store_true",
+        help="measure the input pipeline and the model step apart; print a JSON line; no training",
+    )
+    p.add_argument(
+        "--profile-batches",
+        type=_positive,
+        default=50,
+        help="batches timed by --profile-input (default 50)",
+    )
+    p.add_argument(
+        "--steps-per-epoch",
+        type=_positive,
+        help="default: ceil(train records / batch size)",
+    )
+    return p
+
+
+def parse_args(argv: list[str] | None) -> TrainConfig:
+    """Parses the command line; argparse exits with status 2 on a bad one."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.profile_input and not args.model_dir:
+        parser.error("--model-dir is required unless --profile-input is given")
+    return TrainConfig(
+        data=args.data,
+        model_dir=normalize_root(args.model_dir) if args.model_dir else None,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        strategy=args.strategy,
+        deterministic=args.deterministic,
+        seed=args.seed,
+        shuffle_buffer=args.shuffle_buffer,
+        cache=args.cache,
+        profile_input=args.profile_input,
+        profile_batches=args.profile_batches,
+        steps_per_epoch=args.steps_per_epoch,
+        model=ModelConfig(hidden_units=args.hidden_units, learning_rate=args.learning_rate),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs `shardflow train`; returns the exit status."""
+    try:
+        cfg = parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("trainer").setLevel(logging.INFO)
+    try:
+        manifest = load_manifest(cfg.data)
+        check_dataset(manifest)
+    except ManifestError as e:
+        print(f"shardflow train: {e}", file=sys.stderr)
+        return 2
+    try:
+        if cfg.profile_input:
+            print(json.dumps(profile_input(cfg, manifest)), flush=True)
+        else:
+            train(cfg, manifest)
+    except UsageError as e:
+        print(f"shardflow train: {e}", file=sys.stderr)
+        return 2
+    except (StrategyError, tf.errors.OpError) as e:
+        logger.debug("training failed", exc_info=True)
+        print(f"shardflow train: training failed: {_first_line(e)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def check_dataset(manifest: Manifest) -> None:
+    """Raises ManifestError unless the dataset can be trained on."""
+    if manifest.label is None:
+        raise ManifestError(f"{manifest.root}: the manifest has no label to train on")
+    label_task(manifest.features[manifest.label])
+    if not manifest.has_split("train"):
+        raise ManifestError(f"{manifest.root}: split 'train' has no files or no records")
+    for split in ("train", "eval"):
+        if manifest.has_split(split):
+            missing = missing_files(manifest.split_files(split))
+            if missing:
+                raise ManifestError(
+                    f"{manifest.root}: split {split!r}: {len(missing)} listed file(s) missing, "
+                    f"e.g. {missing[0]}"
+                )
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """How to read the dataset for the model: spec, preprocessing and label encoding."""
+
+    manifest: Manifest
+    spec: dict
+    label: str
+
+    @classmethod
+    def of(cls, manifest: Manifest) -> _Inputs:
+        used, _ = model_features(manifest.features, manifest.label)
+        spec = parse_spec(manifest, only=[f.name for f in used])
+        return cls(manifest=manifest, spec=spec, label=manifest.label)
+
+    def dataset(
+        self, split: str, batch_size: int, *, encode_label: bool = True, **options
+    ) -> tf.data.Dataset:
+        return make_dataset(
+            self.manifest.split_files(split),
+            self.spec,
+            self.manifest.compression_type,
+            batch_size,
+            split=split,
+            label=self.label,
+            preprocess=functools.partial(dense_inputs, features=self.manifest.features),
+            label_fn=label_encoder(self.manifest.features[self.label]) if encode_label else None,
+            **options,
+        )
+
+    def moments(self, batch_size: int) -> dict[str, Moments]:
+        # The first batches in file order, so a resumed run normalizes exactly as before.
+        sample = self.dataset(
+            "train", batch_size, encode_label=False, shuffle=False, deterministic=True
+        )
+        used, _ = model_features(self.manifest.features, self.label)
+        return compute_moments(sample, used, MOMENT_BATCHES)
+
+
+class _Throughput(tf_keras.callbacks.Callback):
+    """Times training steps, leaving out the first (tracing) step and validation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first_epoch: int | None = None
+        self.steps = 0
+        self.seconds = 0.0
+        self._started = 0.0
+        self._skip_next = True
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.first_epoch is None:
+            self.first_epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._skip_next:
+            self._skip_next = False
+            return
+        self.seconds += time.perf_counter() - self._started
+        self.steps += 1
+
+
+def train(cfg: TrainConfig, manifest: Manifest) -> dict:
+    """Trains, evaluates and exports; returns the metrics written to metrics.json."""
+    tf_keras.utils.set_random_seed(cfg.seed)
+    if cfg.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    strategy = get_strategy(cfg.strategy)
+    replicas = strategy.num_replicas_in_sync
+    if cfg.batch_size % replicas:
+        raise UsageError(
+            f"--batch-size: {cfg.batch_size} is not a multiple of the {replicas} replicas"
+        )
+    inputs = _Inputs.of(manifest)
+    label_feature = manifest.features[manifest.label]
+    task = label_task(label_feature)
+    train_records = manifest.split_records("train")
+    steps = cfg.steps_per_epoch or math.ceil(train_records / cfg.batch_size)
+    # Multi-worker and TPU replicas must step together: their eval repeats, takes whole batches
+    # and runs a fixed number of steps (the last partial batch is left out).
+    lockstep = isinstance(
+        strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
+    )
+
+    moments = inputs.moments(MOMENT_BATCH_SIZE)
+    with strategy.scope():
+        model = build_model(manifest.features, manifest.label, cfg.model, moments)
+
+    def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return inputs.dataset(
+            "train",
+            ctx.get_per_replica_batch_size(cfg.batch_size),
+            seed=cfg.seed,
+            shuffle_buffer=cfg.shuffle_buffer,
+            deterministic=cfg.deterministic,
+            cache=cfg.cache,
+            repeat=True,
+            drop_remainder=True,
+            input_context=ctx,
+        )
+
+    eval_data, eval_steps = None, None
+    if manifest.has_split("eval") and lockstep:
+
+        def eval_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+            return inputs.dataset(
+                "eval",
+                ctx.get_per_replica_batch_size(cfg.batch_size),
+                shuffle=False,
+                deterministic=cfg.deterministic,
+                repeat=True,
+                drop_remainder=True,
+                input_context=ctx,
+            )
+
+        eval_data = strategy.distribute_datasets_from_function(eval_fn)
+        eval_steps = max(1, manifest.split_records("eval") // cfg.batch_size)
+    elif manifest.has_split("eval"):
+        # One worker: Keras splits each global batch across the local replicas and counts the
+        # last, partial batch, so evaluation covers the split exactly once.
+        eval_data = inputs.dataset(
+            "eval", cfg.batch_size, shuffle=False, deterministic=cfg.deterministic
+        )
+
+    chief = _is_chief(strategy)
+    out_dir = cfg.model_dir if chief else _worker_dir(cfg.model_dir, strategy)
+    throughput = _Throughput()
+    callbacks = [
+        # delete_checkpoint=False: a later run with more --epochs resumes instead of restarting.
+        tf_keras.callbacks.BackupAndRestore(
+            join(cfg.model_dir, "checkpoints"), delete_checkpoint=False
+        ),
+        throughput,
+    ]
+    logs_dir = join(out_dir, "logs")
+    if importlib.util.find_spec("tensorboard") is not None:
+        callbacks.append(tf_keras.callbacks.TensorBoard(logs_dir))
+    else:
+        # TensorFlow 2.21 no longer depends on tensorboard, and tf.summary needs it.
+        logs_dir = None
+        logger.warning("tensorboard is not installed: no TensorBoard logs are written")
+    history = model.fit(
+        strategy.distribute_datasets_from_function(train_fn),
+        epochs=cfg.epochs,
+        steps_per_epoch=steps,
+        validation_data=eval_data,
+        validation_steps=eval_steps,
+        callbacks=callbacks,
+        verbose=2,
+    )
+    last = {k: float(v[-1]) for k, v in history.history.items()}
+    train_metrics = {k: v for k, v in last.items() if not k.startswith("val_")}
+    eval_metrics = {k.removeprefix("val_"): v for k, v in last.items() if k.startswith("val_")}
+    if not history.epoch and eval_data is not None:
+        logger.info("All %d epochs were done by an earlier run; evaluating only", cfg.epochs)
+        eval_metrics = model.evaluate(eval_data, steps=eval_steps, return_dict=True, verbose=0)
+        eval_metrics = {k: float(v) for k, v in eval_metrics.items()}
+
+    metrics = {
+        "train": train_metrics,
+        "eval": eval_metrics,
+        "examples_per_sec": (
+            throughput.steps * cfg.batch_size / throughput.seconds if throughput.seconds else 0.0
+        ),
+        "epochs": cfg.epochs,
+        "initial_epoch": (
+            throughput.first_epoch if throughput.first_epoch is not None else cfg.epochs
+        ),
+        "steps_per_epoch": steps,
+        "batch_size": cfg.batch_size,
+        "label": manifest.label,
+        "task": task,
+        "strategy": type(strategy).__name__.lstrip("_"),
+        "replicas": replicas,
+        "dataset": manifest.root,
+    }
+    export_dir = export_model(model, manifest, join(out_dir, "export"))
+    if chief:
+        with tf.io.gfile.GFile(join(out_dir, "metrics.json"), "w") as f:
+            f.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+        print(f"model exported to {export_dir}")
+        print(f"metrics written to {join(out_dir, 'metrics.json')}")
+        print(f"checkpoints in {join(cfg.model_dir, 'checkpoints')}")
+        if logs_dir:
+            print(f"TensorBoard logs in {logs_dir}")
+    else:
+        tf.io.gfile.rmtree(out_dir)
+    return metrics
+
+
+def profile_input(cfg: TrainConfig, manifest: Manifest) -> dict:
+    """Measures the input pipeline alone and the model step alone, in examples per second."""
+    tf_keras.utils.set_random_seed(cfg.seed)
+    inputs = _Inputs.of(manifest)
+    ds = inputs.dataset(
+        "train",
+        cfg.batch_size,
+        seed=cfg.seed,
+        shuffle_buffer=cfg.shuffle_buffer,
+        deterministic=cfg.deterministic,
+        cache=cfg.cache,
+        repeat=True,
+        drop_remainder=True,
+    )
+    iterator = iter(ds)
+
+    @tf.function
+    def drain(n: tf.Tensor) -> None:
+        # Pulling batches inside a tf.function keeps Python out of the measured time.
+        for _ in tf.range(n):
+            next(iterator)
+
+    drain(tf.constant(PROFILE_WARMUP_BATCHES))
+    started = time.perf_counter()
+    drain(tf.constant(cfg.profile_batches))
+    input_seconds = time.perf_counter() - started
+
+    moments = inputs.moments(MOMENT_BATCH_SIZE)
+    model = build_model(manifest.features, manifest.label, cfg.model, moments)
+    one_batch = tf.data.Dataset.from_tensors(next(iterator)).repeat()
+    model.fit(one_batch, epochs=1, steps_per_epoch=PROFILE_WARMUP_BATCHES, verbose=0)
+    throughput = _Throughput()
+    model.fit(
+        one_batch, epochs=1, steps_per_epoch=cfg.profile_batches + 1, callbacks=[throughput],
+        verbose=0,
+    )
+    input_rate = round(cfg.profile_batches * cfg.batch_size / input_seconds, 1)
+    model_rate = round(throughput.steps * cfg.batch_size / throughput.seconds, 1)
+    return {
+        "input_examples_per_sec": input_rate,
+        "model_examples_per_sec": model_rate,
+        "input_bound": input_rate < model_rate,
+        "batch_size": cfg.batch_size,
+        "batches": cfg.profile_batches,
+        "task": label_task(manifest.features[manifest.label]),
+    }
+
+
+def _is_chief(strategy: tf.distribute.Strategy) -> bool:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def _worker_dir(model_dir: str, strategy: tf.distribute.Strategy) -> str:
+    # Non-chief workers must still write (saving is collective) but to a place of their own.
+    resolver = strategy.cluster_resolver
+    return join(model_dir, f"workers/{resolver.task_type}-{resolver.task_id}")
+
+
+def _first_line(e: BaseException) -> str:
+    """The line of a (TensorFlow) error that says what went wrong, without the graph context."""
+    text = (getattr(e, "message", None) or str(e)).strip()
+    noise = ("Graph execution error", "Detected at node", "<stack traces unavailable>")
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line[0].isspace() and not line.startswith(noise)
+    ]
+    line = lines[-1] if lines else text.splitlines()[0] if text else ""
+    # tf.data prefixes the op's message with the transformation and iterator it ran in.
+    if "assertion failed: " in line:
+        line = line[line.index("assertion failed: ") :]
+    return f"{type(e).__name__}: {line}" if line else type(e).__name__
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def _units(text: str) -> tuple[int, ...]:
+    try:
+        units = tuple(int(u) for u in text.split(",") if u.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list") from None
+    if any(u < 1 for u in units):
+        raise argparse.ArgumentTypeError(f"{text!r}: sizes must be positive")
+    return units
+
+
+if __name__ == "__main__":
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(status)
