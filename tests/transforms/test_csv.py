@@ -25,7 +25,7 @@ def _source(**options):
 class Row:
     def __init__(self, chunk, i):
         self.fields = {name: col[i] for name, col in chunk.columns.items()}
-        self.line, self.record_no, self.raw = chunk.lines[i], chunk.record_nos[i], chunk.raws[i]
+        self.line, self.record_no, self.raw = chunk.lines[i], chunk.record_nos[i], chunk.raw(i)
 
 
 def _parse(data: bytes, chunk_rows=100, **options):
@@ -119,3 +119,11 @@ def test_duplicate_header_names_fail_the_file():
 
 def test_empty_file_has_no_records():
     assert _parse(b"") == ([], [])
+
+
+def test_record_text_spans_exactly_its_own_lines_across_chunks():
+    data = b'a,b\n1,"x\ny"\nbad\n\n2,z\n3,"p\r\nq"\n'
+    chunks = [c for c in parse_csv(io.BytesIO(data), "f.csv", _source(), 2)]
+    records = [(c.lines[i], c.raw(i)) for c in chunks if isinstance(c, RawChunk) for i in range(len(c))]
+    assert records == [(2, '1,"x\ny"\n'), (6, "2,z\n"), (7, '3,"p\r\nq"\n')]
+    assert [c["record"] for c in chunks if isinstance(c, dict)] == ["bad\n"]

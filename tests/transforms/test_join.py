@@ -2,7 +2,7 @@
 
 from transforms.join import bucket_rows, join_bucket
 from transforms.prepare import KeyMaker
-from transforms.records import RawChunk
+from transforms.records import RawChunk, one_line_records
 from transforms.spec import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
 
 
@@ -28,8 +28,8 @@ def _chunk(source, path, items, text=False):
         {n: [fields.get(n) for fields, _ in items] for n in names},
         list(range(len(items))),
         [i + 2 for i in range(len(items))],
-        [raw for _, raw in items],
-        text,
+        text=text,
+        **one_line_records([raw for _, raw in items]),
     )
 
 
@@ -43,7 +43,7 @@ def test_rows_without_key_are_rejected_when_bucketing():
     out = list(bucket_rows(chunk, 0, KeyMaker(_dataset()), buckets=1))
     assert out[0] == {"source": "a", "location": "a.csv:2", "reason": "id: missing key", "record": "raw0"}
     bucket, (source_index, keys, sub) = out[1]
-    assert (bucket, source_index, keys, sub.raws) == (0, 0, ["1"], ["raw1"])
+    assert (bucket, source_index, keys, sub.raw(0), len(sub)) == (0, 0, ["1"], "raw1", 1)
 
 
 def test_join_merges_sources_counts_duplicates_and_keeps_the_first():

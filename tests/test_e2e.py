@@ -1,0 +1,287 @@
+"""End to end through the CLI: ETL on the bundled penguins → read back independently → train →
+serve raw examples; plus the exit statuses and the nothing-half-written promises.
+
+The shards are read with TensorFlow's own TFRecord reader and `tf.train.Example`, and the
+expected values are computed here from the source files with `csv` and `json`: no shardflow
+reader code is involved in checking shardflow's output.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "pipelines" / "samples" / "penguins"
+pytestmark = pytest.mark.slow
+
+
+def shardflow(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        cwd=cwd or ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _f32(x: float) -> float:
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def expected_examples() -> list[tuple]:
+    """The examples the penguins config must produce, computed from the sources directly."""
+    measurements: dict[str, dict] = {}
+    with open(SAMPLE / "measurements.csv", newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        for row in reader:
+            if len(row) != len(header):
+                continue
+            rec = dict(zip(header, [None if v in ("", "NA") else v for v in row]))
+            measurements.setdefault(str(int(rec["id"])), rec)
+    observations: dict[str, dict] = {}
+    with open(SAMPLE / "observations.jsonl") as f:
+        for line in f:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            observations.setdefault(str(obj["id"]), obj)
+
+    out = []
+    for key in set(measurements) | set(observations):
+        m, o = measurements.get(key, {}), observations.get(key, {})
+        try:
+            species, island, year = m.get("species"), m.get("island"), m.get("year")
+            if species not in ("Adelie", "Chinstrap", "Gentoo"):
+                continue
+            if island not in ("Biscoe", "Dream", "Torgersen") or year is None:
+                continue
+            year = int(year)
+            floats = []
+            for name in ("bill_length_mm", "bill_depth_mm", "flipper_length_mm"):
+                v = m.get(name)
+                floats.append(() if v is None else (_f32(float(v)),))
+                if v is not None and float(v) < 0:
+                    raise ValueError(name)
+            mass = int(m["body_mass_g"]) if m.get("body_mass_g") is not None else 0
+            if mass < 0:
+                continue
+            tags = o.get("tags") or []
+            if not isinstance(tags, list):
+                continue
+        except ValueError:
+            continue
+        text = lambda v: () if v is None else (v.encode(),)  # noqa: E731
+        out.append(
+            (
+                *floats,
+                (mass,),
+                (species.encode(),),
+                (island.encode(),),
+                text(m.get("sex")),
+                (year,),
+                text(o.get("observer")),
+                tuple(t.encode() for t in tags),
+                text(o.get("notes")),
+            )
+        )
+    return sorted(out)
+
+
+FEATURES = [
+    "bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "species", "island",
+    "sex", "year", "observer", "tags", "notes",
+]
+
+
+def read_examples(dataset: Path, manifest: dict) -> tuple[list[tuple], Counter]:
+    import tensorflow as tf
+
+    rows, kinds = [], Counter()
+    for split in manifest["splits"].values():
+        for f in split["files"]:
+            for record in tf.data.TFRecordDataset(str(dataset / f["path"]), compression_type="GZIP"):
+                example = tf.train.Example.FromString(record.numpy())
+                assert sorted(example.features.feature) == sorted(FEATURES)
+                row = []
+                for name in FEATURES:
+                    feature = example.features.feature[name]
+                    kind = feature.WhichOneof("kind")
+                    kinds[(name, kind)] += 1
+                    row.append(tuple(getattr(feature, kind).value))
+                rows.append(tuple(row))
+    return sorted(rows), kinds
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("e2e") / "penguins"
+    result = shardflow("etl", "--config", str(SAMPLE / "penguins.yaml"), "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "records read" in result.stdout
+    return out
+
+
+def test_every_value_written_matches_the_source(dataset):
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    rows, kinds = read_examples(dataset, manifest)
+    assert rows == expected_examples()
+    # Never a kind-less Feature(): missing values are empty lists of the feature's kind.
+    assert {kind for (_, kind) in kinds} <= {"float_list", "int64_list", "bytes_list"}
+
+
+def test_manifest_ledger_files_and_rejections(dataset):
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    read = sum(s["records"] for s in manifest["sources"].values())
+    written = sum(s["records"] for s in manifest["splits"].values())
+    assert read == written + manifest["rejected"]["records"] + manifest["duplicates"] + manifest["joined"]
+    assert manifest["sources"] == {
+        "measurements": {"format": "csv", "records": 3000},
+        "observations": {"format": "jsonl", "records": 2696},
+    }
+    assert manifest["duplicates"] == 5
+    assert manifest["rejected"]["reasons"] == {
+        "bill_length_mm: not a number": 1,
+        "body_mass_g: below min 0": 1,
+        "csv: expected 9 fields, got 10": 1,
+        "csv: expected 9 fields, got 8": 1,
+        "island: not one of the allowed values": 1,
+        "json: invalid JSON": 1,
+        "species: missing required value": 2,
+        "species: not one of the allowed values": 1,
+        "tags: expected a list": 1,
+        "year: missing required value": 1,
+        "year: not an integer": 1,
+    }
+    for split in manifest["splits"].values():
+        for f in split["files"]:
+            data = (dataset / f["path"]).read_bytes()
+            assert (len(data), hashlib.sha256(data).hexdigest()) == (f["bytes"], f["sha256"])
+    rejected = [json.loads(line) for line in (dataset / "rejected/rejected-00000-of-00001.jsonl").open()]
+    assert len(rejected) == manifest["rejected"]["records"]
+    assert all(set(r) >= {"source", "location", "reason", "record"} for r in rejected)
+    bad_bill = [r for r in rejected if r["reason"] == "bill_length_mm: not a number"][0]
+    assert bad_bill["location"].startswith(str(SAMPLE / "measurements.csv") + ":138")
+    assert "137,Adelie,Dream,abc" in bad_bill["record"]
+    assert sorted(os.listdir(dataset)) == ["eval", "manifest.json", "rejected", "test", "train"]
+    assert not [p for p in os.listdir(dataset.parent) if ".incomplete-" in p]
+
+
+def test_rerun_is_byte_identical(dataset, tmp_path):
+    again = tmp_path / "again"
+    result = shardflow("etl", "--config", str(SAMPLE / "penguins.yaml"), "--output", str(again))
+    assert result.returncode == 0, result.stderr
+    first = json.loads((dataset / "manifest.json").read_text())
+    second = json.loads((again / "manifest.json").read_text())
+    assert first["splits"] == second["splits"]
+    for split in first["splits"].values():
+        for f in split["files"]:
+            assert (dataset / f["path"]).read_bytes() == (again / f["path"]).read_bytes()
+
+
+def test_rerun_into_the_same_output_replaces_the_dataset(dataset, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(dataset, out)
+    (out / "train" / "stale-00000-of-00001.tfrecord.gz").write_bytes(b"old")
+    result = shardflow("etl", "--config", str(SAMPLE / "penguins.yaml"), "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    assert not (out / "train" / "stale-00000-of-00001.tfrecord.gz").exists()
+    assert (out / "manifest.json").exists()
+
+
+def test_train_export_and_serve_a_raw_example(dataset, tmp_path):
+    import numpy as np
+    import tensorflow as tf
+
+    model_dir = tmp_path / "model"
+    result = shardflow(
+        "train", "--data", str(dataset), "--model-dir", str(model_dir), "--epochs", "1",
+        "--batch-size", "64",
+    )
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["epochs"] == 1 and "eval" in metrics and metrics["examples_per_sec"] > 0
+
+    # A raw example as a client would send it: the test split's example without its label.
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    path = dataset / manifest["splits"]["test"]["files"][0]["path"]
+    record = next(iter(tf.data.TFRecordDataset(str(path), compression_type="GZIP"))).numpy()
+    example = tf.train.Example.FromString(record)
+    del example.features.feature["species"]
+    served = tf.saved_model.load(str(model_dir / "export")).signatures["serving_default"]
+    out = served(examples=tf.constant([example.SerializeToString()]))
+    probabilities = out["probabilities"].numpy()
+    assert probabilities.shape == (1, 3)
+    assert np.isclose(probabilities.sum(), 1.0, atol=1e-5)
+    assert out["classes"].numpy()[0] in (b"Adelie", b"Chinstrap", b"Gentoo")
+
+    result = shardflow("predict", "--model-dir", str(model_dir), "--data", str(dataset), "--take", "3")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(lines) == 3 and all(set(line) == {"label", "classes", "probabilities"} for line in lines)
+
+
+def test_bad_config_exits_2_with_one_line_naming_the_field(tmp_path):
+    cfg = (SAMPLE / "penguins.yaml").read_text().replace("year:              {type: int}",
+                                                         "year:              {type: integer}")
+    (tmp_path / "bad.yaml").write_text(cfg)
+    result = shardflow("etl", "--config", str(tmp_path / "bad.yaml"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "shardflow etl: error: features.year.type: unknown type 'integer' "
+        "(int, float, string, bytes, image)"
+    ]
+
+
+def test_no_matching_files_exits_2(tmp_path):
+    (tmp_path / "c.yaml").write_text(
+        "name: x\nsources: [{name: a, format: csv, path: 'nothing/*.csv'}]\n"
+        "features: {v: {type: int}}\noutput: {path: out}\n"
+    )
+    result = shardflow("etl", "--config", str(tmp_path / "c.yaml"))
+    assert result.returncode == 2
+    assert "sources[0].path: no files match" in result.stderr
+
+
+def test_a_failed_job_exits_1_and_leaves_nothing_behind(tmp_path):
+    (tmp_path / "a.csv").write_text("v,v\n1,2\n")  # duplicate header: the file is unusable
+    (tmp_path / "c.yaml").write_text(
+        "name: x\nsources: [{name: a, format: csv, path: a.csv}]\n"
+        "features: {v: {type: int}}\noutput: {path: out}\n"
+    )
+    result = shardflow("etl", "--config", str(tmp_path / "c.yaml"))
+    assert result.returncode == 1
+    assert "duplicate column names" in result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml"]
+
+
+def test_an_output_that_is_not_a_dataset_is_never_replaced(tmp_path):
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "thesis.tex").write_text("do not delete")
+    result = shardflow("etl", "--config", str(SAMPLE / "penguins.yaml"), "--output", str(out))
+    assert result.returncode == 2
+    assert "output.path" in result.stderr
+    assert os.listdir(out) == ["thesis.tex"]
+
+
+def test_trainer_never_imports_beam():
+    code = "import trainer.task, trainer.predict, trainer.inspect, sys; " \
+           "assert 'apache_beam' not in sys.modules"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
