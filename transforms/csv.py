@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 from typing import Any, BinaryIO, Iterator
 
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.spec import SourceSpec
 
 csv.field_size_limit(1 << 30)
+_EMPTY_ONLY = frozenset([""])
 
 
 class FileError(ValueError):
@@ -28,17 +30,10 @@ def parse_csv(
     """Yields chunks of raw records and, for unparseable rows, rejected-record dicts."""
     opts = source.options
     text = io.TextIOWrapper(stream, encoding=opts["encoding"], errors="surrogateescape", newline="")
-    consumed: list[str] = []
-
-    def lines() -> Iterator[str]:
-        for line in text:
-            consumed.append(line)
-            yield line
-
-    reader = csv.reader(lines(), delimiter=opts["delimiter"], strict=True)
+    window = _LineWindow(text)
+    reader = csv.reader(window.lines, delimiter=opts["delimiter"], strict=True)
     nulls = frozenset(opts["null_values"])
     columns = opts["columns"]
-    line_no = 0
     if opts["header"]:
         try:
             header = next(reader)
@@ -46,71 +41,97 @@ def parse_csv(
             return
         except csv.Error as e:
             raise FileError(f"{path}: unreadable CSV header: {e}") from None
-        line_no = len(consumed)
         if columns is None:
             columns = header
     if len(set(columns)) != len(columns):
         raise FileError(f"{path}: duplicate column names in {columns!r}")
     width = len(columns)
-    chunk = _ChunkBuilder(source.name, path, columns, nulls)
+    rows: list[list[str]] = []
+    record_nos: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
     record_no = 0
+    prev = reader.line_num  # lines consumed so far: the next record starts on line prev + 1
+    window.mark(prev)
     while True:
-        consumed.clear()
         try:
             values = next(reader)
         except StopIteration:
             break
         except csv.Error as e:
-            start = line_no + 1
-            line_no += len(consumed)
-            yield rejection(source.name, location(path, start), f"csv: {e}", "".join(consumed))
-            record_no += 1
-            continue
-        start = line_no + 1
-        line_no += len(consumed)
-        if not values:
-            continue  # a blank line is not a record
-        raw = consumed[0] if len(consumed) == 1 else "".join(consumed)
-        if len(values) != width:
-            yield rejection(
-                source.name,
-                location(path, start),
-                f"csv: expected {width} fields, got {len(values)}",
-                raw,
-            )
+            reason = f"csv: {e}"
+            values = None
+        cur = reader.line_num
+        if values is None or len(values) != width:
+            if values is None or values:
+                if values is not None:
+                    reason = f"csv: expected {width} fields, got {len(values)}"
+                yield rejection(source.name, location(path, prev + 1), reason, window.text(prev, cur))
+                record_no += 1
         else:
-            chunk.add(values, record_no, start, raw)
-            if len(chunk.rows) >= chunk_rows:
-                yield chunk.build()
-        record_no += 1
-    if chunk.rows:
-        yield chunk.build()
+            rows.append(values)
+            record_nos.append(record_no)
+            starts.append(prev)
+            ends.append(cur)
+            record_no += 1
+            if len(rows) >= chunk_rows:
+                yield _chunk(source.name, path, columns, nulls, rows, record_nos, starts, ends, window)
+                rows, record_nos, starts, ends = [], [], [], []
+        prev = cur
+    if rows:
+        yield _chunk(source.name, path, columns, nulls, rows, record_nos, starts, ends, window)
 
 
-class _ChunkBuilder:
-    """Collects parsed rows and turns them into a columnar `RawChunk`."""
+class _LineWindow:
+    """The input lines the parser has read, kept from a mark on, to give records their text.
 
-    def __init__(self, source: str, path: str, columns: list[str], nulls: frozenset[str]):
-        self._source, self._path, self._columns, self._nulls = source, path, columns, nulls
-        self.rows: list[list[str]] = []
-        self._record_nos: list[int] = []
-        self._lines: list[int] = []
-        self._raws: list[str] = []
+    Lines are read in blocks (C `readlines`) and chained in C, so tracking costs no Python call
+    per line; `reader.line_num` says how many lines each record took.
+    """
 
-    def add(self, values: list[str], record_no: int, line: int, raw: str) -> None:
-        self.rows.append(values)
-        self._record_nos.append(record_no)
-        self._lines.append(line)
-        self._raws.append(raw)
+    def __init__(self, text: io.TextIOBase):
+        self._text = text
+        self._buffer: list[str] = []
+        self._base = 0  # line number (0-based) of _buffer[0]
+        self.lines = itertools.chain.from_iterable(iter(self._read_block, []))
 
-    def build(self) -> RawChunk:
-        nulls = self._nulls
-        columns = {
-            name: [None if v in nulls else v for v in values]
-            for name, values in zip(self._columns, zip(*self.rows))
+    def _read_block(self) -> list[str]:
+        block = self._text.readlines(1 << 16)
+        self._buffer.extend(block)
+        return block
+
+    def text(self, start: int, end: int) -> str:
+        """Lines start..end (0-based, end excluded) joined."""
+        return "".join(self._buffer[start - self._base : end - self._base])
+
+    def take(self, start: int, end: int) -> list[str]:
+        return self._buffer[start - self._base : end - self._base]
+
+    def mark(self, start: int) -> None:
+        """Forgets the lines before `start`."""
+        del self._buffer[: start - self._base]
+        self._base = start
+
+
+def _chunk(source, path, columns, nulls, rows, record_nos, starts, ends, window) -> RawChunk:
+    first, end = starts[0], ends[-1]
+    lines = window.take(first, end)
+    window.mark(end)
+    if nulls == _EMPTY_ONLY:
+        values = {name: [v or None for v in column] for name, column in zip(columns, zip(*rows))}
+    else:
+        values = {
+            name: [None if v in nulls else v for v in column]
+            for name, column in zip(columns, zip(*rows))
         }
-        chunk = RawChunk(
-            self._source, self._path, columns, self._record_nos, self._lines, self._raws, text=True
-        )
-        self.rows, self._record_nos, self._lines, self._raws = [], [], [], []
-        return chunk
+    return RawChunk(
+        source,
+        path,
+        values,
+        record_nos,
+        [s + 1 for s in starts],
+        lines,
+        [s - first for s in starts],
+        [e - first for e in ends],
+        text=True,
+    )

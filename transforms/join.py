@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 import apache_beam as beam
 
 from transforms.prepare import Batch, EncodedChunk, KeyMaker, Preparer
-from transforms.records import COUNTS, REJECTED, RawChunk, location, rejection
+from transforms.records import COUNTS, REJECTED, RawChunk, gc_paused, location, rejection
 from transforms.schema import SourceColumns
 from transforms.spec import DatasetSpec
 from transforms.split import record_hash
@@ -30,7 +30,7 @@ def bucket_rows(
     """(bucket, (source index, keys, sub-chunk)) per bucket the chunk touches, or rejected dicts."""
     keys, missing = key_maker.keys(chunk)
     for i, reason in sorted(missing.items()):
-        yield rejection(chunk.source, location(chunk.path, chunk.lines[i]), reason, chunk.raws[i])
+        yield rejection(chunk.source, location(chunk.path, chunk.lines[i]), reason, chunk.raw(i))
     by_bucket: dict[int, list[int]] = defaultdict(list)
     for i, key in enumerate(keys):
         if key is not None:
@@ -85,9 +85,9 @@ def join_bucket(
         source = ",".join(chunk.source for chunk, _ in found)
         where = "; ".join(location(chunk.path, chunk.lines[row]) for chunk, row in found)
         if len(found) == 1:
-            raw = found[0][0].raws[found[0][1]]
+            raw = found[0][0].raw(found[0][1])
         else:
-            raw = json.dumps({c.source: c.raws[row] for c, row in found}, ensure_ascii=False)
+            raw = json.dumps({c.source: c.raw(row) for c, row in found}, ensure_ascii=False)
         return source, where, raw
 
     batch = Batch(
@@ -135,8 +135,9 @@ class _JoinBucketFn(beam.DoFn):
 
     def process(self, element):
         _, groups = element
-        batch, duplicates, joined = join_bucket(groups, list(self._dataset.source_names))
-        encoded, rejected = self._preparer.prepare(batch)
+        with gc_paused():
+            batch, duplicates, joined = join_bucket(groups, list(self._dataset.source_names))
+            encoded, rejected = self._preparer.prepare(batch)
         for r in rejected:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
         yield beam.pvalue.TaggedOutput(COUNTS, ("duplicates", duplicates))

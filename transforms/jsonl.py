@@ -10,7 +10,7 @@ import io
 import json
 from typing import Any, BinaryIO, Iterator
 
-from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
+from transforms.records import CHUNK_ROWS, RawChunk, location, one_line_records, rejection
 from transforms.spec import SourceSpec
 
 
@@ -54,4 +54,4 @@ def parse_jsonl(
 def _chunk(source, path, objects, record_nos, lines, raws) -> RawChunk:
     names = dict.fromkeys(k for obj in objects for k in obj)
     columns = {name: [obj.get(name) for obj in objects] for name in names}
-    return RawChunk(source, path, columns, record_nos, lines, raws)
+    return RawChunk(source, path, columns, record_nos, lines, **one_line_records(raws))

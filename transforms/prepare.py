@@ -15,7 +15,7 @@ from apache_beam import coders
 import pyarrow as pa
 
 from transforms import encode
-from transforms.records import REJECTED, ChunkCoder, RawChunk, location, rejection
+from transforms.records import REJECTED, ChunkCoder, RawChunk, gc_paused, location, rejection
 from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
 from transforms.spec import DatasetSpec
 from transforms.split import SplitAssigner, record_hash
@@ -102,7 +102,7 @@ def batch_of_chunk(
         if missing:
             for i, reason in missing.items():
                 rejected.append(
-                    rejection(chunk.source, location(chunk.path, chunk.lines[i]), reason, chunk.raws[i])
+                    rejection(chunk.source, location(chunk.path, chunk.lines[i]), reason, chunk.raw(i))
                 )
             keep = [i for i in range(len(chunk)) if i not in missing]
             chunk = chunk.take(keep)
@@ -113,7 +113,7 @@ def batch_of_chunk(
         tables={src: SourceColumns(chunk.columns, chunk.text)},
         keys=keys,
         order=lambda i: (source_index, path, record_nos[i]),
-        describe=lambda i: (src, location(path, chunk.lines[i]), chunk.raws[i]),
+        describe=lambda i: (src, location(path, chunk.lines[i]), chunk.raw(i)),
     )
     return batch, rejected
 
@@ -168,10 +168,11 @@ class _PrepareChunkFn(beam.DoFn):
         self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
 
     def process(self, chunk: RawChunk):
-        batch, rejected = batch_of_chunk(
-            chunk, self._source_index[chunk.source], self._key_maker
-        )
-        encoded, invalid = self._preparer.prepare(batch)
+        with gc_paused():
+            batch, rejected = batch_of_chunk(
+                chunk, self._source_index[chunk.source], self._key_maker
+            )
+            encoded, invalid = self._preparer.prepare(batch)
         for r in rejected + invalid:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
         if len(encoded):

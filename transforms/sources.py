@@ -13,7 +13,7 @@ from apache_beam.io import fileio
 from transforms.csv import parse_csv
 from transforms.files import file_pattern, open_file
 from transforms.jsonl import parse_jsonl
-from transforms.records import COUNTS, REJECTED, RawChunk
+from transforms.records import COUNTS, REJECTED, RawChunk, gc_paused
 from transforms.spec import SourceSpec
 
 PARSERS = {"csv": parse_csv, "jsonl": parse_jsonl}
@@ -30,7 +30,7 @@ class _ParseFileFn(beam.DoFn):
 
     def process(self, metadata):
         read = 0
-        with open_file(metadata.path) as stream:
+        with open_file(metadata.path) as stream, gc_paused():
             for item in self._parse(stream, metadata.path, self._source):
                 if isinstance(item, RawChunk):
                     read += len(item)

@@ -25,7 +25,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.prepare import EncodedChunk
-from transforms.records import ChunkCoder
+from transforms.records import ChunkCoder, gc_paused
 from transforms.publish import build_manifest, publish
 from transforms.spec import DatasetSpec
 from transforms.split import shard_of
@@ -179,12 +179,13 @@ class WriteShardFn(beam.DoFn):
 
     def process(self, element, counts):
         (split, shard), parts = element
-        payloads, duplicates = sorted_records(parts)
-        name = shard_name(self._splits[split], shard, counts[split], self._suffix)
-        writer = RecordFileWriter(f"{self._staging}/{name}", self._compression)
-        for payload in payloads:
-            writer.write(payload)
-        facts = writer.close()
+        with gc_paused():
+            payloads, duplicates = sorted_records(parts)
+            name = shard_name(self._splits[split], shard, counts[split], self._suffix)
+            writer = RecordFileWriter(f"{self._staging}/{name}", self._compression)
+            for payload in payloads:
+                writer.write(payload)
+            facts = writer.close()
         yield {"split": self._splits[split], "path": name, "duplicates": duplicates, **facts}
 
 
