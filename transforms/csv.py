@@ -47,39 +47,34 @@ def parse_csv(
         raise FileError(f"{path}: duplicate column names in {columns!r}")
     width = len(columns)
     rows: list[list[str]] = []
-    record_nos: list[int] = []
     starts: list[int] = []
     ends: list[int] = []
-    record_no = 0
     prev = reader.line_num  # lines consumed so far: the next record starts on line prev + 1
     window.mark(prev)
-    while True:
+    done = False
+    while not done:
         try:
-            values = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as e:
-            reason = f"csv: {e}"
-            values = None
-        cur = reader.line_num
-        if values is None or len(values) != width:
-            if values is None or values:
-                if values is not None:
+            for values in reader:
+                cur = reader.line_num
+                if len(values) == width:
+                    rows.append(values)
+                    starts.append(prev)
+                    ends.append(cur)
+                    if len(rows) >= chunk_rows:
+                        yield _chunk(source.name, path, columns, nulls, rows, starts, ends, window)
+                        rows, starts, ends = [], [], []
+                elif values:  # a blank line is not a record
                     reason = f"csv: expected {width} fields, got {len(values)}"
-                yield rejection(source.name, location(path, prev + 1), reason, window.text(prev, cur))
-                record_no += 1
-        else:
-            rows.append(values)
-            record_nos.append(record_no)
-            starts.append(prev)
-            ends.append(cur)
-            record_no += 1
-            if len(rows) >= chunk_rows:
-                yield _chunk(source.name, path, columns, nulls, rows, record_nos, starts, ends, window)
-                rows, record_nos, starts, ends = [], [], [], []
-        prev = cur
+                    raw = window.text(prev, cur)
+                    yield rejection(source.name, location(path, prev + 1), reason, raw)
+                prev = cur
+            done = True
+        except csv.Error as e:
+            cur = reader.line_num
+            yield rejection(source.name, location(path, prev + 1), f"csv: {e}", window.text(prev, cur))
+            prev = cur
     if rows:
-        yield _chunk(source.name, path, columns, nulls, rows, record_nos, starts, ends, window)
+        yield _chunk(source.name, path, columns, nulls, rows, starts, ends, window)
 
 
 class _LineWindow:
@@ -113,7 +108,7 @@ class _LineWindow:
         self._base = start
 
 
-def _chunk(source, path, columns, nulls, rows, record_nos, starts, ends, window) -> RawChunk:
+def _chunk(source, path, columns, nulls, rows, starts, ends, window) -> RawChunk:
     first, end = starts[0], ends[-1]
     lines = window.take(first, end)
     window.mark(end)
@@ -128,7 +123,6 @@ def _chunk(source, path, columns, nulls, rows, record_nos, starts, ends, window)
         source,
         path,
         values,
-        record_nos,
         [s + 1 for s in starts],
         lines,
         [s - first for s in starts],

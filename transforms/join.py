@@ -53,7 +53,7 @@ def join_bucket(
     duplicates = 0
     for g, (source_index, keys, chunk) in enumerate(groups):
         for row, key in enumerate(keys):
-            ref = ((source_index, chunk.path, chunk.record_nos[row]), g, row)
+            ref = ((source_index, chunk.path, chunk.lines[row]), g, row)
             current = by_key[key].get(source_index)
             if current is not None:
                 duplicates += 1

@@ -21,10 +21,8 @@ def parse_jsonl(
     text = io.TextIOWrapper(stream, encoding=source.options["encoding"], errors="surrogateescape")
     loads = json.loads
     objects: list[dict[str, Any]] = []
-    record_nos: list[int] = []
     lines: list[int] = []
     raws: list[str] = []
-    record_no = 0
     for line_no, line in enumerate(text, start=1):
         if not line.strip():
             continue
@@ -33,25 +31,21 @@ def parse_jsonl(
             fields = loads(line)
         except ValueError:
             yield rejection(source.name, location(path, line_no), "json: invalid JSON", raw)
-            record_no += 1
             continue
         if not isinstance(fields, dict):
             yield rejection(source.name, location(path, line_no), "json: not an object", raw)
-            record_no += 1
             continue
         objects.append(fields)
-        record_nos.append(record_no)
         lines.append(line_no)
         raws.append(raw)
-        record_no += 1
         if len(objects) >= chunk_rows:
-            yield _chunk(source.name, path, objects, record_nos, lines, raws)
-            objects, record_nos, lines, raws = [], [], [], []
+            yield _chunk(source.name, path, objects, lines, raws)
+            objects, lines, raws = [], [], []
     if objects:
-        yield _chunk(source.name, path, objects, record_nos, lines, raws)
+        yield _chunk(source.name, path, objects, lines, raws)
 
 
-def _chunk(source, path, objects, record_nos, lines, raws) -> RawChunk:
+def _chunk(source, path, objects, lines, raws) -> RawChunk:
     names = dict.fromkeys(k for obj in objects for k in obj)
     columns = {name: [obj.get(name) for obj in objects] for name in names}
-    return RawChunk(source, path, columns, record_nos, lines, **one_line_records(raws))
+    return RawChunk(source, path, columns, lines, **one_line_records(raws))

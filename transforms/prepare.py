@@ -32,7 +32,7 @@ class Batch:
     size: int
     tables: dict[str, SourceColumns]
     keys: list[str] | None
-    order: Callable[[int], tuple]  # (source index, path, record number) of record i
+    order: Callable[[int], tuple]  # (source index, path, line) of record i
     describe: Callable[[int], tuple[str, str, str]]
 
 
@@ -107,13 +107,13 @@ def batch_of_chunk(
             keep = [i for i in range(len(chunk)) if i not in missing]
             chunk = chunk.take(keep)
             keys = [keys[i] for i in keep]
-    src, path, record_nos = chunk.source, chunk.path, chunk.record_nos
+    src, path, lines = chunk.source, chunk.path, chunk.lines
     batch = Batch(
         size=len(chunk),
         tables={src: SourceColumns(chunk.columns, chunk.text)},
         keys=keys,
-        order=lambda i: (source_index, path, record_nos[i]),
-        describe=lambda i: (src, location(path, chunk.lines[i]), chunk.raw(i)),
+        order=lambda i: (source_index, path, lines[i]),
+        describe=lambda i: (src, location(path, lines[i]), chunk.raw(i)),
     )
     return batch, rejected
 

@@ -26,15 +26,14 @@ class RawChunk:
     """Consecutive records of one file of one source, as parallel lists.
 
     `columns` maps a field name to its values (None = missing); `text` says every value is a
-    string (CSV), which lets validation skip type inspection. `record_nos` are ordinals in the
-    file (the tie-breaker among duplicates) and `lines` the first line of each record. The input
-    text of record i is `text_lines[starts[i]:ends[i]]`, kept for the rejected output.
+    string (CSV), which lets validation skip type inspection. `lines` are the first line of each
+    record in its file (also the tie-breaker among duplicates). The input text of record i is
+    `text_lines[starts[i]:ends[i]]`, kept for the rejected output.
     """
 
     source: str
     path: str
     columns: dict[str, list[Any]]
-    record_nos: list[int]
     lines: list[int]
     text_lines: list[str]
     starts: list[int]
@@ -42,7 +41,7 @@ class RawChunk:
     text: bool = False
 
     def __len__(self) -> int:
-        return len(self.record_nos)
+        return len(self.lines)
 
     def raw(self, i: int) -> str:
         return "".join(self.text_lines[self.starts[i] : self.ends[i]])
@@ -56,7 +55,6 @@ class RawChunk:
             self.source,
             self.path,
             {name: [col[i] for i in indices] for name, col in self.columns.items()},
-            [self.record_nos[i] for i in indices],
             [self.lines[i] for i in indices],
             [self.raw(i) for i in indices],
             list(range(len(indices))),

@@ -16,11 +16,12 @@ import math
 import struct
 import zlib
 from collections import Counter
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import apache_beam as beam
-from apache_beam import coders
 import google_crc32c
+import numpy as np
+from apache_beam import coders
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -34,6 +35,7 @@ from transforms.split import shard_of
 _WBITS = {"gzip": 31, "zlib": 15}
 _COMPRESSION_LEVEL = 6  # TensorFlow's default for compressed TFRecords
 _BUFFER = 1 << 20
+_BLOCK_RECORDS = 4096
 
 
 @dataclasses.dataclass
@@ -52,15 +54,38 @@ class ShardPart:
 coders.registry.register_coder(ShardPart, ChunkCoder)
 
 
-def _masked_crc(data: bytes) -> bytes:
-    crc = google_crc32c.value(data)
-    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+def _mask(crc: int) -> int:
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+_LENGTH = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
 
 
 def frame_record(data: bytes) -> bytes:
     """One TFRecord: length, masked CRC-32C of the length, data, masked CRC-32C of the data."""
-    length = struct.pack("<Q", len(data))
-    return length + _masked_crc(length) + data + _masked_crc(data)
+    length = _LENGTH.pack(len(data))
+    return length + _CRC.pack(_mask(google_crc32c.value(length))) + data + _CRC.pack(
+        _mask(google_crc32c.value(data))
+    )
+
+
+def frame_records(payloads: Iterable[bytes]) -> bytes:
+    """`frame_record` of each payload, concatenated; record headers are cached by length."""
+    headers: dict[int, bytes] = {}
+    crc, pack_crc, pack_len = google_crc32c.value, _CRC.pack, _LENGTH.pack
+    out = []
+    for data in payloads:
+        n = len(data)
+        header = headers.get(n)
+        if header is None:
+            length = pack_len(n)
+            header = headers[n] = length + pack_crc(_mask(crc(length)))
+        out.append(header)
+        out.append(data)
+        c = crc(data)
+        out.append(pack_crc((((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF))
+    return b"".join(out)
 
 
 class RecordFileWriter:
@@ -85,13 +110,15 @@ class RecordFileWriter:
         self.records = 0
         self.bytes = 0
 
-    def write(self, data: bytes) -> None:
-        record = frame_record(data)
-        self._pending.append(record)
-        self._pending_size += len(record)
-        self.records += 1
-        if self._pending_size >= _BUFFER:
-            self._flush_pending()
+    def write(self, payloads: Sequence[bytes]) -> None:
+        """Appends records, framed, in blocks of about a megabyte."""
+        for start in range(0, len(payloads), _BLOCK_RECORDS):
+            block = payloads[start : start + _BLOCK_RECORDS]
+            self._pending.append(frame_records(block))
+            self._pending_size += len(self._pending[-1])
+            self.records += len(block)
+            if self._pending_size >= _BUFFER:
+                self._flush_pending()
 
     def _flush_pending(self) -> None:
         block = b"".join(self._pending)
@@ -148,24 +175,37 @@ def sorted_records(parts: Iterable[ShardPart]) -> tuple[list[bytes], int]:
     Returns (payloads, duplicates dropped).
     """
     parts = list(parts)
-    hashes = [h for p in parts for h in p.order_hash]
+    hashes = np.fromiter((h for p in parts for h in p.order_hash), np.uint64)
     payloads = [x for p in parts for x in p.payload]
-    if parts and parts[0].key is None:
-        # No key: the hash is of the payload, so a tie is (but for a 2**-64 chance) the same
-        # content; the payload breaks it anyway. Nothing is a duplicate.
-        return [payload for _, payload in sorted(zip(hashes, payloads))], 0
-    keys = [k for p in parts for k in p.key]
-    orders = [o for p in parts for o in p.order]
-    # Tuples compare in C: the order hash decides, key and provenance only break ties.
-    rows = sorted(zip(hashes, keys, orders, range(len(hashes))))
+    order = np.argsort(hashes, kind="stable")
+    keyed = bool(parts) and parts[0].key is not None
+    keys = [k for p in parts for k in p.key] if keyed else None
+    orders = [o for p in parts for o in p.order] if keyed else None
+    # Runs of equal hashes (a key's duplicates; without a key, equal content but for a 2**-64
+    # chance) are put in a canonical order: by key and provenance, or by content.
+    ranked = order.tolist()
+    tie_key = (lambda i: (keys[i], orders[i])) if keyed else payloads.__getitem__
+    for start, stop in _equal_runs(hashes[order]):
+        ranked[start:stop] = sorted(ranked[start:stop], key=tie_key)
+    if not keyed:
+        return [payloads[i] for i in ranked], 0
     out, duplicates, last_key = [], 0, None
-    for _, key, _, i in rows:
-        if key == last_key:
+    for i in ranked:
+        if keys[i] == last_key:
             duplicates += 1
             continue
-        last_key = key
+        last_key = keys[i]
         out.append(payloads[i])
     return out, duplicates
+
+
+def _equal_runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """(start, stop) of each run of two or more equal neighbours in a sorted array."""
+    if len(values) < 2:
+        return []
+    equal = np.concatenate(([0], (values[1:] == values[:-1]).astype(np.int8), [0]))
+    edges = np.diff(equal)
+    return list(zip(np.flatnonzero(edges == 1).tolist(), (np.flatnonzero(edges == -1) + 1).tolist()))
 
 
 class WriteShardFn(beam.DoFn):
@@ -183,8 +223,7 @@ class WriteShardFn(beam.DoFn):
             payloads, duplicates = sorted_records(parts)
             name = shard_name(self._splits[split], shard, counts[split], self._suffix)
             writer = RecordFileWriter(f"{self._staging}/{name}", self._compression)
-            for payload in payloads:
-                writer.write(payload)
+            writer.write(payloads)
             facts = writer.close()
         yield {"split": self._splits[split], "path": name, "duplicates": duplicates, **facts}
 

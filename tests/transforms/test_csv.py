@@ -25,7 +25,7 @@ def _source(**options):
 class Row:
     def __init__(self, chunk, i):
         self.fields = {name: col[i] for name, col in chunk.columns.items()}
-        self.line, self.record_no, self.raw = chunk.lines[i], chunk.record_nos[i], chunk.raw(i)
+        self.line, self.raw = chunk.lines[i], chunk.raw(i)
 
 
 def _parse(data: bytes, chunk_rows=100, **options):
@@ -46,7 +46,7 @@ def test_quoted_fields_keep_delimiters_quotes_and_newlines():
         {"a": "x, y", "b": 'say "hi"'},
         {"a": "two\nlines", "b": "z"},
     ]
-    assert [(r.line, r.record_no) for r in rows] == [(2, 0), (3, 1)]
+    assert [r.line for r in rows] == [2, 3]
     assert rejected == []
 
 

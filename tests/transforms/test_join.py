@@ -26,7 +26,6 @@ def _chunk(source, path, items, text=False):
         source,
         path,
         {n: [fields.get(n) for fields, _ in items] for n in names},
-        list(range(len(items))),
         [i + 2 for i in range(len(items))],
         text=text,
         **one_line_records([raw for _, raw in items]),
@@ -57,7 +56,7 @@ def test_join_merges_sources_counts_duplicates_and_keeps_the_first():
     assert batch.tables["a"].columns == {"id": ["1", "2", None], "v": ["first", None, None]}
     assert batch.tables["a"].text is True
     assert batch.tables["b"].columns == {"id": [1, None, 3], "w": ["x", None, "y"]}
-    assert [batch.order(i) for i in range(3)] == [(0, "a.csv", 0), (0, "a.csv", 2), (1, "b.jsonl", 1)]
+    assert [batch.order(i) for i in range(3)] == [(0, "a.csv", 2), (0, "a.csv", 4), (1, "b.jsonl", 3)]
     assert [batch.describe(i) for i in range(3)] == [
         ("a,b", "a.csv:2; b.jsonl:2", '{"a": "a1", "b": "b1"}'),
         ("a", "a.csv:4", "a2"),

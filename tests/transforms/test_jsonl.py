@@ -14,7 +14,7 @@ def _parse(data: bytes):
         if isinstance(item, RawChunk):
             for i in range(len(item)):
                 fields = {k: c[i] for k, c in item.columns.items() if c[i] is not None or k in ("t",)}
-                rows.append((fields, item.lines[i], item.record_nos[i]))
+                rows.append((fields, item.lines[i]))
         else:
             rejected.append(item)
     return rows, rejected
@@ -23,8 +23,8 @@ def _parse(data: bytes):
 def test_objects_become_records_with_their_line_numbers():
     rows, rejected = _parse(b'{"id": 1, "t": ["a"]}\n\n{"id": 2, "t": null}\n')
     assert rows == [
-        ({"id": 1, "t": ["a"]}, 1, 0),
-        ({"id": 2, "t": None}, 3, 1),
+        ({"id": 1, "t": ["a"]}, 1),
+        ({"id": 2, "t": None}, 3),
     ]
     assert rejected == []
 

@@ -10,6 +10,7 @@ from transforms.write import (
     RecordFileWriter,
     ShardPart,
     frame_record,
+    frame_records,
     shard_counts,
     sorted_records,
 )
@@ -45,8 +46,8 @@ def test_writer_compresses_and_reports_size_and_checksum(tmp_path, compression, 
 
     path = str(tmp_path / "s.tfrecord")
     w = RecordFileWriter(path, compression)
-    for rec in (b"one", b"two" * 1000, b""):
-        w.write(rec)
+    w.write([b"one", b"two" * 1000])
+    w.write([b""])
     facts = w.close()
     data = open(path, "rb").read()
     assert facts == {"records": 3, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
@@ -58,7 +59,7 @@ def test_identical_records_give_identical_gzip_bytes(tmp_path):
     for i in range(2):
         path = str(tmp_path / f"s{i}.gz")
         w = RecordFileWriter(path, "gzip")
-        w.write(b"x" * 100)
+        w.write([b"x" * 100])
         w.close()
         outs.append(open(path, "rb").read())
     assert outs[0] == outs[1]
@@ -75,6 +76,21 @@ def test_sorted_records_order_is_independent_of_part_order_and_drops_later_dupli
     assert sorted_records([p2, p1]) == ([b"a", b"c", b"e-first"], 1)
 
 
+def test_frame_records_equals_framing_one_by_one():
+    payloads = [b"", b"a", b"bb" * 300, b"a", b"\x00" * 70000]
+    assert frame_records(payloads) == b"".join(frame_record(p) for p in payloads)
+
+
+def test_ties_are_ordered_by_key_then_provenance_whatever_the_input_order():
+    parts = [
+        ShardPart([7, 7, 7, 1], ["b", "a", "b", "z"], [(0, "f", 9), (0, "f", 5), (0, "f", 2), (0, "f", 1)],
+                  [b"b9", b"a5", b"b2", b"z1"]),
+    ]
+    assert sorted_records(parts) == ([b"z1", b"a5", b"b2"], 1)
+    reversed_part = ShardPart(*(list(reversed(getattr(parts[0], f))) for f in ("order_hash", "key", "order", "payload")))
+    assert sorted_records([reversed_part]) == ([b"z1", b"a5", b"b2"], 1)
+
+
 def test_without_key_equal_hashes_are_all_kept():
-    p = ShardPart([2, 2], None, [(0, "f", 1), (0, "f", 0)], [b"x", b"x"])
-    assert sorted_records([p]) == ([b"x", b"x"], 0)
+    p = ShardPart([2, 2, 1], None, [(0, "f", 1), (0, "f", 0), (0, "f", 3)], [b"y", b"x", b"w"])
+    assert sorted_records([p]) == ([b"w", b"x", b"y"], 0)
