@@ -86,9 +86,6 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, help="dataset config (YAML)")
     parser.add_argument("--output", help="overrides output.path of the config")
     args, beam_args = parser.parse_known_args(argv)
-    stray = [a for a in beam_args if not a.startswith("-")]
-    if stray:
-        parser.error(f"unexpected argument {stray[0]!r}")
     try:
         dataset = load_config(args.config, args.output)
         _check_inputs(dataset)

@@ -11,14 +11,15 @@ import json
 from typing import Any, Callable
 
 import apache_beam as beam
-from apache_beam import coders
+import numpy as np
 import pyarrow as pa
+from apache_beam import coders
 
 from transforms import encode
 from transforms.records import REJECTED, ChunkCoder, RawChunk, gc_paused, location, rejection
 from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
 from transforms.spec import DatasetSpec
-from transforms.split import SplitAssigner, record_hash
+from transforms.split import SplitAssigner, record_hashes
 
 
 @dataclasses.dataclass
@@ -38,10 +39,10 @@ class Batch:
 
 @dataclasses.dataclass
 class EncodedChunk:
-    """Validated, encoded records with their split and order hash, as parallel lists."""
+    """Validated, encoded records with their split and order hash, as parallel sequences."""
 
-    split: list[int]
-    order_hash: list[int]
+    split: np.ndarray  # int16 split index per record
+    order_hash: np.ndarray  # uint64
     key: list[str] | None
     order: list[tuple]
     payload: list[bytes]
@@ -142,18 +143,15 @@ class Preparer:
             keep = pa.array([i not in reasons for i in range(batch.size)])
             columns = [c.filter(keep) for c in columns]
         if not kept:
-            return EncodedChunk([], [], [] if self._keyed else None, [], []), rejected
+            empty = np.zeros(0, np.uint64)
+            return EncodedChunk(empty.astype(np.int16), empty, [] if self._keyed else None, [], []), rejected
         payloads = encode.encode_columns([f.name for f in self._features], columns)
         keys = [batch.keys[i] for i in kept] if self._keyed else None
-        hashed = (k.encode("utf-8") for k in keys) if self._keyed else payloads
-        splits, hashes = [], []
-        assign = self._assign
-        for data in hashed:
-            split_hash, order_hash = record_hash(data)
-            splits.append(assign(split_hash))
-            hashes.append(order_hash)
+        split_hashes, order_hashes = record_hashes(
+            [k.encode("utf-8") for k in keys] if self._keyed else payloads
+        )
         order = [batch.order(i) for i in kept]
-        return EncodedChunk(splits, hashes, keys, order, payloads), rejected
+        return EncodedChunk(self._assign(split_hashes), order_hashes, keys, order, payloads), rejected
 
 
 class _PrepareChunkFn(beam.DoFn):

@@ -42,7 +42,7 @@ _BLOCK_RECORDS = 4096
 class ShardPart:
     """The records of one chunk that belong to one shard."""
 
-    order_hash: list[int]
+    order_hash: np.ndarray  # uint64
     key: list[str] | None
     order: list[tuple]
     payload: list[bytes]
@@ -152,21 +152,25 @@ def shard_counts(split_bytes: dict[int, int], num_splits: int, shard_bytes: floa
     ]
 
 
-def route_chunk(chunk: EncodedChunk, counts: list[int]) -> Iterator[tuple[tuple[int, int], ShardPart]]:
-    """Splits a chunk into the parts of each (split, shard) it touches."""
-    parts: dict[tuple[int, int], ShardPart] = {}
-    keys = chunk.key
-    for i, (split, order_hash) in enumerate(zip(chunk.split, chunk.order_hash)):
-        dest = (split, shard_of(order_hash, counts[split]))
-        part = parts.get(dest)
-        if part is None:
-            part = parts[dest] = ShardPart([], [] if keys is not None else None, [], [])
-        part.order_hash.append(order_hash)
-        if keys is not None:
-            part.key.append(keys[i])
-        part.order.append(chunk.order[i])
-        part.payload.append(chunk.payload[i])
-    yield from sorted(parts.items(), key=lambda item: item[0])
+def route_chunk(
+    chunk: EncodedChunk, counts: list[int]
+) -> Iterator[tuple[tuple[int, int], ShardPart]]:
+    """Splits a chunk into the parts of each (split, shard) it touches, in (split, shard) order."""
+    if not len(chunk):
+        return
+    shards = shard_of(chunk.order_hash, np.asarray(counts, np.uint64)[chunk.split])
+    dest = chunk.split.astype(np.int64) * (1 << 32) + shards.astype(np.int64)
+    order = np.argsort(dest, kind="stable")
+    bounds = np.flatnonzero(np.diff(dest[order])) + 1
+    for rows in np.split(order, bounds):
+        first = int(rows[0])
+        index = rows.tolist()
+        yield (int(chunk.split[first]), int(shards[first])), ShardPart(
+            chunk.order_hash[rows],
+            [chunk.key[i] for i in index] if chunk.key is not None else None,
+            [chunk.order[i] for i in index],
+            [chunk.payload[i] for i in index],
+        )
 
 
 def sorted_records(parts: Iterable[ShardPart]) -> tuple[list[bytes], int]:
@@ -175,7 +179,9 @@ def sorted_records(parts: Iterable[ShardPart]) -> tuple[list[bytes], int]:
     Returns (payloads, duplicates dropped).
     """
     parts = list(parts)
-    hashes = np.fromiter((h for p in parts for h in p.order_hash), np.uint64)
+    hashes = np.concatenate([np.asarray(p.order_hash, np.uint64) for p in parts] or [[]]).astype(
+        np.uint64
+    )
     payloads = [x for p in parts for x in p.payload]
     order = np.argsort(hashes, kind="stable")
     keyed = bool(parts) and parts[0].key is not None
@@ -256,10 +262,10 @@ def _location_key(loc: str) -> tuple:
 
 
 def _split_bytes(chunk: EncodedChunk) -> Iterator[tuple[int, int]]:
-    sizes: dict[int, int] = {}
-    for split, payload in zip(chunk.split, chunk.payload):
-        sizes[split] = sizes.get(split, 0) + len(payload)
-    yield from sizes.items()
+    lengths = np.fromiter(map(len, chunk.payload), np.int64, len(chunk))
+    sizes = np.bincount(chunk.split, weights=lengths)
+    for split in np.flatnonzero(sizes).tolist():
+        yield split, int(sizes[split])
 
 
 class WriteShards(beam.PTransform):

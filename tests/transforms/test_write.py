@@ -11,6 +11,7 @@ from transforms.write import (
     ShardPart,
     frame_record,
     frame_records,
+    route_chunk,
     shard_counts,
     sorted_records,
 )
@@ -89,6 +90,27 @@ def test_ties_are_ordered_by_key_then_provenance_whatever_the_input_order():
     assert sorted_records(parts) == ([b"z1", b"a5", b"b2"], 1)
     reversed_part = ShardPart(*(list(reversed(getattr(parts[0], f))) for f in ("order_hash", "key", "order", "payload")))
     assert sorted_records([reversed_part]) == ([b"z1", b"a5", b"b2"], 1)
+
+
+def test_route_chunk_groups_records_by_split_and_shard_in_order():
+    import numpy as np
+
+    from transforms.prepare import EncodedChunk
+
+    top = 1 << 63
+    chunk = EncodedChunk(
+        np.array([1, 0, 1, 0], np.int16),
+        np.array([top + 5, 3, 7, top + 1], np.uint64),
+        ["d", "a", "c", "b"],
+        [(0, "f", i) for i in range(4)],
+        [b"p0", b"p1", b"p2", b"p3"],
+    )
+    routed = [(dest, part.payload, part.key, part.order_hash.tolist()) for dest, part in route_chunk(chunk, [2, 1])]
+    assert routed == [
+        ((0, 0), [b"p1"], ["a"], [3]),
+        ((0, 1), [b"p3"], ["b"], [top + 1]),
+        ((1, 0), [b"p0", b"p2"], ["d", "c"], [top + 5, 7]),
+    ]
 
 
 def test_without_key_equal_hashes_are_all_kept():
