@@ -112,13 +112,15 @@ def _chunk(source, path, columns, nulls, rows, starts, ends, window) -> RawChunk
     first, end = starts[0], ends[-1]
     lines = window.take(first, end)
     window.mark(end)
-    if nulls == _EMPTY_ONLY:
-        values = {name: [v or None for v in column] for name, column in zip(columns, zip(*rows))}
-    else:
-        values = {
-            name: [None if v in nulls else v for v in column]
-            for name, column in zip(columns, zip(*rows))
-        }
+    values = {}
+    for name, column in zip(columns, zip(*rows)):
+        # Most columns hold no null marker: a C-level scan spares them the per-value pass.
+        if nulls == _EMPTY_ONLY:
+            values[name] = [v or None for v in column] if "" in column else list(column)
+        elif any(marker in column for marker in nulls):
+            values[name] = [None if v in nulls else v for v in column]
+        else:
+            values[name] = list(column)
     return RawChunk(
         source,
         path,
