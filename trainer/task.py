@@ -289,17 +289,7 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
         model = build_model(manifest.features, manifest.label, cfg.model, moments)
 
     def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        return inputs.dataset(
-            "train",
-            ctx.get_per_replica_batch_size(cfg.batch_size),
-            seed=cfg.seed,
-            shuffle_buffer=cfg.shuffle_buffer,
-            deterministic=cfg.deterministic,
-            cache=cfg.cache,
-            repeat=True,
-            drop_remainder=True,
-            input_context=ctx,
-        )
+        return _train_dataset(inputs, cfg, ctx.get_per_replica_batch_size(cfg.batch_size), ctx)
 
     eval_data, eval_steps = None, None
     if manifest.has_split("eval") and lockstep:
@@ -394,16 +384,7 @@ def profile_input(cfg: TrainConfig, manifest: Manifest) -> dict:
     """Measures the input pipeline alone and the model step alone, in examples per second."""
     tf_keras.utils.set_random_seed(cfg.seed)
     inputs = _Inputs.of(manifest)
-    ds = inputs.dataset(
-        "train",
-        cfg.batch_size,
-        seed=cfg.seed,
-        shuffle_buffer=cfg.shuffle_buffer,
-        deterministic=cfg.deterministic,
-        cache=cfg.cache,
-        repeat=True,
-        drop_remainder=True,
-    )
+    ds = _train_dataset(inputs, cfg, cfg.batch_size)
     iterator = iter(ds)
 
     @tf.function
@@ -436,6 +417,26 @@ def profile_input(cfg: TrainConfig, manifest: Manifest) -> dict:
         "batches": cfg.profile_batches,
         "task": label_task(manifest.features[manifest.label]),
     }
+
+
+def _train_dataset(
+    inputs: "_Inputs",
+    cfg: TrainConfig,
+    batch_size: int,
+    input_context: tf.distribute.InputContext | None = None,
+) -> tf.data.Dataset:
+    """The repeated, shuffled training input, as configured by the flags."""
+    return inputs.dataset(
+        "train",
+        batch_size,
+        seed=cfg.seed,
+        shuffle_buffer=cfg.shuffle_buffer,
+        deterministic=cfg.deterministic,
+        cache=cfg.cache,
+        repeat=True,
+        drop_remainder=True,
+        input_context=input_context,
+    )
 
 
 def _is_chief(strategy: tf.distribute.Strategy) -> bool:
