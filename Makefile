@@ -25,10 +25,10 @@ demo: $(STAMP)
 	@echo "dataset: $(DEMO_OUT)/penguins   model: $(DEMO_OUT)/model (export/, metrics.json, logs/)"
 
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
+	PATH="$(CURDIR)/$(BIN):$$PATH" TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
 
 test-fast: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS) tests
+	PATH="$(CURDIR)/$(BIN):$$PATH" TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS) tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/etl_csv.py --rows 200000 --repeats 3
