@@ -26,10 +26,15 @@ def file_pattern(path: str) -> str:
     return path
 
 
+def is_hidden(path: str) -> bool:
+    """Dot files (editor swap files, `.DS_Store`, our own staging folders) are never inputs."""
+    return path.rstrip("/").rsplit("/", 1)[-1].startswith(".")
+
+
 def match_files(path: str) -> list[str]:
     """The sorted files of `path`; empty when nothing matches."""
     results = FileSystems.match([file_pattern(path)])[0].metadata_list
-    return sorted(m.path for m in results if not os.path.basename(m.path).startswith("."))
+    return sorted(m.path for m in results if not is_hidden(m.path))
 
 
 def open_file(path: str) -> BinaryIO:

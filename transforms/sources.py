@@ -11,7 +11,7 @@ import apache_beam as beam
 from apache_beam.io import fileio
 
 from transforms.csv import parse_csv
-from transforms.files import file_pattern, open_file
+from transforms.files import file_pattern, is_hidden, open_file
 from transforms.jsonl import parse_jsonl
 from transforms.records import COUNTS, REJECTED, RawChunk, gc_paused
 from transforms.spec import SourceSpec
@@ -52,6 +52,7 @@ class ReadSource(beam.PTransform):
         parsed = (
             pbegin
             | "MatchFiles" >> fileio.MatchFiles(file_pattern(self._source.path))
+            | "SkipHiddenFiles" >> beam.Filter(lambda metadata: not is_hidden(metadata.path))
             | "ParseRecords"
             >> beam.ParDo(_ParseFileFn(self._source))
             .with_output_types(RawChunk)

@@ -107,3 +107,54 @@ def test_join_run_publishes_a_balanced_manifest(tmp_path):
     assert manifest["rejected"]["records"] == 3
     assert not os.path.exists(staging)
     assert sorted(os.listdir(out)) == ["eval", "manifest.json", "rejected", "train"]
+
+
+def test_union_of_a_folder_and_a_glob_writes_sized_shards(tmp_path):
+    import gzip
+    import struct
+
+    data = tmp_path / "parts"
+    data.mkdir()
+    for part in range(3):
+        rows = "".join(f"{part * 100 + i},{'x' * 40}\n" for i in range(100))
+        (data / f"p{part}.csv").write_text("id,text\n" + rows)
+    (data / ".hidden.csv").write_text("id,text\nnot,read\n")
+    (tmp_path / "extra-1.jsonl").write_text('{"id": 1000, "text": "j"}\n')
+    dataset = parse_config(
+        {
+            "name": "sharded",
+            "sources": [
+                {"name": "folder", "format": "csv", "path": "parts"},
+                {"name": "glob", "format": "jsonl", "path": "extra-*.jsonl"},
+            ],
+            "features": {"id": {"type": "int"}, "text": {"type": "string"}},
+            "splits": {"train": 0.75, "eval": 0.25},
+            "output": {"path": "out", "shard_size_mb": 4 / 1024, "compression": "gzip"},
+        },
+        base_dir=str(tmp_path),
+    )
+    with beam.Pipeline(runner="FnApiRunner") as p:
+        build_etl(p, dataset, staging_path(dataset.output.path, "t"))
+    out = dataset.output.path
+    manifest = json.load(open(os.path.join(out, "manifest.json")))
+    assert manifest["sources"]["folder"]["records"] == 300
+    assert manifest["sources"]["glob"]["records"] == 1
+    ids = []
+    for name, split in manifest["splits"].items():
+        files = split["files"]
+        n = len(files)
+        assert n > 1  # ~55 bytes per example, 4 KiB shards
+        assert [f["path"] for f in files] == [
+            f"{name}/{name}-{i:05d}-of-{n:05d}.tfrecord.gz" for i in range(n)
+        ]
+        for f in files:
+            raw = gzip.decompress(open(os.path.join(out, f["path"]), "rb").read())
+            count, pos = 0, 0
+            while pos < len(raw):
+                (length,) = struct.unpack("<Q", raw[pos : pos + 8])
+                pos += 16 + length
+                count += 1
+            assert count == f["records"]
+        assert sum(f["records"] for f in files) == split["records"]
+        ids.append(split["records"])
+    assert sum(ids) == 301
