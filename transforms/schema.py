@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transforms.encode import ARROW_TYPES
 from transforms.spec import FeatureSpec
 
 
@@ -214,16 +215,7 @@ class Validator:
             except RecordError as e:
                 reasons.setdefault(i, e.reason)
                 rows.append([])
-        return pa.array(rows, pa.list_(_ARROW_TYPES[feature.type]))
-
-
-_ARROW_TYPES = {
-    "int": pa.int64(),
-    "float": pa.float32(),
-    "string": pa.binary(),
-    "bytes": pa.binary(),
-    "image": pa.binary(),
-}
+        return pa.array(rows, pa.list_(ARROW_TYPES[feature.type]))
 
 
 def _resolve(
