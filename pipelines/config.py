@@ -46,7 +46,7 @@ _TOP_KEYS = {
 }
 _SOURCE_KEYS = {"name", "format", "path", "options"}
 _FEATURE_KEYS = {"type", "shape", "required", "default", "values", "min", "max", "source"}
-_OUTPUT_KEYS = {"path", "compression", "shard_size_mb"}
+_OUTPUT_KEYS = {"path", "compression", "compression_level", "shard_size_mb"}
 _CSV_OPTIONS = {"delimiter", "header", "columns", "null_values", "encoding", "list_delimiter"}
 _JSONL_OPTIONS = {"encoding"}
 
@@ -331,7 +331,15 @@ def _parse_output(raw: Any, base_dir: str, override: str | None) -> OutputSpec:
     size = raw.get("shard_size_mb", 128)
     if isinstance(size, bool) or not isinstance(size, (int, float)) or size <= 0:
         raise ConfigError("output.shard_size_mb", f"{size!r} must be a positive number")
-    return OutputSpec(path=path.rstrip("/"), compression=compression, shard_size_mb=float(size))
+    level = raw.get("compression_level", 6)
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 9:
+        raise ConfigError("output.compression_level", f"{level!r} must be an integer from 1 to 9")
+    return OutputSpec(
+        path=path.rstrip("/"),
+        compression=compression,
+        compression_level=level,
+        shard_size_mb=float(size),
+    )
 
 
 def _resolve(path: str, base_dir: str) -> str:

@@ -95,6 +95,7 @@ def build_manifest(
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "config_sha256": dataset.config_sha256,
         "compression": dataset.output.compression,
+        "compression_level": dataset.output.compression_level,
         "features": {f.name: f.to_manifest() for f in dataset.features},
         "label": dataset.label,
         "key": dataset.key,

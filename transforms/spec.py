@@ -83,6 +83,7 @@ class FeatureSpec:
 class OutputSpec:
     path: str
     compression: str = "gzip"
+    compression_level: int = 6  # zlib level 1 (fastest) to 9 (smallest); 6 is TensorFlow's
     shard_size_mb: float = 128.0
 
     @property

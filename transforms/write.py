@@ -28,12 +28,12 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.prepare import EncodedChunk
 from transforms.records import ChunkCoder, gc_paused
 from transforms.publish import build_manifest, publish
-from transforms.spec import DatasetSpec
+from transforms.spec import DatasetSpec, OutputSpec
 from transforms.split import shard_of
 
 # zlib window bits: 31 writes a gzip stream (TF "GZIP"), 15 a zlib stream (TF "ZLIB").
 _WBITS = {"gzip": 31, "zlib": 15}
-_COMPRESSION_LEVEL = 6  # TensorFlow's default for compressed TFRecords
+_DEFAULT_LEVEL = 6  # TensorFlow's default for compressed TFRecords
 _BUFFER = 1 << 20
 _BLOCK_RECORDS = 4096
 
@@ -95,14 +95,14 @@ class RecordFileWriter:
     the same records give the same bytes.
     """
 
-    def __init__(self, path: str, compression: str):
+    def __init__(self, path: str, compression: str, level: int = _DEFAULT_LEVEL):
         self.path = path
         self._file = FileSystems.create(
             path, mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED
         )
         wbits = _WBITS.get(compression)
         self._compressor = (
-            zlib.compressobj(_COMPRESSION_LEVEL, zlib.DEFLATED, wbits) if wbits else None
+            zlib.compressobj(level, zlib.DEFLATED, wbits) if wbits else None
         )
         self._sha = hashlib.sha256()
         self._pending: list[bytes] = []
@@ -217,25 +217,28 @@ def _equal_runs(values: np.ndarray) -> list[tuple[int, int]]:
 class WriteShardFn(beam.DoFn):
     """Writes one shard from its grouped parts; yields the shard's file facts."""
 
-    def __init__(self, staging: str, split_names: list[str], compression: str, suffix: str):
+    def __init__(self, staging: str, split_names: list[str], output: OutputSpec):
         self._staging = staging
         self._splits = split_names
-        self._compression = compression
-        self._suffix = suffix
+        self._output = output
 
     def process(self, element, counts):
         (split, shard), parts = element
         with gc_paused():
             payloads, duplicates = sorted_records(parts)
-            name = shard_name(self._splits[split], shard, counts[split], self._suffix)
-            writer = RecordFileWriter(f"{self._staging}/{name}", self._compression)
+            name = shard_name(self._splits[split], shard, counts[split], self._output.suffix)
+            writer = _writer(f"{self._staging}/{name}", self._output)
             writer.write(payloads)
             facts = writer.close()
         yield {"split": self._splits[split], "path": name, "duplicates": duplicates, **facts}
 
 
-def write_empty_shard(staging: str, name: str, compression: str) -> dict[str, Any]:
-    return RecordFileWriter(f"{staging}/{name}", compression).close()
+def _writer(path: str, output: OutputSpec) -> RecordFileWriter:
+    return RecordFileWriter(path, output.compression, output.compression_level)
+
+
+def write_empty_shard(staging: str, name: str, output: OutputSpec) -> dict[str, Any]:
+    return _writer(f"{staging}/{name}", output).close()
 
 
 def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, Any]:
@@ -299,9 +302,7 @@ class WriteShards(beam.PTransform):
             | "GroupShards" >> beam.GroupByKey()
             | "WriteShard"
             >> beam.ParDo(
-                WriteShardFn(
-                    self._staging, list(self._dataset.split_names), out.compression, out.suffix
-                ),
+                WriteShardFn(self._staging, list(self._dataset.split_names), out),
                 beam.pvalue.AsSingleton(counts),
             )
         )
@@ -321,7 +322,7 @@ class _PublishFn(beam.DoFn):
             for index in range(n):
                 name = shard_name(split, index, n, out.suffix)
                 if name not in written:
-                    facts = write_empty_shard(self._staging, name, out.compression)
+                    facts = write_empty_shard(self._staging, name, out)
                     shards.append({"split": split, "path": name, "duplicates": 0, **facts})
         rejected = list(rejected)
         rejected_file = write_rejected(self._staging, rejected)

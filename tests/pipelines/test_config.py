@@ -40,6 +40,7 @@ def test_defaults_and_resolution_against_the_config_folder():
     assert spec.sources[0].options["null_values"] == [""]
     assert spec.output.path == "/cfg/out/p"
     assert spec.output.compression == "gzip"
+    assert spec.output.compression_level == 6
     assert spec.output.shard_size_mb == 128
     assert spec.splits == (("train", 0.9), ("eval", 0.1))
     assert spec.combine == "union"
@@ -85,6 +86,7 @@ def test_feature_source_splits_at_the_first_dot():
         ({"combine": "merge"}, "combine: unknown value 'merge' (union, join)"),
         ({"output__compression": "lz4"}, "output.compression: unknown value 'lz4' (gzip, zlib, none)"),
         ({"output__shard_size_mb": 0}, "output.shard_size_mb: 0 must be a positive number"),
+        ({"output__compression_level": 0}, "output.compression_level: 0 must be an integer from 1 to 9"),
         ({"output__path": _DELETE}, "output.path: is required (or give --output)"),
     ],
 )

@@ -55,6 +55,17 @@ def test_writer_compresses_and_reports_size_and_checksum(tmp_path, compression, 
     assert _read_frames(decompress(data)) == [b"one", b"two" * 1000, b""]
 
 
+def test_compression_level_trades_size_for_speed(tmp_path):
+    data = [b"%d some repetitive text %d" % (i, i % 7) for i in range(5000)]
+    sizes = {}
+    for level in (1, 9):
+        w = RecordFileWriter(str(tmp_path / f"l{level}.gz"), "gzip", level)
+        w.write(data)
+        sizes[level] = w.close()["bytes"]
+        assert _read_frames(gzip.decompress(open(tmp_path / f"l{level}.gz", "rb").read())) == data
+    assert sizes[9] < sizes[1]
+
+
 def test_identical_records_give_identical_gzip_bytes(tmp_path):
     outs = []
     for i in range(2):
