@@ -67,14 +67,19 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
     return options
 
 
-def _check_inputs(dataset: DatasetSpec) -> None:
+def _check_inputs(dataset: DatasetSpec) -> list[str]:
+    """The input files of every source; raises ConfigError when a source has none."""
+    files = []
     for i, source in enumerate(dataset.sources):
-        if source.path is not None and not match_files(source.path):
+        matched = match_files(source.path) if source.path is not None else []
+        if source.path is not None and not matched:
             raise ConfigError(f"sources[{i}].path", f"no files match {source.path!r}")
+        files += matched
     try:
         check_output(dataset.output.path)
     except OutputError as e:
         raise ConfigError("output.path", str(e)) from None
+    return files
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -88,7 +93,7 @@ def run(argv: list[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     try:
         dataset = load_config(args.config, args.output)
-        _check_inputs(dataset)
+        inputs = _check_inputs(dataset)
     except ConfigError as e:
         print(f"shardflow etl: error: {e}", file=sys.stderr)
         return 2
@@ -96,7 +101,14 @@ def run(argv: list[str] | None = None) -> int:
     options = pipeline_options(beam_args)
     staging = staging_path(dataset.output.path, uuid.uuid4().hex[:12])
     started = time.monotonic()
-    logger.info("running %s: staging under %s", dataset.name, staging)
+    size = sum(m.size_in_bytes for r in FileSystems.match(inputs) for m in r.metadata_list)
+    runner = options.view_as(StandardOptions).runner
+    print(
+        f"shardflow etl: {dataset.name}: reading {len(inputs)} file(s), {size / 1e6:.1f} MB, "
+        f"with the {runner}",
+        flush=True,
+    )
+    logger.info("staging under %s", staging)
     try:
         with beam.Pipeline(options=options) as p:
             build_etl(p, dataset, staging)
