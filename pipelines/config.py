@@ -8,6 +8,7 @@ data can move together.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import hashlib
 import math
@@ -18,6 +19,7 @@ from typing import Any
 import yaml
 
 from transforms import schema
+from transforms.files import is_remote
 from transforms.spec import (
     COMPRESSIONS,
     FEATURE_TYPES,
@@ -199,8 +201,6 @@ def _parse_options(fmt: str, options: dict[str, Any], where: str) -> dict[str, A
 
 
 def _encoding(value: Any, where: str) -> str:
-    import codecs
-
     try:
         return codecs.lookup(value).name
     except (LookupError, TypeError):
@@ -317,7 +317,7 @@ def _parse_output(raw: Any, base_dir: str, override: str | None) -> OutputSpec:
     _mapping(raw, "output")
     _no_unknown(raw, _OUTPUT_KEYS, "output.")
     if override:
-        path = override if _is_remote(override) else os.path.abspath(override)
+        path = override if is_remote(override) else os.path.abspath(override)
     else:
         path = raw.get("path")
         if not isinstance(path, str) or not path:
@@ -343,13 +343,9 @@ def _parse_output(raw: Any, base_dir: str, override: str | None) -> OutputSpec:
 
 
 def _resolve(path: str, base_dir: str) -> str:
-    if _is_remote(path) or os.path.isabs(path):
+    if is_remote(path) or os.path.isabs(path):
         return path
     return os.path.normpath(os.path.join(base_dir, path))
-
-
-def _is_remote(path: str) -> bool:
-    return "://" in path
 
 
 def _mapping(value: Any, where: str) -> None:

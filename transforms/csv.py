@@ -67,11 +67,15 @@ def parse_csv(
                     reason = f"csv: expected {width} fields, got {len(values)}"
                     raw = window.text(prev, cur)
                     yield rejection(source.name, location(path, prev + 1), reason, raw)
+                if not rows:  # nothing pending: the lines read so far are needed no more
+                    window.mark(cur)
                 prev = cur
             done = True
         except csv.Error as e:
             cur = reader.line_num
             yield rejection(source.name, location(path, prev + 1), f"csv: {e}", window.text(prev, cur))
+            if not rows:
+                window.mark(cur)
             prev = cur
     if rows:
         yield _chunk(source.name, path, columns, nulls, rows, starts, ends, window)
@@ -95,12 +99,12 @@ class _LineWindow:
         self._buffer.extend(block)
         return block
 
-    def text(self, start: int, end: int) -> str:
-        """Lines start..end (0-based, end excluded) joined."""
-        return "".join(self._buffer[start - self._base : end - self._base])
-
     def take(self, start: int, end: int) -> list[str]:
+        """Lines start..end (0-based, end excluded)."""
         return self._buffer[start - self._base : end - self._base]
+
+    def text(self, start: int, end: int) -> str:
+        return "".join(self.take(start, end))
 
     def mark(self, start: int) -> None:
         """Forgets the lines before `start`."""

@@ -151,8 +151,3 @@ def encode_columns(names: Sequence[str], columns: Sequence[pa.Array]) -> list[by
     body = pc.binary_join_element_wise(*parts, b"")
     header = _DELIMITED.take(pc.binary_length(body).cast(pa.int64()))
     return pc.binary_join_element_wise(header, body, b"").to_pylist()
-
-
-def to_list_array(feature_type: str, rows: Sequence[Sequence]) -> pa.Array:
-    """A list array of the feature's Arrow type from per-row value lists."""
-    return pa.array(rows, pa.list_(ARROW_TYPES[feature_type]))

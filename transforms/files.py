@@ -26,6 +26,11 @@ def file_pattern(path: str) -> str:
     return path
 
 
+def is_remote(path: str) -> bool:
+    """A URI of a remote filesystem (gs://...), as opposed to a local path."""
+    return "://" in path
+
+
 def is_hidden(path: str) -> bool:
     """Dot files (editor swap files, `.DS_Store`, our own staging folders) are never inputs."""
     return path.rstrip("/").rsplit("/", 1)[-1].startswith(".")

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 import apache_beam as beam
 
 from transforms.prepare import Batch, EncodedChunk, KeyMaker, Preparer
-from transforms.records import COUNTS, REJECTED, RawChunk, gc_paused, location, rejection
+from transforms.records import COUNTS, REJECTED, RawChunk, gc_paused, location
 from transforms.schema import SourceColumns
 from transforms.spec import DatasetSpec
 from transforms.split import record_hash
@@ -28,9 +28,8 @@ def bucket_rows(
     chunk: RawChunk, source_index: int, key_maker: KeyMaker, buckets: int = JOIN_BUCKETS
 ) -> Iterator[tuple[int, tuple[int, list[str], RawChunk]] | dict]:
     """(bucket, (source index, keys, sub-chunk)) per bucket the chunk touches, or rejected dicts."""
-    keys, missing = key_maker.keys(chunk)
-    for i, reason in sorted(missing.items()):
-        yield rejection(chunk.source, location(chunk.path, chunk.lines[i]), reason, chunk.raw(i))
+    keys, rejected = key_maker.keys(chunk)
+    yield from rejected
     by_bucket: dict[int, list[int]] = defaultdict(list)
     for i, key in enumerate(keys):
         if key is not None:

@@ -68,18 +68,20 @@ class KeyMaker:
                 if f.name == dataset.key and f.is_scalar:
                     self._feature = f
 
-    def keys(self, chunk: RawChunk) -> tuple[list[str | None], dict[int, str]]:
-        """The key of every record of a chunk, and {index: reason} for records without one."""
+    def keys(self, chunk: RawChunk) -> tuple[list[str | None], list[dict]]:
+        """The key of every record of a chunk (None where it has none), and those records rejected."""
         values = chunk.columns.get(self.field) or [None] * len(chunk)
         keys: list[str | None] = []
-        missing = {}
+        rejected = []
         for i, value in enumerate(values):
             try:
                 keys.append(self(value))
             except RecordError as e:
                 keys.append(None)
-                missing[i] = e.reason
-        return keys, missing
+                rejected.append(
+                    rejection(chunk.source, location(chunk.path, chunk.lines[i]), e.reason, chunk.raw(i))
+                )
+        return keys, rejected
 
     def __call__(self, value: Any) -> str:
         if value is None:
@@ -96,16 +98,12 @@ def batch_of_chunk(
     chunk: RawChunk, source_index: int, key_maker: KeyMaker | None
 ) -> tuple[Batch, list[dict]]:
     """The batch of one source's chunk (union), and the rejected records that have no key."""
-    rejected = []
+    rejected: list[dict] = []
     keys = None
     if key_maker is not None:
-        keys, missing = key_maker.keys(chunk)
-        if missing:
-            for i, reason in missing.items():
-                rejected.append(
-                    rejection(chunk.source, location(chunk.path, chunk.lines[i]), reason, chunk.raw(i))
-                )
-            keep = [i for i in range(len(chunk)) if i not in missing]
+        keys, rejected = key_maker.keys(chunk)
+        if rejected:
+            keep = [i for i, key in enumerate(keys) if key is not None]
             chunk = chunk.take(keep)
             keys = [keys[i] for i in keep]
     src, path, lines = chunk.source, chunk.path, chunk.lines

@@ -19,6 +19,8 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.files import is_remote
+from transforms.records import read_counter
 from transforms.spec import DatasetSpec
 
 logger = logging.getLogger(__name__)
@@ -29,10 +31,6 @@ FORMAT_VERSION = 1
 
 class OutputError(ValueError):
     """OUTPUT exists and is something we must not replace."""
-
-
-def is_remote(path: str) -> bool:
-    return "://" in path
 
 
 def staging_path(output: str, run_id: str) -> str:
@@ -76,7 +74,7 @@ def build_manifest(
             ],
         }
     sources = {
-        s.name: {"format": s.format, "records": counts.get(f"read/{s.name}", 0)}
+        s.name: {"format": s.format, "records": counts.get(read_counter(s.name), 0)}
         for s in dataset.sources
     }
     read = sum(v["records"] for v in sources.values())

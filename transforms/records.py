@@ -115,6 +115,11 @@ def rejection(source: str, location: str, reason: str, record: Any) -> dict[str,
     return {"source": source, "location": location, "reason": reason, "record": record}
 
 
+def read_counter(source_name: str) -> str:
+    """The name under which the records read from a source are counted."""
+    return f"read/{source_name}"
+
+
 def location(path: str, line: int) -> str:
     return f"{path}:{line}"
 

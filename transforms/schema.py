@@ -179,10 +179,6 @@ class Validator:
             for f in self._features
         ]
 
-    @property
-    def features(self) -> tuple[FeatureSpec, ...]:
-        return self._features
-
     def validate(self, n: int, tables: Mapping[str, SourceColumns]) -> tuple[list[pa.Array], dict[int, str]]:
         """(one list array per feature over the `n` records, {record index: reason} of rejects).
 

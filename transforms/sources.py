@@ -13,14 +13,10 @@ from apache_beam.io import fileio
 from transforms.csv import parse_csv
 from transforms.files import file_pattern, is_hidden, open_file
 from transforms.jsonl import parse_jsonl
-from transforms.records import COUNTS, REJECTED, RawChunk, gc_paused
+from transforms.records import COUNTS, REJECTED, RawChunk, gc_paused, read_counter
 from transforms.spec import SourceSpec
 
 PARSERS = {"csv": parse_csv, "jsonl": parse_jsonl}
-
-
-def read_counter(source_name: str) -> str:
-    return f"read/{source_name}"
 
 
 class _ParseFileFn(beam.DoFn):

@@ -114,12 +114,6 @@ class DatasetSpec:
     def split_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.splits)
 
-    def feature(self, name: str) -> FeatureSpec:
-        for f in self.features:
-            if f.name == name:
-                return f
-        raise KeyError(name)
-
 
 def _json_value(value: Any) -> Any:
     if isinstance(value, bytes):

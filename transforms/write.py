@@ -62,16 +62,12 @@ _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 
 
-def frame_record(data: bytes) -> bytes:
-    """One TFRecord: length, masked CRC-32C of the length, data, masked CRC-32C of the data."""
-    length = _LENGTH.pack(len(data))
-    return length + _CRC.pack(_mask(google_crc32c.value(length))) + data + _CRC.pack(
-        _mask(google_crc32c.value(data))
-    )
-
-
 def frame_records(payloads: Iterable[bytes]) -> bytes:
-    """`frame_record` of each payload, concatenated; record headers are cached by length."""
+    """Each payload as a TFRecord, concatenated.
+
+    A TFRecord is: length (u64), masked CRC-32C of the length, data, masked CRC-32C of the data.
+    The first two depend on the length only and are cached by length.
+    """
     headers: dict[int, bytes] = {}
     crc, pack_crc, pack_len = google_crc32c.value, _CRC.pack, _LENGTH.pack
     out = []
@@ -83,8 +79,7 @@ def frame_records(payloads: Iterable[bytes]) -> bytes:
             header = headers[n] = length + pack_crc(_mask(crc(length)))
         out.append(header)
         out.append(data)
-        c = crc(data)
-        out.append(pack_crc((((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF))
+        out.append(pack_crc(_mask(crc(data))))
     return b"".join(out)
 
 

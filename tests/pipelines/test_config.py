@@ -44,7 +44,7 @@ def test_defaults_and_resolution_against_the_config_folder():
     assert spec.output.shard_size_mb == 128
     assert spec.splits == (("train", 0.9), ("eval", 0.1))
     assert spec.combine == "union"
-    bill = spec.feature("bill")
+    bill = {f.name: f for f in spec.features}["bill"]
     assert (bill.required, bill.default, bill.to_manifest()) == (
         False, [0.0], {"type": "float", "shape": [], "required": False, "default": 0.0})
 
@@ -56,7 +56,7 @@ def test_output_override_and_remote_paths():
 
 def test_feature_source_splits_at_the_first_dot():
     cfg = _with(features__photo={"type": "string", "source": "m.file.name with space"})
-    f = parse_config(cfg, base_dir="/").feature("photo")
+    f = {f.name: f for f in parse_config(cfg, base_dir="/").features}["photo"]
     assert (f.source, f.field) == ("m", "file.name with space")
 
 

@@ -6,7 +6,13 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from transforms.encode import encode_columns, to_list_array  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+from transforms.encode import ARROW_TYPES, encode_columns  # noqa: E402
+
+
+def to_list_array(feature_type, rows):
+    return pa.array(rows, pa.list_(ARROW_TYPES[feature_type]))
 
 
 def _expected(names, types, rows_by_col, i):
