@@ -248,23 +248,25 @@ def test_bad_config_exits_2_with_one_line_naming_the_field(tmp_path):
     ]
 
 
-def test_no_matching_files_exits_2(tmp_path):
-    (tmp_path / "c.yaml").write_text(
-        "name: x\nsources: [{name: a, format: csv, path: 'nothing/*.csv'}]\n"
+def one_csv_config(folder: Path, csv_path: str) -> str:
+    """A config of one CSV source with one int feature `v`; returns its path."""
+    path = folder / "c.yaml"
+    path.write_text(
+        f"name: x\nsources: [{{name: a, format: csv, path: '{csv_path}'}}]\n"
         "features: {v: {type: int}}\noutput: {path: out}\n"
     )
-    result = shardflow("etl", "--config", str(tmp_path / "c.yaml"))
+    return str(path)
+
+
+def test_no_matching_files_exits_2(tmp_path):
+    result = shardflow("etl", "--config", one_csv_config(tmp_path, "nothing/*.csv"))
     assert result.returncode == 2
     assert "sources[0].path: no files match" in result.stderr
 
 
 def test_a_failed_job_exits_1_and_leaves_nothing_behind(tmp_path):
     (tmp_path / "a.csv").write_text("v,v\n1,2\n")  # duplicate header: the file is unusable
-    (tmp_path / "c.yaml").write_text(
-        "name: x\nsources: [{name: a, format: csv, path: a.csv}]\n"
-        "features: {v: {type: int}}\noutput: {path: out}\n"
-    )
-    result = shardflow("etl", "--config", str(tmp_path / "c.yaml"))
+    result = shardflow("etl", "--config", one_csv_config(tmp_path, "a.csv"))
     assert result.returncode == 1
     assert "duplicate column names" in result.stderr
     assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml"]
