@@ -1,23 +1,40 @@
-"""Reads CSV files into chunks of raw records, with Python's C `csv` parser.
+"""Reads CSV files into chunks of raw records.
 
-Quoted fields, embedded delimiters and newlines, CRLF and a header row are the parser's job; we
-add line tracking (so a rejected record names its first line and carries its exact text), null
-markers, and rejection of rows whose field count does not match the header. Blank lines are not
-records. Values stay text here; `transforms.schema` types them.
+Two parsers with one behaviour. Python's C `csv` module (strict mode) is the reference: quoted
+fields, embedded delimiters and newlines, CRLF and a header row are its job, and we add line
+tracking (a rejected record names its first line and carries its exact text), null markers, and
+rejection of rows whose field count does not match the header. Blank lines are not records.
+
+The fast path parses UTF-8 files with Arrow's multithreaded C++ CSV reader, a block of records at
+a time, straight into Arrow string columns. Record boundaries and line numbers come from a
+vectorized scan of the bytes: a newline ends a record when an even number of quotes precede it.
+That scan is only valid for well-formed quoting, so it also checks every quote (an opening quote
+starts a field, a closing one ends it or doubles); a block Arrow rejects (a wrong field count)
+goes through the Python parser, and so does the rest of a file from the first malformed quote, a
+lone CR or a NUL byte on. Values stay text here; `transforms.schema` types them.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import itertools
 from typing import Any, BinaryIO, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
 
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.spec import SourceSpec
 
 csv.field_size_limit(1 << 30)
 _EMPTY_ONLY = frozenset([""])
+_READ_BYTES = 1 << 20
+_MAX_BLOCK = 16 << 20  # a chunk of long records may hold fewer than chunk_rows
+_QUOTE, _LF, _CR = ord('"'), ord("\n"), ord("\r")
+ARROW = True  # False: every file goes through the csv module (the reference the tests compare)
 
 
 class FileError(ValueError):
@@ -29,28 +46,98 @@ def parse_csv(
 ) -> Iterator[RawChunk | dict[str, Any]]:
     """Yields chunks of raw records and, for unparseable rows, rejected-record dicts."""
     opts = source.options
-    text = io.TextIOWrapper(stream, encoding=opts["encoding"], errors="surrogateescape", newline="")
+    if ARROW and _arrow_can_read(opts):
+        yield from _ArrowCsv(stream, path, source, chunk_rows).items()
+    else:
+        text = _text(stream, opts["encoding"])
+        yield from _python_records(text, path, source, None, 0, chunk_rows)
+
+
+def _arrow_can_read(opts: dict[str, Any]) -> bool:
+    delimiter = opts["delimiter"]
+    return (
+        codecs.lookup(opts["encoding"]).name == "utf-8"
+        and delimiter.isascii()
+        and delimiter not in '"\r\n'
+    )
+
+
+def _text(stream: BinaryIO, encoding: str) -> io.TextIOWrapper:
+    return io.TextIOWrapper(stream, encoding=encoding, errors="surrogateescape", newline="")
+
+
+def _check_columns(path: str, columns: list[str]) -> None:
+    if len(set(columns)) != len(columns):
+        raise FileError(f"{path}: duplicate column names in {columns!r}")
+
+
+def _null_columns(rows: list[list[str]], columns: list[str], nulls: frozenset) -> dict[str, list]:
+    values = {}
+    for name, column in zip(columns, zip(*rows)):
+        # Most columns hold no null marker: a C-level scan spares them the per-value pass.
+        if nulls == _EMPTY_ONLY:
+            values[name] = [v or None for v in column] if "" in column else list(column)
+        elif any(marker in column for marker in nulls):
+            values[name] = [None if v in nulls else v for v in column]
+        else:
+            values[name] = list(column)
+    return values
+
+
+# --- the reference parser: Python's csv module --------------------------------------------------
+
+
+def _python_records(
+    text: io.TextIOBase,
+    path: str,
+    source: SourceSpec,
+    columns: list[str] | None,
+    line0: int,
+    chunk_rows: int,
+) -> Iterator[RawChunk | dict[str, Any]]:
+    """Parses `text`, whose first line is line `line0 + 1` of the file.
+
+    With `columns` None, they come from the configuration or the header row.
+    """
+    opts = source.options
     window = _LineWindow(text)
     reader = csv.reader(window.lines, delimiter=opts["delimiter"], strict=True)
     nulls = frozenset(opts["null_values"])
-    columns = opts["columns"]
-    if opts["header"]:
-        try:
-            header = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            raise FileError(f"{path}: unreadable CSV header: {e}") from None
-        if columns is None:
-            columns = header
-    if len(set(columns)) != len(columns):
-        raise FileError(f"{path}: duplicate column names in {columns!r}")
+    if columns is None:
+        columns = opts["columns"]
+        if opts["header"]:
+            try:
+                header = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise FileError(f"{path}: unreadable CSV header: {e}") from None
+            if columns is None:
+                columns = header
+        _check_columns(path, columns)
     width = len(columns)
     rows: list[list[str]] = []
     starts: list[int] = []
     ends: list[int] = []
     prev = reader.line_num  # lines consumed so far: the next record starts on line prev + 1
     window.mark(prev)
+
+    def chunk() -> RawChunk:
+        first, end = starts[0], ends[-1]
+        lines = window.take(first, end)
+        window.mark(end)
+        offsets = [0, *itertools.accumulate(map(len, lines))]
+        return RawChunk(
+            source.name,
+            path,
+            _null_columns(rows, columns, nulls),
+            [line0 + s + 1 for s in starts],
+            "".join(lines),
+            [offsets[s - first] for s in starts],
+            [offsets[e - first] for e in ends],
+            text=True,
+        )
+
     done = False
     while not done:
         try:
@@ -61,24 +148,25 @@ def parse_csv(
                     starts.append(prev)
                     ends.append(cur)
                     if len(rows) >= chunk_rows:
-                        yield _chunk(source.name, path, columns, nulls, rows, starts, ends, window)
+                        yield chunk()
                         rows, starts, ends = [], [], []
                 elif values:  # a blank line is not a record
                     reason = f"csv: expected {width} fields, got {len(values)}"
-                    raw = window.text(prev, cur)
-                    yield rejection(source.name, location(path, prev + 1), reason, raw)
+                    where = location(path, line0 + prev + 1)
+                    yield rejection(source.name, where, reason, window.text(prev, cur))
                 if not rows:  # nothing pending: the lines read so far are needed no more
                     window.mark(cur)
                 prev = cur
             done = True
         except csv.Error as e:
             cur = reader.line_num
-            yield rejection(source.name, location(path, prev + 1), f"csv: {e}", window.text(prev, cur))
+            where = location(path, line0 + prev + 1)
+            yield rejection(source.name, where, f"csv: {e}", window.text(prev, cur))
             if not rows:
                 window.mark(cur)
             prev = cur
     if rows:
-        yield _chunk(source.name, path, columns, nulls, rows, starts, ends, window)
+        yield chunk()
 
 
 class _LineWindow:
@@ -112,26 +200,194 @@ class _LineWindow:
         self._base = start
 
 
-def _chunk(source, path, columns, nulls, rows, starts, ends, window) -> RawChunk:
-    first, end = starts[0], ends[-1]
-    lines = window.take(first, end)
-    window.mark(end)
-    values = {}
-    for name, column in zip(columns, zip(*rows)):
-        # Most columns hold no null marker: a C-level scan spares them the per-value pass.
-        if nulls == _EMPTY_ONLY:
-            values[name] = [v or None for v in column] if "" in column else list(column)
-        elif any(marker in column for marker in nulls):
-            values[name] = [None if v in nulls else v for v in column]
-        else:
-            values[name] = list(column)
-    return RawChunk(
-        source,
-        path,
-        values,
-        [s + 1 for s in starts],
-        lines,
-        [s - first for s in starts],
-        [e - first for e in ends],
-        text=True,
-    )
+# --- the fast path: Arrow's C++ parser on blocks of whole records ---------------------------------
+
+
+class _Scan:
+    """Record boundaries of a byte buffer that starts at a record, and whether quoting is sound.
+
+    `ends[i]` is the offset just past record i's terminating newline (or the end of the file).
+    Quotes are sound when every quote that opens (even count before it) follows a delimiter, a
+    newline, the buffer start or a closing quote, and every quote that closes is followed by a
+    delimiter, CR, LF, a quote or the end of the file: then the parity rule finds exactly the
+    records the csv module finds.
+    """
+
+    def __init__(self, data: memoryview, delimiter: int, eof: bool):
+        a = np.frombuffer(data, np.uint8)
+        quotes = np.flatnonzero(a == _QUOTE)
+        self.newlines = np.flatnonzero(a == _LF)
+        before = np.searchsorted(quotes, self.newlines)
+        ends = self.newlines[(before & 1) == 0] + 1
+        if eof and len(a) and len(quotes) % 2 == 0 and (not len(ends) or ends[-1] != len(a)):
+            ends = np.append(ends, len(a))
+        self.ends = ends
+        limit = int(ends[-1]) if len(ends) else 0
+        self.sound = True
+        if limit:
+            q = quotes[: np.searchsorted(quotes, limit)]
+            opening, closing = q[0::2], q[1::2]
+            after_open = a[opening[opening > 0] - 1]
+            closing_inner = closing[closing + 1 < len(a)]
+            after_close = a[closing_inner + 1]
+            head = a[:limit]
+            cr = np.flatnonzero(head == _CR)
+            self.sound = (
+                bool(np.isin(after_open, (delimiter, _LF, _QUOTE)).all())
+                and bool(np.isin(after_close, (delimiter, _CR, _LF, _QUOTE)).all())
+                and (eof or len(closing_inner) == len(closing))
+                and bool((cr + 1 < limit).all() and (a[cr[cr + 1 < limit] + 1] == _LF).all())
+                and not (head == 0).any()
+            )
+
+
+class _Chained(io.RawIOBase):
+    """A byte stream: some bytes already read, then the rest of a stream."""
+
+    def __init__(self, head: bytes, tail: BinaryIO):
+        self._head = memoryview(head)
+        self._tail = tail
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if len(self._head):
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._tail.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+class _ArrowCsv:
+    def __init__(self, stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int):
+        self._stream = stream
+        self._path = path
+        self._source = source
+        self._chunk_rows = chunk_rows
+        self._eof = False
+        opts = source.options
+        self._delimiter = ord(opts["delimiter"])
+        self._nulls = list(opts["null_values"])
+        self._parse_options = pacsv.ParseOptions(
+            delimiter=opts["delimiter"],
+            quote_char='"',
+            double_quote=True,
+            escape_char=False,
+            newlines_in_values=True,
+            ignore_empty_lines=True,
+        )
+
+    def items(self) -> Iterator[RawChunk | dict[str, Any]]:
+        opts = self._source.options
+        columns = opts["columns"]
+        buf = self._read_to(b"", _READ_BYTES)
+        if buf.startswith(codecs.BOM_UTF8):
+            yield from self._python_rest(buf, None, 0)
+            return
+        line0 = 0
+        if opts["header"]:
+            want = _READ_BYTES
+            while True:
+                scan = _Scan(memoryview(buf), self._delimiter, self._eof)
+                if len(scan.ends) or self._eof:
+                    break
+                want *= 2
+                buf = self._read_to(buf, want)
+            if not scan.sound or not len(scan.ends):
+                yield from self._python_rest(buf, None, 0)
+                return
+            end = int(scan.ends[0])
+            try:
+                text = io.StringIO(buf[:end].decode("utf-8"), newline="")
+                header = next(csv.reader(text, delimiter=opts["delimiter"], strict=True), [])
+            except (csv.Error, UnicodeDecodeError):
+                yield from self._python_rest(buf, None, 0)
+                return
+            if columns is None:
+                columns = header
+            line0 = int(np.searchsorted(scan.newlines, end))
+            buf = buf[end:]
+        _check_columns(self._path, columns)
+        if not columns:
+            yield from self._python_rest(buf, columns, line0)
+            return
+        read = pacsv.ReadOptions(column_names=columns, block_size=1 << 26)
+        convert = pacsv.ConvertOptions(
+            column_types={name: pa.string() for name in columns},
+            null_values=self._nulls,
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=True,
+        )
+        want = _READ_BYTES
+        while True:
+            buf = self._read_to(buf, want)
+            if not buf:
+                return
+            scan = _Scan(memoryview(buf), self._delimiter, self._eof)
+            if not scan.sound or (self._eof and not len(scan.ends)):
+                # malformed quoting, or an unterminated quote that runs to the end of the file
+                yield from self._python_rest(buf, columns, line0)
+                return
+            starts = np.concatenate(([0], scan.ends[:-1]))
+            size = scan.ends - starts
+            a = np.frombuffer(buf, np.uint8)
+            newline_only = (size == 1) | ((size == 2) & (a[np.minimum(starts, len(a) - 1)] == _CR))
+            nonblank = np.flatnonzero(~(newline_only & (a[scan.ends - 1] == _LF)))
+            if len(nonblank) >= self._chunk_rows:
+                last = int(nonblank[self._chunk_rows - 1])
+            elif not self._eof and (len(buf) < _MAX_BLOCK or not len(scan.ends)):
+                want = len(buf) + _READ_BYTES  # too few whole records yet: read on
+                continue
+            else:
+                last = len(scan.ends) - 1
+            cut = int(scan.ends[last])
+            keep = nonblank[nonblank <= last]
+            lines = np.searchsorted(scan.newlines, starts[keep]) + (line0 + 1)
+            yield from self._block(
+                buf[:cut], columns, read, convert, starts[keep], scan.ends[keep], lines, line0
+            )
+            line0 += int(np.searchsorted(scan.newlines, cut))
+            buf = buf[cut:]
+            want = _READ_BYTES
+
+    def _read_to(self, buf: bytes, size: int) -> bytes:
+        """`buf` and what follows it in the file, up to `size` bytes (less at the end)."""
+        while not self._eof and len(buf) < size:
+            piece = self._stream.read(max(size - len(buf), _READ_BYTES))
+            if piece:
+                buf += piece
+            else:
+                self._eof = True
+        return buf
+
+    def _block(self, block, columns, read, convert, starts, ends, lines, line0):
+        if not len(starts):
+            return
+        try:
+            table = pacsv.read_csv(
+                pa.BufferReader(block), read_options=read, parse_options=self._parse_options,
+                convert_options=convert,
+            )
+        except (pa.ArrowInvalid, UnicodeDecodeError):
+            table = None
+        if table is None or table.num_rows != len(starts):
+            # a wrong field count (or any disagreement): the reference parser words the reasons
+            text = _text(io.BytesIO(block), "utf-8")
+            yield from _python_records(text, self._path, self._source, columns, line0, self._chunk_rows)
+            return
+        values = {
+            name: (col.chunk(0) if col.num_chunks == 1 else col.combine_chunks())
+            for name, col in zip(columns, table.columns)
+        }
+        yield RawChunk(
+            self._source.name, self._path, values, lines.tolist(), block, starts.tolist(),
+            ends.tolist(), text=True,
+        )
+
+    def _python_rest(self, buf: bytes, columns, line0):
+        text = _text(io.BufferedReader(_Chained(buf, self._stream)), self._source.options["encoding"])
+        yield from _python_records(text, self._path, self._source, columns, line0, self._chunk_rows)

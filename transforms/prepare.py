@@ -70,7 +70,7 @@ class KeyMaker:
 
     def keys(self, chunk: RawChunk) -> tuple[list[str | None], list[dict]]:
         """The key of every record of a chunk (None where it has none), and those records rejected."""
-        values = chunk.columns.get(self.field) or [None] * len(chunk)
+        values = chunk.values(self.field)
         keys: list[str | None] = []
         rejected = []
         for i, value in enumerate(values):

@@ -2,7 +2,8 @@
 
 Beam elements are chunks of a few thousand records, never single records: a per-element step
 costs tens of microseconds here, more than all the per-record work together. Chunks are columnar
-(one list per field) because that is what validation, Arrow and pickling are fast on.
+(one list or Arrow array per field) because that is what validation, Arrow and pickling are fast
+on.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import itertools
 import json
 import pickle
 from typing import Any, Iterator
 
+import pyarrow as pa
 from apache_beam import coders
 
 CHUNK_ROWS = 8192
@@ -23,19 +26,20 @@ COUNTS = "counts"
 
 @dataclasses.dataclass
 class RawChunk:
-    """Consecutive records of one file of one source, as parallel lists.
+    """Consecutive records of one file of one source, as parallel columns.
 
-    `columns` maps a field name to its values (None = missing); `text` says every value is a
-    string (CSV), which lets validation skip type inspection. `lines` are the first line of each
-    record in its file (also the tie-breaker among duplicates). The input text of record i is
-    `text_lines[starts[i]:ends[i]]`, kept for the rejected output.
+    `columns` maps a field name to its values (None = missing), as a list or an Arrow array;
+    `text` says every value is a string (CSV), which lets validation skip type inspection.
+    `lines` are the first line of each record in its file (also the tie-breaker among
+    duplicates). The input text of record i is `raw_text[starts[i]:ends[i]]` (UTF-8 when bytes),
+    kept for the rejected output.
     """
 
     source: str
     path: str
-    columns: dict[str, list[Any]]
+    columns: dict[str, list[Any] | pa.Array]
     lines: list[int]
-    text_lines: list[str]
+    raw_text: str | bytes
     starts: list[int]
     ends: list[int]
     text: bool = False
@@ -44,28 +48,40 @@ class RawChunk:
         return len(self.lines)
 
     def raw(self, i: int) -> str:
-        return "".join(self.text_lines[self.starts[i] : self.ends[i]])
+        raw = self.raw_text[self.starts[i] : self.ends[i]]
+        return raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
+
+    def values(self, name: str) -> list[Any]:
+        """The values of one field as a list (all None when the chunk lacks the field)."""
+        column = self.columns.get(name)
+        if column is None:
+            return [None] * len(self)
+        return column.to_pylist() if isinstance(column, pa.Array) else column
 
     def approx_bytes(self) -> int:
-        return sum(map(len, self.text_lines)) + 16 * len(self.text_lines)
+        return len(self.raw_text) + 48 * len(self.lines)
 
     def take(self, indices: list[int]) -> "RawChunk":
-        """The chunk of the records at `indices`, in that order."""
+        """The chunk of the records at `indices`, in that order, with list columns."""
+        raws = [self.raw(i) for i in indices]
+        columns = {}
+        for name in self.columns:
+            values = self.values(name)
+            columns[name] = [values[i] for i in indices]
         return RawChunk(
             self.source,
             self.path,
-            {name: [col[i] for i in indices] for name, col in self.columns.items()},
+            columns,
             [self.lines[i] for i in indices],
-            [self.raw(i) for i in indices],
-            list(range(len(indices))),
-            list(range(1, len(indices) + 1)),
-            self.text,
+            **one_line_records(raws),
+            text=self.text,
         )
 
 
-def one_line_records(raws: list[str]) -> dict[str, list]:
-    """The text fields of a RawChunk whose records are one text line each."""
-    return {"text_lines": raws, "starts": list(range(len(raws))), "ends": list(range(1, len(raws) + 1))}
+def one_line_records(raws: list[str]) -> dict[str, Any]:
+    """The raw-text fields of a RawChunk holding these record texts, in order."""
+    offsets = [0, *itertools.accumulate(map(len, raws))]
+    return {"raw_text": "".join(raws), "starts": offsets[:-1], "ends": offsets[1:]}
 
 
 class ChunkCoder(coders.Coder):

@@ -22,7 +22,7 @@ from transforms.spec import FeatureSpec
 class SourceColumns(NamedTuple):
     """One source's fields for a batch of records: name → values aligned with the records."""
 
-    columns: Mapping[str, list[Any]]
+    columns: Mapping[str, list[Any] | pa.Array]
     text: bool = False  # every value is a str (or None): no per-value type inspection needed
 
 
@@ -200,7 +200,7 @@ class Validator:
     def _python_column(self, feature, values, sources, reasons) -> pa.Array:
         rows = []
         default = list(feature.default) if feature.default is not None else []
-        for i, value in enumerate(values):
+        for i, value in enumerate(_pylist(values)):
             if value is None:
                 if feature.required:
                     reasons.setdefault(i, f"{feature.name}: missing required value")
@@ -229,7 +229,7 @@ def _resolve(
         src, values, text = found[0]
         return values, [src] * n, text
     values, sources = [], []
-    for row in zip(*(column for _, column, _ in found)):
+    for row in zip(*(_pylist(column) for _, column, _ in found)):
         for (src, _, _), value in zip(found, row):
             if value is not None:
                 values.append(value)
@@ -241,6 +241,10 @@ def _resolve(
     return values, sources, all(text for _, _, text in found)
 
 
+def _pylist(values: list[Any] | pa.Array) -> list[Any]:
+    return values.to_pylist() if isinstance(values, pa.Array) else values
+
+
 def _scalar_column(
     feature: FeatureSpec, values: list[Any], text: bool, reasons: dict[int, str]
 ) -> pa.Array:
@@ -249,6 +253,7 @@ def _scalar_column(
     if text:
         kinds = {str}
     else:
+        values = _pylist(values)
         kinds = {type(v) for v in values}
         kinds.discard(type(None))
     array = None
@@ -256,7 +261,10 @@ def _scalar_column(
         array = _parse_numbers(feature, values, reasons)
     elif kinds <= _EXACT[t]:
         try:
-            array = pa.array(values, pa.string() if t == "string" else _VALUE_TYPES[t])
+            if isinstance(values, pa.Array):  # Arrow text from the CSV reader
+                array = values
+            else:
+                array = pa.array(values, pa.string() if t == "string" else _VALUE_TYPES[t])
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
             array = None
         if array is not None and t == "float" and pc.any(pc.is_nan(array)).as_py():
@@ -271,7 +279,9 @@ def _scalar_column(
 
 def _parse_numbers(feature, values, reasons) -> pa.Array:
     try:
-        text = pc.utf8_trim_whitespace(pa.array(values, pa.string()))
+        if not isinstance(values, pa.Array):
+            values = pa.array(values, pa.string())
+        text = pc.utf8_trim_whitespace(values)
     except UnicodeEncodeError:  # undecodable input bytes: let Python give the reasons
         return _python_scalars(feature, values, reasons)
     ok = pc.fill_null(pc.match_substring_regex(text, _NUMBER_PATTERNS[feature.type]), True)
@@ -284,6 +294,7 @@ def _parse_numbers(feature, values, reasons) -> pa.Array:
     if not odd:
         return array
     fixed = array.to_pylist()
+    values = _pylist(values)
     for i in odd:
         try:
             fixed[i] = coerce_feature(feature, values[i])[0]
@@ -294,7 +305,7 @@ def _parse_numbers(feature, values, reasons) -> pa.Array:
 
 def _python_scalars(feature, values, reasons) -> pa.Array:
     out = []
-    for i, value in enumerate(values):
+    for i, value in enumerate(_pylist(values)):
         if value is None:
             out.append(None)
             continue

@@ -4,6 +4,7 @@ import io
 
 import pytest
 
+from transforms import csv as csv_module
 from transforms.csv import FileError, parse_csv
 from transforms.records import RawChunk
 from transforms.spec import SourceSpec
@@ -24,8 +25,15 @@ def _source(**options):
 
 class Row:
     def __init__(self, chunk, i):
-        self.fields = {name: col[i] for name, col in chunk.columns.items()}
+        self.fields = {name: chunk.values(name)[i] for name in chunk.columns}
         self.line, self.raw = chunk.lines[i], chunk.raw(i)
+
+
+@pytest.fixture(params=[True, False], ids=["arrow", "python"], autouse=True)
+def parser(request, monkeypatch):
+    """Every test runs against both parsers: the Arrow fast path and the csv-module reference."""
+    monkeypatch.setattr(csv_module, "ARROW", request.param)
+    return request.param
 
 
 def _parse(data: bytes, chunk_rows=100, **options):
