@@ -130,7 +130,7 @@ def _payloads(column: pa.ListArray) -> pa.Array:
     return pc.binary_join_element_wise(tags, packed, b"")
 
 
-def encode_columns(names: Sequence[str], columns: Sequence[pa.Array]) -> list[bytes]:
+def encode_columns(names: Sequence[str], columns: Sequence[pa.Array]) -> pa.BinaryArray:
     """Serialized examples, one per row, with the features `names` holding `columns`.
 
     Every column is a list array (list<int64|float32|binary>) without nulls: a missing value is an
@@ -150,4 +150,4 @@ def encode_columns(names: Sequence[str], columns: Sequence[pa.Array]) -> list[by
         parts += [headers.take(pc.binary_length(payloads).cast(pa.int64())), payloads]
     body = pc.binary_join_element_wise(*parts, b"")
     header = _DELIMITED.take(pc.binary_length(body).cast(pa.int64()))
-    return pc.binary_join_element_wise(header, body, b"").to_pylist()
+    return pc.binary_join_element_wise(header, body, b"")

@@ -19,7 +19,7 @@ from transforms import encode
 from transforms.records import REJECTED, ChunkCoder, RawChunk, gc_paused, location, rejection
 from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
 from transforms.spec import DatasetSpec
-from transforms.split import SplitAssigner, record_hashes
+from transforms.split import SplitAssigner, binary_values, record_hashes
 
 
 @dataclasses.dataclass
@@ -44,14 +44,14 @@ class EncodedChunk:
     split: np.ndarray  # int16 split index per record
     order_hash: np.ndarray  # uint64
     key: list[str] | None
-    order: list[tuple]
-    payload: list[bytes]
+    order: list[tuple] | None  # provenance, kept for keyed datasets only
+    payload: pa.BinaryArray
 
     def __len__(self) -> int:
         return len(self.payload)
 
     def approx_bytes(self) -> int:
-        return sum(map(len, self.payload)) + 48 * len(self.payload)
+        return self.payload.nbytes + 16 * len(self.payload)
 
 
 coders.registry.register_coder(EncodedChunk, ChunkCoder)
@@ -142,13 +142,15 @@ class Preparer:
             columns = [c.filter(keep) for c in columns]
         if not kept:
             empty = np.zeros(0, np.uint64)
-            return EncodedChunk(empty.astype(np.int16), empty, [] if self._keyed else None, [], []), rejected
+            keyed = [] if self._keyed else None
+            payloads = pa.array([], pa.binary())
+            return EncodedChunk(empty.astype(np.int16), empty, keyed, keyed, payloads), rejected
         payloads = encode.encode_columns([f.name for f in self._features], columns)
         keys = [batch.keys[i] for i in kept] if self._keyed else None
         split_hashes, order_hashes = record_hashes(
-            [k.encode("utf-8") for k in keys] if self._keyed else payloads
+            [k.encode("utf-8") for k in keys] if self._keyed else binary_values(payloads)
         )
-        order = [batch.order(i) for i in kept]
+        order = [batch.order(i) for i in kept] if self._keyed else None
         return EncodedChunk(self._assign(split_hashes), order_hashes, keys, order, payloads), rejected
 
 

@@ -9,9 +9,10 @@ never `random`.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
+import pyarrow as pa
 from xxhash import xxh3_128_intdigest
 
 _LOW = (1 << 64) - 1
@@ -30,6 +31,21 @@ def record_hashes(data: Iterable[bytes]) -> tuple[np.ndarray, np.ndarray]:
     split = np.fromiter((h >> 64 for h in hashes), np.uint64, n)
     order = np.fromiter((h & _LOW for h in hashes), np.uint64, n)
     return split, order
+
+
+def binary_offsets(array: pa.Array) -> np.ndarray:
+    """The n + 1 value offsets of an Arrow (large) binary array into its data buffer."""
+    kind = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    offsets = np.frombuffer(array.buffers()[1], kind)
+    return offsets[array.offset : array.offset + len(array) + 1]
+
+
+def binary_values(array: pa.Array) -> Iterator[memoryview]:
+    """The values of an Arrow binary array as memoryviews, without copying them."""
+    offsets = binary_offsets(array)
+    data = array.buffers()[2]
+    view = memoryview(data).toreadonly() if data is not None else memoryview(b"")
+    return (view[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()))
 
 
 class SplitAssigner:

@@ -13,23 +13,27 @@ import dataclasses
 import hashlib
 import json
 import math
-import struct
+import os
 import zlib
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator, Sequence
 
 import apache_beam as beam
 import google_crc32c
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam import coders
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
 
 from transforms.prepare import EncodedChunk
-from transforms.records import ChunkCoder, gc_paused
+from transforms.records import ChunkCoder
 from transforms.publish import build_manifest, publish
 from transforms.spec import DatasetSpec, OutputSpec
-from transforms.split import shard_of
+from transforms.split import binary_offsets, shard_of
 
 # zlib window bits: 31 writes a gzip stream (TF "GZIP"), 15 a zlib stream (TF "ZLIB").
 _WBITS = {"gzip": 31, "zlib": 15}
@@ -44,43 +48,64 @@ class ShardPart:
 
     order_hash: np.ndarray  # uint64
     key: list[str] | None
-    order: list[tuple]
-    payload: list[bytes]
+    order: list[tuple] | None  # provenance, for ties among a key's records (keyed datasets)
+    payload: pa.BinaryArray
 
     def approx_bytes(self) -> int:
-        return sum(map(len, self.payload)) + 48 * len(self.payload)
+        return binary(self.payload).nbytes + 16 * len(self.payload)
 
 
 coders.registry.register_coder(ShardPart, ChunkCoder)
 
 
-def _mask(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+def binary(payloads: Sequence[bytes] | pa.Array) -> pa.Array:
+    """Payloads as an Arrow binary array (lists of bytes are converted)."""
+    return payloads if isinstance(payloads, pa.Array) else pa.array(payloads, pa.binary())
 
 
-_LENGTH = struct.Struct("<Q")
-_CRC = struct.Struct("<I")
+def _mask(crc: np.ndarray) -> np.ndarray:
+    """TFRecord's masked CRC-32C, of many CRCs at once."""
+    crc = crc.astype(np.uint32)
+    return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(0xA282EAD8)
 
 
-def frame_records(payloads: Iterable[bytes]) -> bytes:
+def frame_records(payloads: Sequence[bytes] | pa.Array) -> bytes:
     """Each payload as a TFRecord, concatenated.
 
     A TFRecord is: length (u64), masked CRC-32C of the length, data, masked CRC-32C of the data.
-    The first two depend on the length only and are cached by length.
+    Headers and trailers are built for all records at once with numpy (the length's CRC once per
+    distinct length); Arrow joins them with the payloads in one pass.
     """
-    headers: dict[int, bytes] = {}
-    crc, pack_crc, pack_len = google_crc32c.value, _CRC.pack, _LENGTH.pack
-    out = []
-    for data in payloads:
-        n = len(data)
-        header = headers.get(n)
-        if header is None:
-            length = pack_len(n)
-            header = headers[n] = length + pack_crc(_mask(crc(length)))
-        out.append(header)
-        out.append(data)
-        out.append(pack_crc(_mask(crc(data))))
-    return b"".join(out)
+    payloads = binary(payloads)
+    n = len(payloads)
+    if not n:
+        return b""
+    offsets = binary_offsets(payloads)
+    crc = google_crc32c.value
+    lengths = np.diff(offsets).astype("<u8")
+    distinct, which = np.unique(lengths, return_inverse=True)
+    length_crcs = np.array([crc(x.tobytes()) for x in distinct], np.uint32)
+    # google_crc32c takes bytes only: one copy of this block's values, sliced per record
+    data, first = payloads.buffers()[2], int(offsets[0])
+    blob = data.slice(first, int(offsets[-1]) - first).to_pybytes() if data is not None else b""
+    bounds = (offsets - first).tolist()
+    data_crcs = np.fromiter((crc(blob[a:b]) for a, b in zip(bounds, bounds[1:])), np.uint32, n)
+    heads = np.empty((n, 12), np.uint8)
+    heads[:, :8] = lengths.view(np.uint8).reshape(n, 8)
+    heads[:, 8:] = _mask(length_crcs)[which].astype("<u4").view(np.uint8).reshape(n, 4)
+    tails = _mask(data_crcs).astype("<u4").view(np.uint8).reshape(n, 4)
+    framed = pc.binary_join_element_wise(_fixed_width(heads), payloads, _fixed_width(tails), b"")
+    size = int(offsets[-1] - offsets[0]) + 16 * n
+    return framed.buffers()[2].slice(0, size).to_pybytes()
+
+
+def _fixed_width(rows: np.ndarray) -> pa.Array:
+    """The rows of a 2-d uint8 array as a binary array."""
+    n, width = rows.shape
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(rows))]
+    )
 
 
 class RecordFileWriter:
@@ -105,10 +130,11 @@ class RecordFileWriter:
         self.records = 0
         self.bytes = 0
 
-    def write(self, payloads: Sequence[bytes]) -> None:
+    def write(self, payloads: Sequence[bytes] | pa.Array) -> None:
         """Appends records, framed, in blocks of about a megabyte."""
+        payloads = binary(payloads)
         for start in range(0, len(payloads), _BLOCK_RECORDS):
-            block = payloads[start : start + _BLOCK_RECORDS]
+            block = payloads.slice(start, _BLOCK_RECORDS)
             self._pending.append(frame_records(block))
             self._pending_size += len(self._pending[-1])
             self.records += len(block)
@@ -157,18 +183,19 @@ def route_chunk(
     dest = chunk.split.astype(np.int64) * (1 << 32) + shards.astype(np.int64)
     order = np.argsort(dest, kind="stable")
     bounds = np.flatnonzero(np.diff(dest[order])) + 1
+    payload = binary(chunk.payload)
     for rows in np.split(order, bounds):
         first = int(rows[0])
         index = rows.tolist()
         yield (int(chunk.split[first]), int(shards[first])), ShardPart(
             chunk.order_hash[rows],
             [chunk.key[i] for i in index] if chunk.key is not None else None,
-            [chunk.order[i] for i in index],
-            [chunk.payload[i] for i in index],
+            [chunk.order[i] for i in index] if chunk.order is not None else None,
+            payload.take(rows),
         )
 
 
-def sorted_records(parts: Iterable[ShardPart]) -> tuple[list[bytes], int]:
+def sorted_records(parts: Iterable[ShardPart]) -> tuple[pa.Array, int]:
     """The payloads of a shard in their canonical order, first record of each key only.
 
     Returns (payloads, duplicates dropped).
@@ -177,27 +204,33 @@ def sorted_records(parts: Iterable[ShardPart]) -> tuple[list[bytes], int]:
     hashes = np.concatenate([np.asarray(p.order_hash, np.uint64) for p in parts] or [[]]).astype(
         np.uint64
     )
-    payloads = [x for p in parts for x in p.payload]
+    arrays = [binary(p.payload) for p in parts]
+    size = sum(a.nbytes for a in arrays)
+    kind = pa.binary() if size < (1 << 31) - 1 else pa.large_binary()
+    payloads = pa.concat_arrays([a.cast(kind) for a in arrays]) if arrays else pa.array([], kind)
     order = np.argsort(hashes, kind="stable")
     keyed = bool(parts) and parts[0].key is not None
     keys = [k for p in parts for k in p.key] if keyed else None
     orders = [o for p in parts for o in p.order] if keyed else None
     # Runs of equal hashes (a key's duplicates; without a key, equal content but for a 2**-64
     # chance) are put in a canonical order: by key and provenance, or by content.
+    runs = _equal_runs(hashes[order])
+    if not runs and not keyed:
+        return payloads.take(order), 0
     ranked = order.tolist()
-    tie_key = (lambda i: (keys[i], orders[i])) if keyed else payloads.__getitem__
-    for start, stop in _equal_runs(hashes[order]):
+    tie_key = (lambda i: (keys[i], orders[i])) if keyed else (lambda i: payloads[i].as_py())
+    for start, stop in runs:
         ranked[start:stop] = sorted(ranked[start:stop], key=tie_key)
     if not keyed:
-        return [payloads[i] for i in ranked], 0
+        return payloads.take(ranked), 0
     out, duplicates, last_key = [], 0, None
     for i in ranked:
         if keys[i] == last_key:
             duplicates += 1
             continue
         last_key = keys[i]
-        out.append(payloads[i])
-    return out, duplicates
+        out.append(i)
+    return payloads.take(out), duplicates
 
 
 def _equal_runs(values: np.ndarray) -> list[tuple[int, int]]:
@@ -210,22 +243,43 @@ def _equal_runs(values: np.ndarray) -> list[tuple[int, int]]:
 
 
 class WriteShardFn(beam.DoFn):
-    """Writes one shard from its grouped parts; yields the shard's file facts."""
+    """Writes the shards of a bundle from their grouped parts; yields each shard's file facts.
+
+    Shards are written on a few threads at once: compression, hashing and file writes release
+    the GIL, and each file's bytes depend only on its records.
+    """
 
     def __init__(self, staging: str, split_names: list[str], output: OutputSpec):
         self._staging = staging
         self._splits = split_names
         self._output = output
 
+    def setup(self):
+        self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+
+    def start_bundle(self):
+        self._pending = []
+
     def process(self, element, counts):
         (split, shard), parts = element
-        with gc_paused():
-            payloads, duplicates = sorted_records(parts)
-            name = shard_name(self._splits[split], shard, counts[split], self._output.suffix)
-            writer = _writer(f"{self._staging}/{name}", self._output)
-            writer.write(payloads)
-            facts = writer.close()
-        yield {"split": self._splits[split], "path": name, "duplicates": duplicates, **facts}
+        parts = list(parts)  # read on this thread: grouped values may be lazily fetched
+        self._pending.append(self._pool.submit(self._write, split, shard, parts, counts))
+
+    def finish_bundle(self):
+        pending, self._pending = self._pending, []
+        for future in pending:
+            yield GlobalWindows.windowed_value(future.result())
+
+    def teardown(self):
+        self._pool.shutdown()
+
+    def _write(self, split, shard, parts, counts) -> dict[str, Any]:
+        payloads, duplicates = sorted_records(parts)
+        name = shard_name(self._splits[split], shard, counts[split], self._output.suffix)
+        writer = _writer(f"{self._staging}/{name}", self._output)
+        writer.write(payloads)
+        facts = writer.close()
+        return {"split": self._splits[split], "path": name, "duplicates": duplicates, **facts}
 
 
 def _writer(path: str, output: OutputSpec) -> RecordFileWriter:
@@ -260,7 +314,7 @@ def _location_key(loc: str) -> tuple:
 
 
 def _split_bytes(chunk: EncodedChunk) -> Iterator[tuple[int, int]]:
-    lengths = np.fromiter(map(len, chunk.payload), np.int64, len(chunk))
+    lengths = pc.binary_length(binary(chunk.payload)).to_numpy()
     sizes = np.bincount(chunk.split, weights=lengths)
     for split in np.flatnonzero(sizes).tolist():
         yield split, int(sizes[split])

@@ -59,7 +59,7 @@ def test_prepare_records_encodes_valid_records_and_rejects_invalid_ones(tmp_path
     with TestPipeline(runner="FnApiRunner") as p:
         chunks, _, _ = p | ReadSource(dataset.sources[0])
         encoded, rejected = chunks | PrepareRecords(dataset)
-        keys = encoded | beam.FlatMap(lambda c: list(zip(c.key, [len(p) > 0 for p in c.payload])))
+        keys = encoded | beam.FlatMap(lambda c: list(zip(c.key, [len(p) > 0 for p in c.payload.to_pylist()])))
         assert_that(
             keys,
             equal_to([("1", True), ("3", True), ("1", True)]),

@@ -38,14 +38,14 @@ def test_encoding_equals_deterministic_proto_serialization():
         [[bytes(rng.randrange(256) for _ in range(rng.choice([3, 200, 20000])))] for _ in range(n)],
     ]
     arrays = [to_list_array(t, c) for t, c in zip(types, cols)]
-    out = encode_columns(names, arrays)
+    out = encode_columns(names, arrays).to_pylist()
     assert len(out) == n
     for i in range(n):
         assert out[i] == _expected(names, types, cols, i), i
 
 
 def test_missing_value_is_an_empty_list_of_the_features_kind():
-    out = encode_columns(["x"], [to_list_array("float", [[]])])
+    out = encode_columns(["x"], [to_list_array("float", [[]])]).to_pylist()
     ex = tf.train.Example.FromString(out[0])
     assert ex.features.feature["x"].WhichOneof("kind") == "float_list"
     assert list(ex.features.feature["x"].float_list.value) == []
@@ -54,5 +54,5 @@ def test_missing_value_is_an_empty_list_of_the_features_kind():
 def test_small_examples_use_the_fast_header_path_and_agree():
     names, types = ["a"], ["int"]
     cols = [[[i] for i in range(300)]]
-    out = encode_columns(names, [to_list_array("int", cols[0])])
+    out = encode_columns(names, [to_list_array("int", cols[0])]).to_pylist()
     assert out == [_expected(names, types, cols, i) for i in range(300)]
