@@ -12,6 +12,7 @@ import io
 import math
 from typing import Any, Iterable, Mapping, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -338,16 +339,15 @@ def _check_ranges(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str]
 def _as_lists(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str]) -> pa.Array:
     """Scalars as one-element lists; a missing value becomes the default or an empty list."""
     if array.null_count:
-        missing = pc.is_null(array)
-        for i in pc.indices_nonzero(missing).to_pylist():
-            if feature.required:
+        if feature.required:
+            for i in pc.indices_nonzero(pc.is_null(array)).to_pylist():
                 reasons.setdefault(i, f"{feature.name}: missing required value")
         if feature.default is not None:
             array = pc.fill_null(array, pa.scalar(feature.default[0], array.type))
     if feature.type == "float":
         array = array.cast(pa.float32(), safe=False)
     if not array.null_count:
-        offsets = pa.array(range(len(array) + 1), pa.int32())
+        offsets = pa.array(np.arange(len(array) + 1, dtype=np.int32))
         return pa.ListArray.from_arrays(offsets, array)
     valid = pc.cast(pc.is_valid(array), pa.int32())
     offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(valid)])
