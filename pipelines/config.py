@@ -8,7 +8,6 @@ data can move together.
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
 import hashlib
 import math
@@ -18,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from transforms import schema
+from transforms import formats, schema
 from transforms.files import is_remote
 from transforms.spec import (
     COMPRESSIONS,
@@ -27,13 +26,14 @@ from transforms.spec import (
     DatasetSpec,
     FeatureSpec,
     OutputSpec,
+    OptionError,
     SourceSpec,
 )
 
 NAME_RE = re.compile(r"^[a-z0-9_-]+$")
 DEFAULT_SPLITS = {"train": 0.9, "eval": 0.1}
 FILE_FORMATS = ("csv", "jsonl", "parquet", "avro", "tfrecord", "text", "binary", "images")
-IMPLEMENTED_FORMATS = ("csv", "jsonl")
+IMPLEMENTED_FORMATS = formats.IMPLEMENTED
 
 _TOP_KEYS = {
     "name",
@@ -49,8 +49,6 @@ _TOP_KEYS = {
 _SOURCE_KEYS = {"name", "format", "path", "options"}
 _FEATURE_KEYS = {"type", "shape", "required", "default", "values", "min", "max", "source"}
 _OUTPUT_KEYS = {"path", "compression", "compression_level", "shard_size_mb"}
-_CSV_OPTIONS = {"delimiter", "header", "columns", "null_values", "encoding", "list_delimiter"}
-_JSONL_OPTIONS = {"encoding"}
 
 
 class ConfigError(ValueError):
@@ -164,47 +162,10 @@ def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
 
 
 def _parse_options(fmt: str, options: dict[str, Any], where: str) -> dict[str, Any]:
-    if fmt == "csv":
-        _no_unknown(options, _CSV_OPTIONS, where + ".")
-        delimiter = options.get("delimiter", ",")
-        if not isinstance(delimiter, str) or len(delimiter) != 1:
-            raise ConfigError(f"{where}.delimiter", f"{delimiter!r} must be one character")
-        header = options.get("header", True)
-        if not isinstance(header, bool):
-            raise ConfigError(f"{where}.header", "must be true or false")
-        columns = options.get("columns")
-        if columns is not None and (
-            not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)
-        ):
-            raise ConfigError(f"{where}.columns", "must be a list of column names")
-        if not header and not columns:
-            raise ConfigError(f"{where}.columns", "is required when header is false")
-        null_values = options.get("null_values", [""])
-        if not isinstance(null_values, list) or not all(isinstance(v, str) for v in null_values):
-            raise ConfigError(f"{where}.null_values", "must be a list of strings")
-        encoding = _encoding(options.get("encoding", "utf-8"), f"{where}.encoding")
-        list_delimiter = options.get("list_delimiter", "|")
-        if not isinstance(list_delimiter, str) or not list_delimiter:
-            raise ConfigError(f"{where}.list_delimiter", "must be a non-empty string")
-        return {
-            "delimiter": delimiter,
-            "header": header,
-            "columns": list(columns) if columns else None,
-            "null_values": list(null_values),
-            "encoding": encoding,
-            "list_delimiter": list_delimiter,
-        }
-    if fmt == "jsonl":
-        _no_unknown(options, _JSONL_OPTIONS, where + ".")
-        return {"encoding": _encoding(options.get("encoding", "utf-8"), f"{where}.encoding")}
-    return dict(options)
-
-
-def _encoding(value: Any, where: str) -> str:
     try:
-        return codecs.lookup(value).name
-    except (LookupError, TypeError):
-        raise ConfigError(where, f"unknown encoding {value!r}") from None
+        return formats.check_options(fmt, options)
+    except OptionError as e:
+        raise ConfigError(f"{where}.{e.field}", e.message) from None
 
 
 def _parse_features(raw: Any, sources: tuple[SourceSpec, ...]) -> tuple[FeatureSpec, ...]:

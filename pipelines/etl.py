@@ -19,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from pipelines.config import ConfigError, load_config
+from transforms import formats
 from transforms.files import match_files
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
@@ -39,7 +40,12 @@ def build_etl(p: beam.Pipeline, dataset: DatasetSpec, staging: str) -> beam.PCol
     """Wires the ETL graph; returns the PCollection holding the published manifest."""
     chunks, rejected, counts = [], [], []
     for source in dataset.sources:
-        c, r, n = p | f"Read[{source.name}]" >> ReadSource(source)
+        read = (
+            formats.reader(source.format)(source)
+            if source.format in formats.QUERY_FORMATS
+            else ReadSource(source)
+        )
+        c, r, n = p | f"Read[{source.name}]" >> read
         chunks.append(c)
         rejected.append(r)
         counts.append(n)

@@ -26,8 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from transforms.formats import OptionsReader
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
-from transforms.spec import SourceSpec
+from transforms.spec import OptionError, SourceSpec
 
 csv.field_size_limit(1 << 30)
 _EMPTY_ONLY = frozenset([""])
@@ -41,6 +42,28 @@ class FileError(ValueError):
     """A whole file cannot be read as configured (e.g. a broken header): the job fails."""
 
 
+def options(raw: dict[str, Any]) -> dict[str, Any]:
+    """The csv options, checked, with their defaults."""
+    opts = OptionsReader(raw)
+    delimiter = opts.get("delimiter", ",")
+    if not isinstance(delimiter, str) or len(delimiter) != 1:
+        raise OptionError("delimiter", f"{delimiter!r} must be one character")
+    header = opts.boolean("header", True)
+    columns = opts.strings("columns", None)
+    if not header and not columns:
+        raise OptionError("columns", "is required when header is false")
+    out = {
+        "delimiter": delimiter,
+        "header": header,
+        "columns": columns or None,
+        "null_values": opts.strings("null_values", [""]),
+        "encoding": opts.encoding(),
+        "list_delimiter": opts.string("list_delimiter", "|"),
+    }
+    opts.done()
+    return out
+
+
 def parse_csv(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
 ) -> Iterator[RawChunk | dict[str, Any]]:
@@ -51,6 +74,9 @@ def parse_csv(
     else:
         text = _text(stream, opts["encoding"])
         yield from _python_records(text, path, source, None, 0, chunk_rows)
+
+
+parse = parse_csv
 
 
 def _arrow_can_read(opts: dict[str, Any]) -> bool:

@@ -10,8 +10,17 @@ import io
 import json
 from typing import Any, BinaryIO, Iterator
 
+from transforms.formats import OptionsReader
 from transforms.records import CHUNK_ROWS, RawChunk, location, one_line_records, rejection
 from transforms.spec import SourceSpec
+
+
+def options(raw: dict[str, Any]) -> dict[str, Any]:
+    """The jsonl options, checked, with their defaults."""
+    opts = OptionsReader(raw)
+    out = {"encoding": opts.encoding()}
+    opts.done()
+    return out
 
 
 def parse_jsonl(
@@ -49,3 +58,6 @@ def _chunk(source, path, objects, lines, raws) -> RawChunk:
     names = dict.fromkeys(k for obj in objects for k in obj)
     columns = {name: [obj.get(name) for obj in objects] for name in names}
     return RawChunk(source, path, columns, lines, **one_line_records(raws))
+
+
+parse = parse_jsonl

@@ -31,23 +31,27 @@ class RawChunk:
     `columns` maps a field name to its values (None = missing), as a list or an Arrow array;
     `text` says every value is a string (CSV), which lets validation skip type inspection.
     `lines` are the first line of each record in its file (also the tie-breaker among
-    duplicates). The input text of record i is `raw_text[starts[i]:ends[i]]` (UTF-8 when bytes),
-    kept for the rejected output.
+    duplicates; the record's number in files without lines). The input text of record i is
+    `raw_text[starts[i]:ends[i]]` (UTF-8 when bytes), kept for the rejected output; binary
+    formats keep none, and a rejected record shows its fields as JSON instead.
     """
 
     source: str
     path: str
     columns: dict[str, list[Any] | pa.Array]
     lines: list[int]
-    raw_text: str | bytes
-    starts: list[int]
-    ends: list[int]
+    raw_text: str | bytes | None = None
+    starts: list[int] | None = None
+    ends: list[int] | None = None
     text: bool = False
 
     def __len__(self) -> int:
         return len(self.lines)
 
     def raw(self, i: int) -> str:
+        """Record i's input text; without one (binary formats), its fields as JSON."""
+        if self.raw_text is None:
+            return record_json({name: self.values(name)[i] for name in self.columns})
         raw = self.raw_text[self.starts[i] : self.ends[i]]
         return raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
 
@@ -59,22 +63,18 @@ class RawChunk:
         return column.to_pylist() if isinstance(column, pa.Array) else column
 
     def approx_bytes(self) -> int:
-        return len(self.raw_text) + 48 * len(self.lines)
+        data = len(self.raw_text) if self.raw_text is not None else 64 * len(self.columns)
+        return data + 48 * len(self.lines)
 
     def take(self, indices: list[int]) -> "RawChunk":
         """The chunk of the records at `indices`, in that order, with list columns."""
-        raws = [self.raw(i) for i in indices]
         columns = {}
         for name in self.columns:
             values = self.values(name)
             columns[name] = [values[i] for i in indices]
+        raws = {} if self.raw_text is None else one_line_records([self.raw(i) for i in indices])
         return RawChunk(
-            self.source,
-            self.path,
-            columns,
-            [self.lines[i] for i in indices],
-            **one_line_records(raws),
-            text=self.text,
+            self.source, self.path, columns, [self.lines[i] for i in indices], **raws, text=self.text
         )
 
 
@@ -124,10 +124,21 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def record_json(record: Any) -> str:
+    """A record as text for the rejected output: JSON, bytes as (escaped) text."""
+    return json.dumps(record, ensure_ascii=False, sort_keys=True, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return str(value)
+
+
 def rejection(source: str, location: str, reason: str, record: Any) -> dict[str, Any]:
     """A rejected record as written to rejected/*.jsonl."""
     if not isinstance(record, str):
-        record = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
+        record = record_json(record)
     return {"source": source, "location": location, "reason": reason, "record": record}
 
 

@@ -10,19 +10,16 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io import fileio
 
-from transforms.csv import parse_csv
+from transforms import formats
 from transforms.files import file_pattern, is_hidden, open_file
-from transforms.jsonl import parse_jsonl
 from transforms.records import COUNTS, REJECTED, RawChunk, gc_paused, read_counter
 from transforms.spec import SourceSpec
-
-PARSERS = {"csv": parse_csv, "jsonl": parse_jsonl}
 
 
 class _ParseFileFn(beam.DoFn):
     def __init__(self, source: SourceSpec):
         self._source = source
-        self._parse = PARSERS[source.format]
+        self._parse = formats.parser(source.format)
 
     def process(self, metadata):
         read = 0

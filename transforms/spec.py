@@ -27,6 +27,15 @@ SOURCE_FORMATS = (
 COMPRESSIONS = {"gzip": ".gz", "zlib": ".zz", "none": ""}
 
 
+class OptionError(ValueError):
+    """A bad per-format source option: `field` is the option's name (or dotted path in it)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceSpec:
     """One input of the dataset: a format, a location and per-format options."""
