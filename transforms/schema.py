@@ -251,6 +251,13 @@ def _scalar_column(
 ) -> pa.Array:
     """The typed values of a scalar feature (null where missing or invalid); records reasons."""
     t = feature.type
+    if isinstance(values, pa.Array) and not text:
+        array = _typed_arrow(t, values)  # typed columns (Parquet, ...) need no per-value look
+        if array is not None:
+            if t == "string":
+                array = array.cast(pa.binary())
+            _check_ranges(feature, array, reasons)
+            return array
     if text:
         kinds = {str}
     else:
@@ -276,6 +283,26 @@ def _scalar_column(
         array = array.cast(pa.binary())
     _check_ranges(feature, array, reasons)
     return array
+
+
+def _typed_arrow(t: str, values: pa.Array) -> pa.Array | None:
+    """A typed Arrow column as the feature's value type, when that is lossless; else None.
+
+    Integers to int; integers and floats (never NaN) to float; text to string. Anything else
+    (floats to int, bools, binary, out-of-range unsigned) takes the Python path and its reasons.
+    """
+    kind = values.type
+    try:
+        if t == "int" and pa.types.is_integer(kind):
+            return values.cast(pa.int64())
+        if t == "float" and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+            array = values.cast(pa.float64())
+            return None if pc.any(pc.is_nan(array)).as_py() else array
+        if t == "string" and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            return values.cast(pa.string())
+    except (pa.ArrowInvalid, OverflowError):
+        return None
+    return None
 
 
 def _parse_numbers(feature, values, reasons) -> pa.Array:

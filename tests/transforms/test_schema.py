@@ -1,5 +1,6 @@
 """Type coercion and validation of records against the features, good and bad values."""
 
+import pyarrow as pa
 import pytest
 
 from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
@@ -124,6 +125,18 @@ ODD_VALUES = [
 ]
 
 
+TYPED_COLUMNS = [
+    pa.array([1, -5, None, 2**62, 42, 7], pa.int64()),
+    pa.array([0, 2**64 - 1, None, 7], pa.uint64()),
+    pa.array([3, None, -2], pa.int8()),
+    pa.array([1.5, float("nan"), None, float("inf"), -0.0, 42.0, 7.0], pa.float64()),
+    pa.array([1.0, 2.5, None], pa.float32()),
+    pa.array(["a", None, "Adelie", "42", " 7"], pa.string()),
+    pa.array([True, False, None]),
+    pa.array([b"x", None, b"\xff"], pa.binary()),
+]
+
+
 @pytest.mark.parametrize("ftype", ["int", "float", "string"])
 @pytest.mark.parametrize("extra", [{}, {"min": 0, "max": 100}, {"required": False}])
 def test_batch_validation_agrees_with_per_value_coercion(ftype, extra):
@@ -134,9 +147,14 @@ def test_batch_validation_agrees_with_per_value_coercion(ftype, extra):
         kw["values"] = ("Adelie", "42", "7") if extra.get("min") is not None else None
     feature = F("x", ftype, **kw)
     texts = [v for v in ODD_VALUES if isinstance(v, str) or v is None]
-    for column, text in ((ODD_VALUES, False), (texts, True), (texts, False), ([1, 2, None, 3], False)):
+    cases = [(ODD_VALUES, False), (texts, True), (texts, False), ([1, 2, None, 3], False)]
+    cases += [(array, False) for array in TYPED_COLUMNS]  # typed Arrow columns (Parquet, ...)
+    for column, text in cases:
+        given = column if isinstance(column, pa.Array) else list(column)
         columns, reasons = Validator([feature], ["s"]).validate(
-            len(column), {"s": SourceColumns({"x": list(column)}, text)})
+            len(column), {"s": SourceColumns({"x": given}, text)})
+        if isinstance(column, pa.Array):
+            column = column.to_pylist()
         rows = [None if i in reasons else [columns[0][i].as_py()] for i in range(len(column))]
         for i, value in enumerate(column):
             if value is None:
