@@ -139,7 +139,21 @@ def rejection(source: str, location: str, reason: str, record: Any) -> dict[str,
     """A rejected record as written to rejected/*.jsonl."""
     if not isinstance(record, str):
         record = record_json(record)
-    return {"source": source, "location": location, "reason": reason, "record": record}
+    return {"source": source, "location": location, "reason": reason, "record": printable(record)}
+
+
+def printable(text: str) -> str:
+    """Text that encodes as UTF-8: undecodable input bytes (lone surrogates) as \\xNN escapes."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # other lone surrogates, e.g. from JSON "\\ud800" escapes
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def read_counter(source_name: str) -> str:

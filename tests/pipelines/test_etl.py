@@ -158,3 +158,31 @@ def test_union_of_a_folder_and_a_glob_writes_sized_shards(tmp_path):
         assert sum(f["records"] for f in files) == split["records"]
         ids.append(split["records"])
     assert sum(ids) == 301
+
+
+def test_undecodable_input_bytes_are_rejected_not_fatal(tmp_path):
+    (tmp_path / "bad.csv").write_bytes(b"id,name\n1,ok\n2,caf\xff\n")
+    (tmp_path / "bad.jsonl").write_bytes(b'{"id": 3, "name": "x"}\n{"id": \xff}\n')
+    dataset = parse_config(
+        {
+            "name": "bytes",
+            "sources": [
+                {"name": "c", "format": "csv", "path": "bad.csv"},
+                {"name": "j", "format": "jsonl", "path": "bad.jsonl"},
+            ],
+            "features": {"id": {"type": "int"}, "name": {"type": "string"}},
+            "output": {"path": "out"},
+        },
+        base_dir=str(tmp_path),
+    )
+    with beam.Pipeline(runner="FnApiRunner") as p:
+        build_etl(p, dataset, staging_path(dataset.output.path, "t"))
+    manifest = json.load(open(os.path.join(dataset.output.path, "manifest.json")))
+    assert sum(s["records"] for s in manifest["splits"].values()) == 2
+    rejected = [
+        json.loads(line)
+        for line in open(os.path.join(dataset.output.path, manifest["rejected"]["files"][0]["path"]))
+    ]
+    assert sorted((r["source"], r["record"]) for r in rejected) == [
+        ("c", "2,caf\\xff\n"), ("j", '{"id": \\xff}')
+    ]
