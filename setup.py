@@ -17,7 +17,7 @@ COMMON = [
     "google-cloud-storage",
     "google-crc32c",
 ]
-ETL = [BEAM, TFT, TFX_BSL, TENSORFLOW, "pillow", "xxhash>=3.0"]
+ETL = [BEAM, TFT, TFX_BSL, TENSORFLOW, "pillow", "xxhash>=3.0", "pg8000>=1.31"]
 TRAINER = [TENSORFLOW, "tf-keras==2.21.0", "tensorboard==2.21.0"]
 TEST = ["pytest", "pytest-timeout"]
 

@@ -152,6 +152,7 @@ def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
         options = src.get("options") or {}
         _mapping(options, f"{where}.options")
         options = _parse_options(fmt, options, f"{where}.options")
+        options = formats.resolve_paths(fmt, options, base_dir)
         path = src.get("path")
         if fmt in FILE_FORMATS:
             if not isinstance(path, str) or not path:

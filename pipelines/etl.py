@@ -109,9 +109,11 @@ def run(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     size = sum(m.size_in_bytes for r in FileSystems.match(inputs) for m in r.metadata_list)
     runner = options.view_as(StandardOptions).runner
+    queries = sum(s.format in formats.QUERY_FORMATS for s in dataset.sources)
+    what = [f"{len(inputs)} file(s), {size / 1e6:.1f} MB"] if inputs or not queries else []
+    what += [f"{queries} quer{'y' if queries == 1 else 'ies'}"] if queries else []
     print(
-        f"shardflow etl: {dataset.name}: reading {len(inputs)} file(s), {size / 1e6:.1f} MB, "
-        f"with the {runner}",
+        f"shardflow etl: {dataset.name}: reading {' and '.join(what)}, with the {runner}",
         flush=True,
     )
     logger.info("staging under %s", staging)

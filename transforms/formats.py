@@ -6,6 +6,8 @@ Each format lives in its own module `transforms/<format>.py`. A file format has 
                                  (defaults filled in); raises `OptionError(option, message)`.
   `parse(stream, path, source, chunk_rows=CHUNK_ROWS)`
                                  yields `RawChunk`s and rejected-record dicts for one file.
+Optionally `resolve_paths(options, base_dir)` resolves files named in options (not `path`)
+against the config's folder.
 
 A query format (sql, bigquery) has `options` and `Read(source)` instead of `parse`.
 Modules are imported on first use, so checking a config costs no format's libraries.
@@ -32,6 +34,12 @@ QUERY_FORMATS = ("sql", "bigquery")
 
 def check_options(fmt: str, raw: dict[str, Any]) -> dict[str, Any]:
     return _module(fmt).options(raw)
+
+
+def resolve_paths(fmt: str, options: dict[str, Any], base_dir: str) -> dict[str, Any]:
+    """The options with the local files they name resolved against the config's folder."""
+    resolve = getattr(_module(fmt), "resolve_paths", None)
+    return resolve(options, base_dir) if resolve is not None else options
 
 
 def parser(fmt: str) -> Callable:
