@@ -20,7 +20,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from pipelines.config import ConfigError, load_config
 from transforms import formats
-from transforms.files import match_files
+from transforms.files import RECURSIVE_FORMATS, match_files
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
 from transforms.publish import MANIFEST, OutputError, check_output, discard, staging_path
@@ -77,7 +77,8 @@ def _check_inputs(dataset: DatasetSpec) -> list[str]:
     """The input files of every source; raises ConfigError when a source has none."""
     files = []
     for i, source in enumerate(dataset.sources):
-        matched = match_files(source.path) if source.path is not None else []
+        recursive = source.format in RECURSIVE_FORMATS
+        matched = match_files(source.path, recursive) if source.path is not None else []
         if source.path is not None and not matched:
             raise ConfigError(f"sources[{i}].path", f"no files match {source.path!r}")
         files += matched

@@ -1,11 +1,19 @@
 """File locations of file-based sources, local or `gs://`, through Beam's FileSystems.
 
-A source `path` is a file, a glob or a folder (all files directly inside it, dot files excepted).
+A source `path` is a file, a glob or a folder. A folder means the files directly inside it, or,
+for the formats in `RECURSIVE_FORMATS` (folder trees such as class subfolders of images), every
+file under it at any depth (Beam's `folder/**`, which works alike on local disks and `gs://`).
+Dot files, files inside dot folders below the source's root (editor and notebook leftovers, our
+own staging folders) and `gs://` folder-marker objects (names ending in `/`) are never inputs.
 Compressed inputs (`.gz`, `.bz2`, ...) are decompressed by extension.
+
+Beam's glob syntax: `*` and `?` stay within one folder level, `**` spans any number of levels,
+and `**/` needs at least one folder (`photos/**/*.png` skips `photos/a.png`; `photos/**` does not).
 """
 
 from __future__ import annotations
 
+import io
 import os
 from typing import BinaryIO
 
@@ -13,17 +21,42 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 _GLOB_CHARS = set("*?[")
+# Formats whose folder paths are trees: every file under the folder is an input.
+RECURSIVE_FORMATS = ("images",)
 
 
-def file_pattern(path: str) -> str:
-    """The glob that lists the files of `path` (a folder becomes `folder/*`)."""
+def file_pattern(path: str, recursive: bool = False) -> str:
+    """The glob that lists the files of `path` (a folder becomes `folder/*`, or `folder/**`)."""
     if any(c in path for c in _GLOB_CHARS):
         return path
+    wildcard = "**" if recursive else "*"
     if "://" in path:
-        return path + "*" if path.endswith("/") else path
+        return path + wildcard if path.endswith("/") else path
     if os.path.isdir(path):
-        return os.path.join(path, "*")
+        return os.path.join(path, wildcard)
     return path
+
+
+def pattern_root(path: str) -> str:
+    """The folder that the files of `path` are named relative to, without a trailing `/`.
+
+    A folder is its own root; a file's root is its folder; a glob's root is the folder part
+    before its first wildcard (`photos/*/*.jpg` and `photos/**` → `photos`).
+    """
+    glob_at = min((path.index(c) for c in _GLOB_CHARS if c in path), default=None)
+    if glob_at is not None:
+        return path[:glob_at].rsplit("/", 1)[0]
+    if path.endswith("/"):
+        return path.rstrip("/")
+    if not is_remote(path) and os.path.isdir(path):
+        return path
+    return path.rsplit("/", 1)[0]
+
+
+def relative_path(path: str, root: str) -> str:
+    """`path` relative to `root` (its file name when it is not under `root`)."""
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
 
 
 def is_remote(path: str) -> bool:
@@ -36,11 +69,45 @@ def is_hidden(path: str) -> bool:
     return path.rstrip("/").rsplit("/", 1)[-1].startswith(".")
 
 
-def match_files(path: str) -> list[str]:
-    """The sorted files of `path`; empty when nothing matches."""
-    results = FileSystems.match([file_pattern(path)])[0].metadata_list
-    return sorted(m.path for m in results if not is_hidden(m.path))
+def is_input(path: str, root: str | None = None) -> bool:
+    """Whether a matched path is an input: not a folder marker, no dot name below `root`."""
+    if path.endswith("/"):
+        return False
+    if root is None:
+        return not is_hidden(path)
+    return not any(part.startswith(".") for part in relative_path(path, root).split("/"))
+
+
+def match_files(path: str, recursive: bool = False) -> list[str]:
+    """The sorted input files of `path`; empty when nothing matches."""
+    results = FileSystems.match([file_pattern(path, recursive)])[0].metadata_list
+    root = pattern_root(path)
+    return sorted(m.path for m in results if is_input(m.path, root))
 
 
 def open_file(path: str) -> BinaryIO:
-    return FileSystems.open(path, compression_type=CompressionTypes.AUTO)
+    """A file as a standard binary stream, decompressed by extension (`.gz`, `.bz2`, ...)."""
+    stream = FileSystems.open(path, compression_type=CompressionTypes.AUTO)
+    if isinstance(stream, io.IOBase):
+        return stream
+    return io.BufferedReader(_Raw(stream), 1 << 20)
+
+
+class _Raw(io.RawIOBase):
+    """Beam's CompressedFile as a standard raw stream (it lacks readable/readinto), so that
+    `io.TextIOWrapper` and friends accept it."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self._stream.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()

@@ -2,7 +2,8 @@
 
 Each file format contributes one parse function `parse(stream, path, source)` that yields
 `RawChunk`s and rejected-record dicts; `ReadSource` does the rest (matching files, opening them,
-counting every record read, so that the manifest's ledger can be checked).
+counting every record read, so that the manifest's ledger can be checked). Which files a path
+matches is `transforms.files`' business: `ReadSource` and the ETL's input check agree on it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import apache_beam as beam
 from apache_beam.io import fileio
 
 from transforms import formats
-from transforms.files import file_pattern, is_hidden, open_file
+from transforms.files import RECURSIVE_FORMATS, file_pattern, is_input, open_file, pattern_root
 from transforms.records import COUNTS, REJECTED, RawChunk, gc_paused, read_counter
 from transforms.spec import SourceSpec
 
@@ -42,10 +43,13 @@ class ReadSource(beam.PTransform):
         self._source = source
 
     def expand(self, pbegin):
+        path = self._source.path
+        pattern = file_pattern(path, recursive=self._source.format in RECURSIVE_FORMATS)
+        root = pattern_root(path)
         parsed = (
             pbegin
-            | "MatchFiles" >> fileio.MatchFiles(file_pattern(self._source.path))
-            | "SkipHiddenFiles" >> beam.Filter(lambda metadata: not is_hidden(metadata.path))
+            | "MatchFiles" >> fileio.MatchFiles(pattern)
+            | "SkipHiddenFiles" >> beam.Filter(lambda metadata: is_input(metadata.path, root))
             | "ParseRecords"
             >> beam.ParDo(_ParseFileFn(self._source))
             .with_output_types(RawChunk)
