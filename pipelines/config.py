@@ -158,6 +158,8 @@ def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
             if not isinstance(path, str) or not path:
                 raise ConfigError(f"{where}.path", "is required for file formats")
             path = _resolve(path, base_dir)
+        elif path is not None:
+            raise ConfigError(f"{where}.path", f"not used by {fmt} sources (see its options)")
         out.append(SourceSpec(name=name, format=fmt, path=path, options=options))
     return tuple(out)
 

@@ -51,7 +51,12 @@ class RawChunk:
     def raw(self, i: int) -> str:
         """Record i's input text; without one (binary formats), its fields as JSON."""
         if self.raw_text is None:
-            return record_json({name: self.values(name)[i] for name in self.columns})
+            return record_json(
+                {
+                    name: column[i].as_py() if isinstance(column, pa.Array) else column[i]
+                    for name, column in self.columns.items()
+                }
+            )
         raw = self.raw_text[self.starts[i] : self.ends[i]]
         return raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
 

@@ -191,6 +191,8 @@ class Validator:
         columns = []
         for feature, candidates in zip(self._features, self._candidates):
             values, sources, text = _resolve(n, tables, candidates)
+            if feature.is_scalar and not text:
+                values = _scalar_values(values)
             if feature.is_scalar and feature.type in _VALUE_TYPES:
                 array = _scalar_column(feature, values, text, reasons)
                 columns.append(_as_lists(feature, array, reasons))
@@ -240,6 +242,22 @@ def _resolve(
             values.append(None)
             sources.append(None)
     return values, sources, all(text for _, _, text in found)
+
+
+def _scalar_values(values: list[Any] | pa.Array) -> list[Any] | pa.Array:
+    """The values of a scalar feature with lists unwrapped: a one-element list is its element,
+    an empty list a missing value (how a tf.train.Example holds a scalar, and how a missing one
+    is written); a longer list stays, to be rejected."""
+    if isinstance(values, pa.Array):
+        if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)):
+            return values
+        values = values.to_pylist()
+    if not any(isinstance(v, (list, tuple)) for v in values):
+        return values
+    return [
+        (v[0] if len(v) == 1 else v if v else None) if isinstance(v, (list, tuple)) else v
+        for v in values
+    ]
 
 
 def _pylist(values: list[Any] | pa.Array) -> list[Any]:

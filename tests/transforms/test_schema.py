@@ -157,7 +157,7 @@ def test_batch_validation_agrees_with_per_value_coercion(ftype, extra):
             column = column.to_pylist()
         rows = [None if i in reasons else [columns[0][i].as_py()] for i in range(len(column))]
         for i, value in enumerate(column):
-            if value is None:
+            if value is None or (isinstance(value, list) and not value):
                 expected = ("x: missing required value", None) if feature.required else (None, [[]])
             else:
                 try:
