@@ -3,8 +3,13 @@
 The whole dataset is written under a hidden sibling of OUTPUT (`.NAME.incomplete-RUNID`). On a
 local disk, publication is two directory renames (the previous dataset, if any, is moved aside
 first and deleted after), so a reader sees the old dataset or the new one, never a mix. On object
-stores (gs://), where there is no rename, the old `manifest.json` is deleted first, the new files
-are copied, and the new manifest is written last: a dataset without its manifest is incomplete.
+stores (gs://), where there is no rename, a dataset is complete when its `manifest.json` exists:
+a hidden marker object (`.shardflow-publishing`) is written first, then the old manifest is
+deleted (the old dataset stops being one), the staged objects are copied over OUTPUT, objects of
+the old dataset that the new one lacks are deleted, the new manifest is written last, and the
+marker and the staging objects are deleted. A run that fails before publication leaves the
+previous dataset as it was; one killed while publishing leaves OUTPUT without a manifest but with
+the marker, which tells the next run that OUTPUT is its own to replace.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from transforms.spec import DatasetSpec
 logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
+PUBLISHING = ".shardflow-publishing"  # on object stores: a publication of ours is under way
 FORMAT_VERSION = 1
 
 
@@ -41,8 +47,12 @@ def staging_path(output: str, run_id: str) -> str:
 def check_output(output: str) -> None:
     """Refuses an OUTPUT that exists, is not empty and holds no shardflow manifest."""
     if is_remote(output):
-        existing = FileSystems.match([output.rstrip("/") + "/*"])[0].metadata_list
-        if existing and not FileSystems.exists(f"{output}/{MANIFEST}"):
+        _, _, rest = output.rstrip("/").partition("://")
+        if "/" not in rest:
+            raise OutputError(f"{output!r} is a bucket root; give a folder inside the bucket")
+        objects = set(_objects(output))
+        ours = {f"{output.rstrip('/')}/{name}" for name in (MANIFEST, PUBLISHING)}
+        if objects and not objects & ours:
             raise OutputError(f"{output!r} holds files but no {MANIFEST}; refusing to replace it")
         return
     if os.path.isfile(output):
@@ -52,6 +62,12 @@ def check_output(output: str) -> None:
             raise OutputError(
                 f"{output!r} is a non-empty folder without {MANIFEST}; refusing to replace it"
             )
+
+
+def _objects(folder: str) -> list[str]:
+    """Every object under a remote folder, at any depth, sorted."""
+    result = FileSystems.match([folder.rstrip("/") + "/**"])[0]
+    return sorted(m.path for m in result.metadata_list)
 
 
 def build_manifest(
@@ -139,23 +155,33 @@ def _publish_local(staging: str, output: str, body: bytes) -> None:
 
 
 def _publish_remote(staging: str, output: str, body: bytes) -> None:
-    old = FileSystems.match([output + "/**"])[0].metadata_list
-    if FileSystems.exists(f"{output}/{MANIFEST}"):
-        FileSystems.delete([f"{output}/{MANIFEST}"])
-    if old:
-        FileSystems.delete([m.path for m in old if not m.path.endswith("/" + MANIFEST)])
-    staged = FileSystems.match([staging + "/**"])[0].metadata_list
-    sources = [m.path for m in staged]
-    FileSystems.copy(sources, [output + p[len(staging):] for p in sources])
-    with FileSystems.create(f"{output}/{MANIFEST}", mime_type="application/json") as f:
+    check_output(output)
+    manifest, marker = f"{output}/{MANIFEST}", f"{output}/{PUBLISHING}"
+    old = _objects(output)
+    staged = _objects(staging)
+    targets = [output + path[len(staging) :] for path in staged]
+    with FileSystems.create(marker, mime_type="text/plain") as f:
+        f.write(staging.encode("utf-8"))
+    if manifest in old:
+        FileSystems.delete([manifest])
+    if staged:
+        FileSystems.copy(staged, targets)
+    stale = sorted(set(old) - set(targets) - {manifest, marker})
+    if stale:
+        FileSystems.delete(stale)
+    with FileSystems.create(manifest, mime_type="application/json") as f:
         f.write(body)
-    FileSystems.delete([staging])
+    FileSystems.delete([marker])
+    FileSystems.delete([staging + "/"])
 
 
 def discard(staging: str) -> None:
     """Removes a staging folder after a failed run (what a reader could never see anyway)."""
     try:
-        if FileSystems.exists(staging):
+        if is_remote(staging):
+            if _objects(staging):  # an object store has no folders: delete what is under it
+                FileSystems.delete([staging + "/"])
+        elif FileSystems.exists(staging):
             FileSystems.delete([staging])
     except OSError as e:  # the run already failed; leave the hidden folder and say so
         logger.warning("could not remove staging folder %s: %s", staging, e)
