@@ -42,8 +42,11 @@ def _f32(x: float) -> float:
     return struct.unpack("f", struct.pack("f", x))[0]
 
 
-def expected_examples() -> list[tuple]:
-    """The examples the penguins config must produce, computed from the sources directly."""
+def expected_examples(extra_sources: bool = True) -> list[tuple]:
+    """The examples the penguins config must produce, computed from the sources directly.
+
+    `extra_sources=False`: for a config of the measurements and observations only.
+    """
     measurements: dict[str, dict] = {}
     with open(SAMPLE / "measurements.csv", newline="") as f:
         reader = csv.reader(f)
@@ -61,10 +64,23 @@ def expected_examples() -> list[tuple]:
             except ValueError:
                 continue
             observations.setdefault(str(obj["id"]), obj)
+    nests: dict[str, dict] = {}
+    bands: dict[str, dict] = {}
+    if extra_sources:
+        import sqlite3
+
+        import pyarrow.parquet as pq
+
+        for row in pq.read_table(SAMPLE / "nests.parquet").to_pylist():
+            nests.setdefault(str(row["id"]), row)
+        with sqlite3.connect(SAMPLE / "bands.db") as db:
+            for penguin_id, color, year in db.execute("SELECT id, band_color, banded_year FROM bands"):
+                bands[str(penguin_id)] = {"band_color": color, "banded_year": year}
 
     out = []
-    for key in set(measurements) | set(observations):
+    for key in set(measurements) | set(observations) | set(nests) | set(bands):
         m, o = measurements.get(key, {}), observations.get(key, {})
+        n, b = nests.get(key, {}), bands.get(key, {})
         try:
             species, island, year = m.get("species"), m.get("island"), m.get("year")
             if species not in ("Adelie", "Chinstrap", "Gentoo"):
@@ -84,32 +100,46 @@ def expected_examples() -> list[tuple]:
             tags = o.get("tags") or []
             if not isinstance(tags, list):
                 continue
+            if n.get("clutch_size") is not None and n["clutch_size"] < 0:
+                continue
         except ValueError:
             continue
         text = lambda v: () if v is None else (v.encode(),)  # noqa: E731
-        out.append(
-            (
-                *floats,
-                (mass,),
-                (species.encode(),),
-                (island.encode(),),
-                text(m.get("sex")),
-                (year,),
-                text(o.get("observer")),
-                tuple(t.encode() for t in tags),
-                text(o.get("notes")),
-            )
+        number = lambda v: () if v is None else (v,)  # noqa: E731
+        row = (
+            *floats,
+            (mass,),
+            (species.encode(),),
+            (island.encode(),),
+            text(m.get("sex")),
+            (year,),
+            text(o.get("observer")),
+            tuple(t.encode() for t in tags),
+            text(o.get("notes")),
         )
+        if extra_sources:
+            height = n.get("nest_height_m")
+            row += (
+                text(n.get("colony")),
+                number(n.get("clutch_size")),
+                () if height is None else (_f32(height),),
+                text(b.get("band_color")),
+                number(b.get("banded_year")),
+            )
+        out.append(row)
     return sorted(out)
 
 
 FEATURES = [
     "bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "species", "island",
-    "sex", "year", "observer", "tags", "notes",
+    "sex", "year", "observer", "tags", "notes", "colony", "clutch_size", "nest_height_m",
+    "band_color", "banded_year",
 ]
 
 
-def read_examples(dataset: Path, manifest: dict) -> tuple[list[tuple], Counter]:
+def read_examples(
+    dataset: Path, manifest: dict, features: list[str] = FEATURES
+) -> tuple[list[tuple], Counter]:
     import tensorflow as tf
 
     rows, kinds = [], Counter()
@@ -117,9 +147,9 @@ def read_examples(dataset: Path, manifest: dict) -> tuple[list[tuple], Counter]:
         for f in split["files"]:
             for record in tf.data.TFRecordDataset(str(dataset / f["path"]), compression_type="GZIP"):
                 example = tf.train.Example.FromString(record.numpy())
-                assert sorted(example.features.feature) == sorted(FEATURES)
+                assert sorted(example.features.feature) == sorted(features)
                 row = []
-                for name in FEATURES:
+                for name in features:
                     feature = example.features.feature[name]
                     kind = feature.WhichOneof("kind")
                     kinds[(name, kind)] += 1
@@ -153,16 +183,19 @@ def test_manifest_ledger_files_and_rejections(dataset):
     assert manifest["sources"] == {
         "measurements": {"format": "csv", "records": 3000},
         "observations": {"format": "jsonl", "records": 2696},
+        "nests": {"format": "parquet", "records": 2111},
+        "bands": {"format": "sql", "records": 1820},
     }
-    assert manifest["duplicates"] == 5
+    assert manifest["duplicates"] == 5 + 2
     assert manifest["rejected"]["reasons"] == {
         "bill_length_mm: not a number": 1,
         "body_mass_g: below min 0": 1,
+        "clutch_size: below min 0": 2,
         "csv: expected 9 fields, got 10": 1,
         "csv: expected 9 fields, got 8": 1,
         "island: not one of the allowed values": 1,
         "json: invalid JSON": 1,
-        "species: missing required value": 2,
+        "species: missing required value": 2 + 3,
         "species: not one of the allowed values": 1,
         "tags: expected a list": 1,
         "year: missing required value": 1,

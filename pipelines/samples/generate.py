@@ -1,8 +1,9 @@
-r"""Generates the bundled demo dataset `pipelines/samples/penguins/` (deterministic, stdlib only).
+r"""Generates the bundled demo dataset `pipelines/samples/penguins/` (deterministic).
 
 Run `python pipelines/samples/generate.py [--out DIR]`; it rewrites `measurements.csv`,
-`observations.jsonl` and `penguins.yaml` byte for byte (seed 20070101), so the checked-in files
-are its output and tests may rely on the facts below. The penguins are synthetic, drawn per
+`observations.jsonl`, `nests.parquet`, `bands.db` and `penguins.yaml` byte for byte (seed
+20070101; the Parquet and SQLite bytes also depend on the pyarrow and SQLite versions), so the
+checked-in files are its output and tests may rely on the facts below. The penguins are synthetic, drawn per
 species and sex from normal distributions with the means and spreads of the real Palmer Archipelago
 penguins (Adelie, Chinstrap, Gentoo), so a model learns `species` from the measurements.
 
@@ -43,7 +44,19 @@ strings), in shuffled order, plus 2 bad lines:
   Ledger for observations: 2,696 lines read = 2,694 valid + 2 rejected.
   Of the 2,987 valid measurements, 2,686 have a valid observation and 301 have none.
 
-penguins.yaml: the dataset config of the contract (join on `id`, label `species`, 80/10/10).
+nests.parquet (written with pyarrow; columns id int64, colony string, clutch_size int64
+(5% null), nest_height_m float64): a row for about 70% of the ids, in id order, then
+  - ids 333 and 1717 have clutch_size -1: their joined record is rejected (clutch_size below min 0);
+  - a second row for ids 45 and 2600 at the end of the file (colony "Colony 99"): duplicates;
+  - rows for ids 2996, 2997 and 2998, which have no measurement: unmatched, so the joined record
+    has no species and is rejected (species missing required value).
+
+bands.db (SQLite; table `bands`: id INTEGER PRIMARY KEY, band_color TEXT (3% null),
+banded_year INTEGER): a row for about 60% of the ids 1..2995; read by the `sql` source in 2 id
+ranges.
+
+penguins.yaml: the dataset config of the contract (four sources in four formats joined on `id`,
+label `species`, 80/10/10).
 """
 
 from __future__ import annotations
@@ -102,6 +115,12 @@ TRUNCATED_OBSERVATION_ID = 2901
 BAD_TAGS_OBSERVATION_ID = 2902
 BAD_OBSERVATION_LINES = {700: TRUNCATED_OBSERVATION_ID, 1900: BAD_TAGS_OBSERVATION_ID}
 
+NEST_SHARE = 0.7
+NEGATIVE_CLUTCH_IDS = (333, 1717)  # clutch_size -1: the joined record is rejected (below min 0)
+DUPLICATED_NEST_IDS = (45, 2600)  # a second nest row later in the file: a duplicate
+UNMATCHED_NEST_IDS = (2996, 2997, 2998)  # nests of birds never measured: rejected, no species
+BAND_SHARE = 0.6
+
 OBSERVERS = ["M. Okafor", "L. Jensen", "R. Alvarez", "S. Tanaka", "J. O'Neill", "P. Novak"]
 TAGS = ["molting", "tagged", "banded", "nesting", "chick", "injured", "resighted"]
 NOTE_OPENINGS = [
@@ -136,6 +155,16 @@ sources:
   - name: observations
     format: jsonl
     path: observations.jsonl
+  - name: nests
+    format: parquet
+    path: nests.parquet
+  - name: bands
+    format: sql
+    options:
+      url: sqlite:///bands.db
+      table: bands
+      partition_column: id
+      partitions: 2
 key: id
 combine: join
 features:
@@ -150,6 +179,11 @@ features:
   observer:          {type: string, required: false}
   tags:              {type: string, shape: [null], required: false}
   notes:             {type: string, required: false}
+  colony:            {type: string, required: false}
+  clutch_size:       {type: int, required: false, min: 0}
+  nest_height_m:     {type: float, required: false, min: 0}
+  band_color:        {type: string, required: false}
+  banded_year:       {type: int, required: false}
 label: species
 splits: {train: 0.8, eval: 0.1, test: 0.1}
 output:
@@ -276,18 +310,87 @@ def observation_lines(rng: random.Random) -> list[str]:
     return lines
 
 
+def nest_rows(rng: random.Random) -> list[dict]:
+    """The rows of nests.parquet, duplicates, bad and unmatched rows included, in file order."""
+    rows = []
+    forced = set(NEGATIVE_CLUTCH_IDS) | set(DUPLICATED_NEST_IDS)
+    for penguin_id in range(1, N_IDS + 1):
+        if penguin_id not in forced and rng.random() >= NEST_SHARE:
+            continue
+        clutch = rng.choice([0, 1, 1, 2, 2, 2, 3])
+        rows.append(
+            {
+                "id": penguin_id,
+                "colony": f"Colony {rng.randrange(1, 13):02d}",
+                "clutch_size": None if rng.random() < 0.05 else clutch,
+                "nest_height_m": round(rng.uniform(0.0, 60.0), 2),
+            }
+        )
+    for row in rows:
+        if row["id"] in NEGATIVE_CLUTCH_IDS:
+            row["clutch_size"] = -1
+    by_id = {row["id"]: row for row in rows}
+    for penguin_id in DUPLICATED_NEST_IDS:
+        rows.append({**by_id[penguin_id], "colony": "Colony 99"})  # a later, second nest: dropped
+    for penguin_id in UNMATCHED_NEST_IDS:
+        rows.append({"id": penguin_id, "colony": "Colony 01", "clutch_size": 1, "nest_height_m": 1.0})
+    return rows
+
+
+def band_rows(rng: random.Random) -> list[tuple]:
+    """The rows of bands.db's `bands` table: (id, band_color, banded_year)."""
+    colors = ["red", "blue", "green", "yellow", "white"]
+    return [
+        (penguin_id, None if rng.random() < 0.03 else rng.choice(colors), rng.choice([2005, 2006, 2007]))
+        for penguin_id in range(1, N_IDS + 1)
+        if rng.random() < BAND_SHARE
+    ]
+
+
+def write_nests(path: Path, rows: list[dict]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [("id", pa.int64()), ("colony", pa.string()), ("clutch_size", pa.int64()),
+         ("nest_height_m", pa.float64())]
+    )
+    table = pa.Table.from_pylist(rows, schema=schema)
+    pq.write_table(table, path, row_group_size=1000, compression="snappy")
+
+
+def write_bands(path: Path, rows: list[tuple]) -> None:
+    import sqlite3
+
+    path.unlink(missing_ok=True)
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE bands (id INTEGER PRIMARY KEY, band_color TEXT, banded_year INTEGER)")
+        db.executemany("INSERT INTO bands VALUES (?, ?, ?)", rows)
+    db.close()
+
+
 def write(out: Path) -> dict[str, int]:
-    """Writes the three files into `out`; returns line counts for the summary."""
+    """Writes the sample files into `out`; returns record counts for the summary."""
     rng = random.Random(SEED)
     out.mkdir(parents=True, exist_ok=True)
     measurements = measurement_lines(rng)
     observations = observation_lines(rng)
+    extra = random.Random(SEED + 1)  # the later sources draw from their own stream
+    nests = nest_rows(extra)
+    bands = band_rows(extra)
+    write_nests(out / "nests.parquet", nests)
+    write_bands(out / "bands.db", bands)
     (out / "measurements.csv").write_text(
         "\n".join([",".join(HEADER), *measurements]) + "\n", encoding="utf-8"
     )
     (out / "observations.jsonl").write_text("\n".join(observations) + "\n", encoding="utf-8")
     (out / "penguins.yaml").write_text(CONFIG, encoding="utf-8")
-    return {"measurement_lines": len(measurements), "observation_lines": len(observations)}
+    return {
+        "measurement_lines": len(measurements),
+        "observation_lines": len(observations),
+        "nest_rows": len(nests),
+        "band_rows": len(bands),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
