@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import readback
 from tests.services.gcs import gcs_emulator  # noqa: F401  (the session fixture)
 
 pytestmark = pytest.mark.slow
@@ -95,19 +96,14 @@ def expected_examples() -> list[tuple]:
 
 
 def read_examples(folder: Path, manifest: dict) -> list[tuple]:
-    import tensorflow as tf
-
     rows = []
-    for split in manifest["splits"].values():
-        for f in split["files"]:
-            for record in tf.data.TFRecordDataset(str(folder / f["path"]), compression_type="GZIP"):
-                feature = tf.train.Example.FromString(record.numpy()).features.feature
-                assert sorted(feature) == ["id", "name", "score", "tags"]
-                (i,) = feature["id"].int64_list.value
-                (name,) = feature["name"].bytes_list.value
-                (score,) = feature["score"].float_list.value
-                assert feature["tags"].WhichOneof("kind") == "bytes_list"
-                rows.append((i, name, score, tuple(feature["tags"].bytes_list.value)))
+    for feature in readback.features(folder, manifest):
+        assert sorted(feature) == ["id", "name", "score", "tags"]
+        (i,) = feature["id"].int64_list.value
+        (name,) = feature["name"].bytes_list.value
+        (score,) = feature["score"].float_list.value
+        assert feature["tags"].WhichOneof("kind") == "bytes_list"
+        rows.append((i, name, score, tuple(feature["tags"].bytes_list.value)))
     return sorted(rows)
 
 

@@ -19,6 +19,7 @@ import pytest
 from PIL import Image
 
 from pipelines import etl
+from tests import readback
 
 pytestmark = pytest.mark.slow
 
@@ -130,24 +131,21 @@ def read_records(out: Path, manifest: dict) -> dict[str, dict]:
     import tensorflow as tf
 
     records = {}
-    for split in manifest["splits"].values():
-        for f in split["files"]:
-            for data in tf.data.TFRecordDataset(str(out / f["path"]), compression_type="GZIP"):
-                feature = tf.train.Example.FromString(data.numpy()).features.feature
-                assert sorted(feature) == sorted(
-                    ["image", "label", "height", "width", "channels", "filename"]
-                )
-                (image,) = feature["image"].bytes_list.value
-                values = {
-                    "image": image,
-                    "pixels": tf.io.decode_image(image, expand_animations=False).numpy(),
-                    "label": feature["label"].bytes_list.value[0].decode(),
-                    "shape": tuple(
-                        feature[name].int64_list.value[0]
-                        for name in ("height", "width", "channels")
-                    ),
-                }
-                records[feature["filename"].bytes_list.value[0].decode()] = values
+    for feature in readback.features(out, manifest):
+        assert sorted(feature) == sorted(
+            ["image", "label", "height", "width", "channels", "filename"]
+        )
+        (image,) = feature["image"].bytes_list.value
+        values = {
+            "image": image,
+            "pixels": tf.io.decode_image(image, expand_animations=False).numpy(),
+            "label": feature["label"].bytes_list.value[0].decode(),
+            "shape": tuple(
+                feature[name].int64_list.value[0]
+                for name in ("height", "width", "channels")
+            ),
+        }
+        records[feature["filename"].bytes_list.value[0].decode()] = values
     return records
 
 

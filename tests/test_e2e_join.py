@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from pipelines.etl import run
+from tests import readback
 
 pytestmark = pytest.mark.slow
 
@@ -71,18 +72,10 @@ def joined(tmp_path_factory):
 
 
 def _read(out, manifest) -> dict[int, dict]:
-    import tensorflow as tf
-
     rows = {}
-    for split in manifest["splits"].values():
-        for f in split["files"]:
-            for record in tf.data.TFRecordDataset(str(out / f["path"]), compression_type="GZIP"):
-                feature = tf.train.Example.FromString(record.numpy()).features.feature
-                values = {
-                    name: list(getattr(feature[name], feature[name].WhichOneof("kind")).value)
-                    for name in feature
-                }
-                rows[values.pop("id")[0]] = values
+    for feature in readback.features(out, manifest):
+        values = {name: list(readback.values(feature[name])[1]) for name in feature}
+        rows[values.pop("id")[0]] = values
     return rows
 
 

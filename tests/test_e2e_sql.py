@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from pipelines.etl import run
+from tests import readback
 from tests.services.postgres import postgres_server  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
@@ -43,23 +44,8 @@ def _write_config(folder: Path, sources: list[dict], features: dict) -> str:
 
 def _read_dataset(out: Path, features: list[str]) -> tuple[dict, list[tuple], list[dict]]:
     """(manifest, each example as a tuple of value tuples in `features` order, rejected records)."""
-    import tensorflow as tf
-
-    manifest = json.loads((out / "manifest.json").read_text())
-    rows = []
-    for split in manifest["splits"].values():
-        for f in split["files"]:
-            for record in tf.data.TFRecordDataset(str(out / f["path"]), compression_type="GZIP"):
-                example = tf.train.Example.FromString(record.numpy())
-                assert sorted(example.features.feature) == sorted(features)
-                row = []
-                for name in features:
-                    feature = example.features.feature[name]
-                    row.append(tuple(getattr(feature, feature.WhichOneof("kind")).value))
-                rows.append(tuple(row))
-    rejected_path = out / "rejected" / "rejected-00000-of-00001.jsonl"
-    rejected = [json.loads(line) for line in rejected_path.open()]
-    return manifest, sorted(rows), rejected
+    manifest = readback.manifest(out)
+    return manifest, readback.rows(out, manifest, features), readback.rejected(out)
 
 
 def _check_ledger(manifest: dict) -> None:

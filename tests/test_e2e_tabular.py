@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import etl
+from tests import readback
 
 pytestmark = pytest.mark.slow
 N = 300
@@ -74,22 +75,7 @@ def expected(rows: list[dict]) -> tuple[list[tuple], Counter]:
 
 def read_back(out: Path, features=FEATURES) -> list[tuple]:
     """Every example of the dataset, read with TensorFlow, as tuples of value tuples."""
-    import tensorflow as tf
-
-    manifest = json.loads((out / "manifest.json").read_text())
-    rows = []
-    for split in manifest["splits"].values():
-        for f in split["files"]:
-            for record in tf.data.TFRecordDataset(str(out / f["path"]), compression_type="GZIP"):
-                example = tf.train.Example.FromString(record.numpy())
-                assert sorted(example.features.feature) == sorted(features)
-                row = []
-                for name in features:
-                    feature = example.features.feature[name]
-                    assert feature.WhichOneof("kind") == KINDS[name]
-                    row.append(tuple(getattr(feature, KINDS[name]).value))
-                rows.append(tuple(row))
-    return sorted(rows)
+    return readback.rows(out, readback.manifest(out), list(features), KINDS)
 
 
 def config(folder: Path, fmt: str, path: str, options: dict | None = None,

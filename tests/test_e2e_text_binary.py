@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from pipelines import etl
+from tests import readback
 
 pytestmark = pytest.mark.slow
 
@@ -49,24 +50,14 @@ def _run(folder: Path, sources: list[dict], features: dict) -> tuple[Path, dict]
 
 def _examples(out: Path, manifest: dict) -> list[tuple]:
     """Every example of every split as a sorted tuple of (feature, kind, values)."""
-    import tensorflow as tf
-
-    rows = []
-    for split in manifest["splits"].values():
-        for f in split["files"]:
-            for record in tf.data.TFRecordDataset(str(out / f["path"]), compression_type="GZIP"):
-                example = tf.train.Example.FromString(record.numpy())
-                row = []
-                for name, feature in sorted(example.features.feature.items()):
-                    kind = feature.WhichOneof("kind")
-                    row.append((name, kind, tuple(getattr(feature, kind).value)))
-                rows.append(tuple(row))
-    return sorted(rows)
+    return sorted(
+        tuple((name, *readback.values(feature)) for name, feature in sorted(features.items()))
+        for features in readback.features(out, manifest)
+    )
 
 
 def _rejected(out: Path) -> list[dict]:
-    with open(out / "rejected" / "rejected-00000-of-00001.jsonl", encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+    return readback.rejected(out)
 
 
 # --- text -----------------------------------------------------------------------------------------

@@ -10,9 +10,9 @@ import uuid
 import fastavro
 import pytest
 
+from tests.transforms import parsed
 from transforms import avro
 from transforms.csv import FileError
-from transforms.records import RawChunk
 from transforms.spec import OptionError, SourceSpec
 
 POINT = {"type": "record", "name": "Point", "fields": [
@@ -51,22 +51,11 @@ def _file(records, schema=SCHEMA, **write_options) -> bytes:
 
 def _parse(data: bytes, chunk_rows=100):
     source = SourceSpec("src", "avro", "f.avro", avro.options({}))
-    chunks, rejected = [], []
-    for item in avro.parse_avro(io.BytesIO(data), "f.avro", source, chunk_rows):
-        if isinstance(item, RawChunk):
-            assert item.raw_text is None
-            chunks.append(item)
-        else:
-            rejected.append(item)
-    return chunks, rejected
+    return parsed.split(avro.parse_avro(io.BytesIO(data), "f.avro", source, chunk_rows))
 
 
 def _rows(chunks) -> list[tuple[int, dict]]:
-    return [
-        (c.lines[i], {name: c.values(name)[i] for name in c.columns})
-        for c in chunks
-        for i in range(len(c))
-    ]
+    return parsed.rows(chunks)
 
 
 def test_records_become_fields_with_nested_values_flattened():

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.transforms import parsed
 from transforms import parquet
 from transforms.csv import FileError
-from transforms.records import RawChunk
 from transforms.spec import OptionError, SourceSpec
 
 
@@ -23,22 +23,12 @@ def _file(table: pa.Table, **write_options) -> bytes:
 
 def _parse(data: bytes, chunk_rows=100, stream=None, **options):
     source = SourceSpec("src", "parquet", "f.parquet", parquet.options(options))
-    chunks, rejected = [], []
-    for item in parquet.parse_parquet(stream or io.BytesIO(data), "f.parquet", source, chunk_rows):
-        if isinstance(item, RawChunk):
-            assert not item.text and item.raw_text is None
-            chunks.append(item)
-        else:
-            rejected.append(item)
-    return chunks, rejected
+    stream = stream or io.BytesIO(data)
+    return parsed.split(parquet.parse_parquet(stream, "f.parquet", source, chunk_rows))
 
 
 def _rows(chunks) -> list[tuple[int, dict]]:
-    return [
-        (c.lines[i], {name: c.values(name)[i] for name in c.columns})
-        for c in chunks
-        for i in range(len(c))
-    ]
+    return parsed.rows(chunks)
 
 
 def test_columns_become_fields_with_python_values_and_row_numbers():

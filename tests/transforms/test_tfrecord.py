@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.transforms import parsed
 from transforms import tfrecord
 from transforms.encode import encode_columns
-from transforms.records import RawChunk
 from transforms.spec import OptionError, SourceSpec
 from transforms.write import frame_records
 
@@ -37,22 +37,11 @@ def _examples(**columns) -> list[bytes]:
 
 def _parse(data: bytes, path="f.tfrecord", chunk_rows=100, compression="auto"):
     source = SourceSpec("src", "tfrecord", path, tfrecord.options({"compression": compression}))
-    chunks, rejected = [], []
-    for item in tfrecord.parse_tfrecord(io.BytesIO(data), path, source, chunk_rows):
-        if isinstance(item, RawChunk):
-            assert item.raw_text is None
-            chunks.append(item)
-        else:
-            rejected.append(item)
-    return chunks, rejected
+    return parsed.split(tfrecord.parse_tfrecord(io.BytesIO(data), path, source, chunk_rows))
 
 
 def _rows(chunks) -> list[tuple[int, dict]]:
-    return [
-        (c.lines[i], {n: c.values(n)[i] for n in c.columns if c.values(n)[i] is not None})
-        for c in chunks
-        for i in range(len(c))
-    ]
+    return parsed.rows(chunks, skip_missing=True)
 
 
 THREE = _examples(
