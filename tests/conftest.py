@@ -1,4 +1,8 @@
-"""Shared test configuration: the `slow` marker (end-to-end tests; CI runs them too)."""
+"""Shared test configuration: the `slow` marker (end-to-end tests; CI runs them too), and the
+session fixtures of the services some tests need (started on first use, once per session)."""
+
+from tests.services.gcs import gcs_emulator  # noqa: F401  (fixture)
+from tests.services.postgres import postgres_server  # noqa: F401  (fixture)
 
 
 def pytest_configure(config):

@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 
 from tests import readback
-from tests.services.gcs import gcs_emulator  # noqa: F401  (the session fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +148,7 @@ def without_created(manifest_bytes: bytes) -> dict:
 
 
 @pytest.fixture(scope="module")
-def client(gcs_emulator):  # noqa: F811
+def client(gcs_emulator):
     client = gcs_emulator.client()
     bucket = client.bucket(BUCKET)
     bucket.blob("in/people.csv.gz").upload_from_string(csv_bytes())

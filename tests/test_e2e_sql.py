@@ -18,7 +18,6 @@ import yaml
 
 from pipelines.etl import run
 from tests import readback
-from tests.services.postgres import postgres_server  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
 

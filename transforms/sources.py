@@ -23,16 +23,22 @@ class _ParseFileFn(beam.DoFn):
         self._parse = formats.parser(source.format)
 
     def process(self, metadata):
-        read = 0
         with open_file(metadata.path) as stream, gc_paused():
-            for item in self._parse(stream, metadata.path, self._source):
-                if isinstance(item, RawChunk):
-                    read += len(item)
-                    yield item
-                else:
-                    read += 1
-                    yield beam.pvalue.TaggedOutput(REJECTED, item)
-        yield beam.pvalue.TaggedOutput(COUNTS, (read_counter(self._source.name), read))
+            yield from tagged(self._parse(stream, metadata.path, self._source), self._source.name)
+
+
+def tagged(items, source_name: str):
+    """A reader's chunks as the main output, its rejected records tagged REJECTED, and then the
+    number of records read (chunk records + rejected) tagged COUNTS."""
+    read = 0
+    for item in items:
+        if isinstance(item, RawChunk):
+            read += len(item)
+            yield item
+        else:
+            read += 1
+            yield beam.pvalue.TaggedOutput(REJECTED, item)
+    yield beam.pvalue.TaggedOutput(COUNTS, (read_counter(source_name), read))
 
 
 class ReadSource(beam.PTransform):

@@ -43,6 +43,7 @@ from urllib.parse import quote, unquote, urlsplit
 import apache_beam as beam
 
 from transforms.formats import OptionsReader
+from transforms.sources import tagged
 from transforms.records import (
     CHUNK_ROWS,
     COUNTS,
@@ -50,7 +51,6 @@ from transforms.records import (
     RawChunk,
     gc_paused,
     location,
-    read_counter,
     rejection,
 )
 from transforms.spec import OptionError, SourceSpec
@@ -611,16 +611,9 @@ class _ReadPartitionFn(beam.DoFn):
         self._db = Database(self._source)
 
     def process(self, partition: Partition):
-        read = 0
         with gc_paused():
-            for item in read_partition(self._db, self._source, partition):
-                if isinstance(item, RawChunk):
-                    read += len(item)
-                    yield item
-                else:
-                    read += 1
-                    yield beam.pvalue.TaggedOutput(REJECTED, item)
-        yield beam.pvalue.TaggedOutput(COUNTS, (read_counter(self._source.name), read))
+            items = read_partition(self._db, self._source, partition)
+            yield from tagged(items, self._source.name)
 
     def teardown(self):
         if self._db is not None:

@@ -2,7 +2,6 @@
 
 import pytest
 
-from tests.services.gcs import gcs_emulator  # noqa: F401  (the session fixture)
 from transforms.files import (
     file_pattern,
     is_input,
@@ -91,7 +90,7 @@ def test_match_files_of_globs_with_double_star(tree):
     assert match_files(tree + "/*/*") == [f"{tree}/cat/1.png", f"{tree}/cat/2.jpg"]
 
 
-def test_gcs_paths_match_like_local_ones(gcs_emulator):  # noqa: F811
+def test_gcs_paths_match_like_local_ones(gcs_emulator):
     bucket = gcs_emulator.client().bucket(BUCKET)
     for name in TREE + ["cat/"]:  # "cat/": a folder-marker object, as consoles create them
         bucket.blob(f"files/photos/{name}").upload_from_string(name.encode())

@@ -14,7 +14,6 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
-from tests.services.gcs import gcs_emulator  # noqa: F401  (the session fixture)
 from transforms import images
 from transforms.images import TOO_LARGE, UNDECODABLE, options, parse_images
 from transforms.records import RawChunk, record_json
@@ -368,7 +367,7 @@ def test_read_source_reads_a_folder_tree_and_skips_hidden_and_other_files(tmp_pa
     _read(str(tmp_path / "photos"))
 
 
-def test_read_source_reads_a_gcs_folder_tree(gcs_emulator):  # noqa: F811
+def test_read_source_reads_a_gcs_folder_tree(gcs_emulator):
     bucket = gcs_emulator.client().bucket("shardflow-test")
     for name, data in {**TREE, "cat/": b""}.items():
         bucket.blob(f"images/photos/{name}").upload_from_string(data)

@@ -11,7 +11,6 @@ import json
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from tests.services.gcs import gcs_emulator  # noqa: F401  (the session fixture)
 from transforms.publish import (
     MANIFEST,
     PUBLISHING,
@@ -36,7 +35,7 @@ def stage(staging: str, files: dict[str, bytes]) -> None:
 
 
 @pytest.fixture
-def bucket(gcs_emulator, request):  # noqa: F811
+def bucket(gcs_emulator, request):
     """A fresh folder of the emulator's bucket for one test: (gs:// URI, object lister)."""
     client = gcs_emulator.client()
     prefix = f"publish/{request.node.name}"

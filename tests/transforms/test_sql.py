@@ -17,7 +17,6 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.config import ConfigError, parse_config
-from tests.services.postgres import postgres_server  # noqa: F401 (a fixture)
 from transforms import sql
 from transforms.records import RawChunk
 from transforms.spec import OptionError, SourceSpec
