@@ -10,8 +10,7 @@ server.
 
 `gcs_emulator` is a session fixture: it starts one emulator, creates the buckets in `BUCKETS`, and
 sets the environment of the test process (and so of every subprocess it starts) while it lives.
-Use it from a test module with `from tests.services.gcs import gcs_emulator  # noqa: F401`, or
-from a conftest with `pytest_plugins = ["tests.services.gcs"]`.
+`tests/conftest.py` makes it available to every test.
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@ a random password (scram-sha-256 authentication), and stops the server (`pg_ctl 
 the folder at the end of the session. PostgreSQL refuses to run as root: as root, the cluster
 belongs to the `postgres` system user and its programs run through `runuser -u postgres --`.
 
-Use it from a test module with `from tests.services.postgres import postgres_server  # noqa: F401`
-or from a conftest with `pytest_plugins = ["tests.services.postgres"]`. Several modules importing
-it share one server: the server is started once per process and stopped once.
+`tests/conftest.py` makes it available to every test; the server is started once per process
+(on first use) and stopped once.
 """
 
 from __future__ import annotations
