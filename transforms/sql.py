@@ -43,7 +43,6 @@ from urllib.parse import quote, unquote, urlsplit
 import apache_beam as beam
 
 from transforms.formats import OptionsReader
-from transforms.sources import tagged
 from transforms.records import (
     CHUNK_ROWS,
     COUNTS,
@@ -53,6 +52,7 @@ from transforms.records import (
     location,
     rejection,
 )
+from transforms.sources import tagged
 from transforms.spec import OptionError, SourceSpec
 
 logger = logging.getLogger(__name__)
