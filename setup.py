@@ -18,7 +18,7 @@ COMMON = [
     "google-crc32c",
 ]
 ETL = [BEAM, TFT, TFX_BSL, TENSORFLOW, "pillow", "xxhash>=3.0", "pg8000>=1.31", "fastavro>=1.9"]
-TRAINER = [TENSORFLOW, "tf-keras==2.21.0", "tensorboard==2.21.0"]
+TRAINER = [TENSORFLOW, TFT, "tf-keras==2.21.0", "tensorboard==2.21.0"]
 TEST = ["pytest", "pytest-timeout", "gcp-storage-emulator"]
 
 setup(

@@ -6,10 +6,18 @@ label, densifies them with `trainer.features.dense_inputs` and calls the model, 
 layers do the preprocessing: training and serving share one code path and cannot drift apart.
 Classification returns `probabilities` [batch, classes] and `classes` [batch] (the predicted
 value of the label's `values`); regression returns `predictions` [batch].
+
+With a tf.Transform output, `examples` are parsed with the transform's raw feature spec (minus
+the label) and go through its `transform_features_layer()` before the model. The layer is an
+attribute of the exported module, so the transform graph and its assets (vocabulary files) are
+saved inside the export, which no longer needs the dataset's transform/ folder. A second
+signature, `transform_features`, takes the same `examples` and returns the dense model inputs
+the transform yields: what the model sees, for checking training/serving skew.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -25,8 +33,11 @@ from trainer.features import (
 )
 from trainer.manifest import FeatureSpec, Manifest
 from trainer.model import model_features
+from trainer.transform import Transform
 
 SIGNATURE = "serving_default"
+TRANSFORM_SIGNATURE = "transform_features"
+_EXAMPLES = tf.TensorSpec([None], tf.string, name="examples")
 
 
 @dataclass(frozen=True)
@@ -36,29 +47,48 @@ class _Serving:
     features: dict[str, FeatureSpec]
     classes: tuple[str | int, ...] | None
     classes_dtype: tf.DType
+    transform: Transform | None
 
 
 class ServingModule(tf.Module):
-    """Wraps the model with the raw-Example parsing of the serving signature."""
+    """Wraps the model with the raw-Example parsing (and transform) of the serving signature."""
 
-    def __init__(self, model: tf_keras.Model, manifest: Manifest):
+    def __init__(
+        self, model: tf_keras.Model, manifest: Manifest, transform: Transform | None = None
+    ):
         super().__init__(name="shardflow_serving")
         self.model = model
-        used, _ = model_features(manifest.features, manifest.label)
         label = manifest.features[manifest.label]
+        if transform is None:
+            used, _ = model_features(manifest.features, manifest.label)
+            spec = parse_spec(manifest, include_label=False, only=[f.name for f in used])
+        else:
+            # Tracked as an attribute: saving copies the transform graph and its assets.
+            self.transform_layer = transform.layer
+            used, _ = model_features(transform.features, manifest.label)
+            spec = transform.serving_spec()
+            self.transform_features = tf.function(self._model_inputs, input_signature=[_EXAMPLES])
         self._serving = _Serving(
-            spec=parse_spec(manifest, include_label=False, only=[f.name for f in used]),
+            spec=spec,
             features={f.name: f for f in used},
             classes=label.values if label_task(label) == CLASSIFICATION else None,
             classes_dtype=dtype_of(label),
+            transform=transform,
         )
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def _model_inputs(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The dense model inputs of a batch of serialized raw tf.train.Example."""
+        serving = self._serving
+        parsed = tf.io.parse_example(examples, serving.spec)
+        if serving.transform is None:
+            return dense_inputs(parsed, serving.features)
+        return serving.transform.model_inputs(self.transform_layer(parsed))
+
+    @tf.function(input_signature=[_EXAMPLES])
     def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         """Predictions for a batch of serialized raw tf.train.Example."""
         serving = self._serving
-        parsed = tf.io.parse_example(examples, serving.spec)
-        outputs = self.model(dense_inputs(parsed, serving.features), training=False)
+        outputs = self.model(self._model_inputs(examples), training=False)
         if serving.classes is None:
             return {"predictions": outputs}
         classes = tf.constant(list(serving.classes), dtype=serving.classes_dtype)
@@ -67,13 +97,23 @@ class ServingModule(tf.Module):
             "classes": tf.gather(classes, tf.argmax(outputs, axis=-1)),
         }
 
+    def signatures(self) -> Mapping[str, tf.types.experimental.ConcreteFunction]:
+        """The signatures to export: serving_default, and transform_features with a transform."""
+        signatures = {SIGNATURE: self.serve.get_concrete_function()}
+        if self._serving.transform is not None:
+            signatures[TRANSFORM_SIGNATURE] = self.transform_features.get_concrete_function()
+        return signatures
 
-def export_model(model: tf_keras.Model, manifest: Manifest, export_dir: str) -> str:
+
+def export_model(
+    model: tf_keras.Model,
+    manifest: Manifest,
+    export_dir: str,
+    transform: Transform | None = None,
+) -> str:
     """Writes the SavedModel to `export_dir`, replacing an earlier export; returns the path."""
     if tf.io.gfile.exists(export_dir):
         tf.io.gfile.rmtree(export_dir)
-    module = ServingModule(model, manifest)
-    tf.saved_model.save(
-        module, export_dir, signatures={SIGNATURE: module.serve.get_concrete_function()}
-    )
+    module = ServingModule(model, manifest, transform)
+    tf.saved_model.save(module, export_dir, signatures=module.signatures())
     return export_dir

@@ -6,7 +6,9 @@ The manifest is the only place features are declared: this module turns each dec
 default hold an empty list when missing, and variable-length ([null]) features hold any number of
 values: both parse as RaggedFeature and are densified here, missing values filled with 0 or "".
 A missing numeric value also yields a 0/1 presence input, `NAME__present`, so the model can tell
-a filled-in 0 from a real one.
+a filled-in 0 from a real one. Sparse tensors (tf.Transform's variable-length outputs) are
+densified the same way; a missing category id of a transform output is filled with -1, an id
+outside its buckets.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def dtype_of(feature: FeatureSpec) -> tf.DType:
 
 def fill_value(feature: FeatureSpec) -> int | float | str:
     """What stands in for a missing value of an optional feature without default."""
+    if feature.buckets is not None:
+        return -1
     return "" if dtype_of(feature) == tf.string else 0
 
 
@@ -47,9 +51,13 @@ def presence_key(name: str) -> str:
 
 
 def has_presence(feature: FeatureSpec) -> bool:
-    """True for numeric fixed-shape features that may be missing (they get a presence input)."""
+    """True for numeric fixed-shape features that may be missing (they get a presence input).
+
+    Category ids (`buckets`) need none: a missing id is an id outside the buckets.
+    """
     return (
         feature.type in ("int", "float")
+        and feature.buckets is None
         and not feature.variable_length
         and not feature.always_full
     )
@@ -79,16 +87,20 @@ def parse_spec(
 
 
 def dense_inputs(
-    parsed: Mapping[str, tf.Tensor | tf.RaggedTensor], features: Mapping[str, FeatureSpec]
+    parsed: Mapping[str, tf.Tensor | tf.RaggedTensor | tf.SparseTensor],
+    features: Mapping[str, FeatureSpec],
 ) -> dict[str, tf.Tensor]:
     """Turns a batch parsed with `parse_spec` into dense tensors keyed by input name.
 
     Fixed shapes become [batch, *shape] (a scalar is [batch]); variable-length features become
-    [batch, longest list in the batch], padded with 0 or "". See `has_presence`.
+    [batch, longest list in the batch], padded with 0 or "" (-1 for category ids). Sparse
+    [batch, n] values are read as ragged ones. See `has_presence`.
     """
     out: dict[str, tf.Tensor] = {}
     for name, value in parsed.items():
         feature = features[name]
+        if isinstance(value, tf.SparseTensor):
+            value = tf.RaggedTensor.from_sparse(value)
         if not isinstance(value, tf.RaggedTensor):
             out[name] = value
             continue

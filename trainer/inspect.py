@@ -3,7 +3,9 @@
 Prints a summary of the manifest (name, label, features, splits with records and files,
 rejected records, duplicates), then the first N examples of a split in file order, decoded with
 the manifest's parse spec, one JSON object per line. A missing value of an optional feature is
-null; image and bytes values are shown by size, not content.
+null; image and bytes values are shown by size, not content. Shards that hold tf.Transform
+outputs (manifest `transform.materialize: transformed`) are shown feature by feature as lists
+of the values each example holds.
 """
 
 from __future__ import annotations
@@ -56,8 +58,10 @@ def summary(manifest: Manifest) -> list[str]:
     """Human-readable lines describing the manifest."""
     lines = [
         f"dataset: {manifest.name} at {manifest.root}",
-        f"created: {manifest.created}  format: {manifest.format_version}  "
-        f"compression: {manifest.compression}",
+        (
+            f"created: {manifest.created}  format: {manifest.format_version}  "
+            f"compression: {manifest.compression}"
+        ),
         f"label: {manifest.label}",
         "features:",
     ]
@@ -76,13 +80,20 @@ def summary(manifest: Manifest) -> list[str]:
     for reason, count in sorted((manifest.rejected_reasons or {}).items()):
         lines.append(f"  {reason}: {count}")
     lines.append(f"duplicates: {manifest.duplicates}")
+    if manifest.transform is not None:
+        lines.append(
+            f"transform: {manifest.transform.path} "
+            f"(shards hold {manifest.transform.materialize} examples)"
+        )
     return lines
 
 
 def take_examples(manifest: Manifest, files: list[str], n: int) -> list[dict]:
     """The first `n` examples of `files` (file order), as JSON-friendly dicts."""
-    spec = parse_spec(manifest)
     records = tf.data.TFRecordDataset(files, compression_type=manifest.compression_type)
+    if manifest.transform is not None and manifest.transform.materialize == "transformed":
+        return [_as_lists(r.numpy()) for r in records.take(n)]
+    spec = parse_spec(manifest)
     ds = records.take(n).batch(n).map(lambda s: tf.io.parse_example(s, spec))
     batch = next(iter(ds), None)
     if batch is None:
@@ -93,6 +104,28 @@ def take_examples(manifest: Manifest, files: list[str], n: int) -> list[dict]:
         {name: _decode(manifest.features[name], columns[name][i]) for name in manifest.features}
         for i in range(count)
     ]
+
+
+def _as_lists(serialized: bytes) -> dict:
+    """A serialized tf.train.Example as {feature: [values]}, in feature name order."""
+    example = tf.train.Example.FromString(serialized)
+    out = {}
+    for name, feature in sorted(example.features.feature.items()):
+        kind = feature.WhichOneof("kind")
+        values = list(getattr(feature, kind).value) if kind else []
+        if kind == "bytes_list":
+            values = [_text_or_size(v) for v in values]
+        elif kind == "float_list":
+            values = [float(str(np.float32(v))) for v in values]
+        out[name] = values
+    return out
+
+
+def _text_or_size(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<{len(value)} bytes>"
 
 
 def _rows(value: tf.Tensor | tf.RaggedTensor) -> list:

@@ -1,8 +1,10 @@
 """Loads and validates a dataset's manifest.json, the contract between the ETL and the trainer.
 
 The manifest declares every feature (type, shape, whether it is always present, vocabulary),
-the label, the compression and the shard files of each split with their record counts. It is
-read once into frozen dataclasses; every error names the field that is wrong. All file access
+the label, the compression, the shard files of each split with their record counts and, when
+the dataset was preprocessed with tf.Transform, where the transform output is and whether the
+shards hold raw or transformed examples. It is read once into frozen dataclasses; every error
+names the field that is wrong. All file access
 goes through tf.io.gfile, so DATASET may be a local folder or a gs:// prefix.
 """
 
@@ -23,6 +25,8 @@ FORMAT_VERSION = 1
 FEATURE_TYPES = ("int", "float", "string", "bytes", "image")
 # manifest "compression" -> TFRecordDataset compression_type
 COMPRESSION_TYPES = {"gzip": "GZIP", "zlib": "ZLIB", "none": ""}
+# manifest "transform.materialize": what the split shards hold
+MATERIALIZE = ("raw", "transformed")
 
 
 class ManifestError(ValueError):
@@ -31,7 +35,11 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True)
 class FeatureSpec:
-    """One feature as declared in the manifest."""
+    """One feature as declared in the manifest, or a tf.Transform output fed to the model.
+
+    `buckets` is set only on transform outputs: an int feature whose values are ids in
+    [0, buckets) (a vocabulary with its OOV buckets, a bucketization), learned as a category.
+    """
 
     name: str
     type: str
@@ -41,6 +49,7 @@ class FeatureSpec:
     values: tuple[str | int, ...] | None = None
     min: float | None = None
     max: float | None = None
+    buckets: int | None = None
 
     @property
     def variable_length(self) -> bool:
@@ -80,6 +89,19 @@ class Split:
 
 
 @dataclass(frozen=True)
+class TransformSpec:
+    """The dataset's tf.Transform output: `path` is absolute (local path or URI).
+
+    `materialize` says what the split shards hold: `raw` examples (the trainer applies the
+    transform while reading) or `transformed` ones (written by the ETL with the transform
+    applied). Either way the exported model serves raw examples.
+    """
+
+    path: str
+    materialize: str = "raw"
+
+
+@dataclass(frozen=True)
 class Manifest:
     """A validated manifest.json; `root` is the absolute dataset location."""
 
@@ -95,7 +117,7 @@ class Manifest:
     rejected_records: int = 0
     rejected_reasons: Mapping[str, int] | None = None
     duplicates: int = 0
-    transform: Any = None
+    transform: TransformSpec | None = None
     format_version: int = FORMAT_VERSION
 
     @property
@@ -207,7 +229,7 @@ def parse_manifest(raw: Any, root: str, where: str = MANIFEST_NAME) -> Manifest:
         rejected_records=_count(rejected.get("records", 0), where, "rejected.records"),
         rejected_reasons=dict(rejected.get("reasons") or {}),
         duplicates=_count(raw.get("duplicates", 0), where, "duplicates"),
-        transform=raw.get("transform"),
+        transform=_parse_transform(raw.get("transform"), root, where),
         format_version=version,
     )
 
@@ -238,6 +260,37 @@ def _count(value: Any, where: str, field: str) -> int:
         f"{value!r} is not a non-negative integer",
     )
     return value
+
+
+def _relative_path(path: Any) -> bool:
+    return (
+        isinstance(path, str)
+        and bool(path)
+        and not path.startswith("/")
+        and "://" not in path
+        and ".." not in path.split("/")
+    )
+
+
+def _parse_transform(raw: Any, root: str, where: str) -> TransformSpec | None:
+    if raw is None:
+        return None
+    _check(isinstance(raw, dict), where, "transform", "must be an object or null")
+    path = raw.get("path")
+    _check(
+        _relative_path(path),
+        where,
+        "transform.path",
+        f"{path!r} is not a path relative to the dataset",
+    )
+    materialize = raw.get("materialize", "raw")
+    _check(
+        materialize in MATERIALIZE,
+        where,
+        "transform.materialize",
+        f"{materialize!r} is not one of {', '.join(MATERIALIZE)}",
+    )
+    return TransformSpec(path=join(root, path.rstrip("/")), materialize=materialize)
 
 
 def _parse_feature(name: str, raw: Any, where: str) -> FeatureSpec:
@@ -319,11 +372,7 @@ def _parse_split(name: str, raw: Any, root: str, where: str) -> Split:
         _check(isinstance(f, dict), where, ffield, "must be an object")
         path = f.get("path")
         _check(
-            isinstance(path, str)
-            and bool(path)
-            and not path.startswith("/")
-            and "://" not in path
-            and ".." not in path.split("/"),
+            _relative_path(path),
             where,
             f"{ffield}.path",
             f"{path!r} is not a path relative to the dataset",

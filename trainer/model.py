@@ -5,8 +5,11 @@ name) so the same preprocessing runs in training and in the exported serving sig
 a tf_keras (Keras 2) model, not Keras 3, because tf.Transform's `transform_features_layer()` is a
 tf_keras layer. Numeric features are normalized with moments computed from training batches
 (`compute_moments`, passed to `build_model`); strings and ints with `values` go through a lookup,
-other strings through hashing; string lists are embedded and averaged. Image and bytes features
-and numeric lists are not model inputs.
+other strings through hashing; string lists are embedded and averaged. Category ids of a
+tf.Transform output (`FeatureSpec.buckets`, e.g. a vocabulary with its OOV buckets) are one-hot
+encoded or embedded with exactly `buckets` slots, lists of them averaged; an id outside the
+buckets (-1: missing) encodes as zeros. Image and bytes features and numeric lists are not model
+inputs.
 """
 
 from __future__ import annotations
@@ -59,9 +62,10 @@ def model_features(
     for feature in features.values():
         if feature.name == label:
             continue
-        if feature.type in ("image", "bytes"):
-            skipped.append(feature)
-        elif feature.variable_length and feature.type != "string":
+        numeric_list = (
+            feature.variable_length and feature.type != "string" and feature.buckets is None
+        )
+        if feature.type in ("image", "bytes") or numeric_list:
             skipped.append(feature)
         else:
             used.append(feature)
@@ -73,6 +77,7 @@ def is_numeric(feature: FeatureSpec) -> bool:
     return (
         feature.type in ("int", "float")
         and feature.values is None
+        and feature.buckets is None
         and not feature.variable_length
     )
 
@@ -184,6 +189,48 @@ class MaskedMean(tf_keras.layers.Layer):
         return total / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
 
 
+class IdEmbedding(tf_keras.layers.Embedding):
+    """An Embedding of category ids in [0, input_dim); any other id (-1: missing) embeds as zeros.
+
+    [batch, n] ids give [batch, n, dim], or with `mean=True` the mean [batch, dim] over the valid
+    ids (zeros when there is none).
+    """
+
+    def __init__(self, input_dim: int, output_dim: int, mean: bool = False, **kwargs):
+        super().__init__(input_dim, output_dim, **kwargs)
+        self.mean = mean
+
+    def call(self, inputs):
+        ids = tf.cast(inputs, tf.int64)
+        valid = tf.logical_and(ids >= 0, ids < self.input_dim)
+        embedded = super().call(tf.where(valid, ids, tf.zeros_like(ids)))
+        mask = tf.expand_dims(tf.cast(valid, embedded.dtype), -1)
+        if not self.mean:
+            return embedded * mask
+        return tf.reduce_sum(embedded * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+
+    def compute_output_shape(self, input_shape):
+        shape = super().compute_output_shape(input_shape)
+        return tf.TensorShape([shape[0], shape[-1]]) if self.mean else shape
+
+    def get_config(self):
+        return {**super().get_config(), "mean": self.mean}
+
+
+class OneHotIds(tf_keras.layers.Layer):
+    """One-hot [batch, depth] of [batch, 1] category ids; an id outside [0, depth) gives zeros."""
+
+    def __init__(self, depth: int, **kwargs):
+        super().__init__(**kwargs)
+        self.depth = depth
+
+    def call(self, inputs):
+        return tf.one_hot(tf.cast(inputs[:, 0], tf.int64), self.depth, dtype=tf.float32)
+
+    def get_config(self):
+        return {**super().get_config(), "depth": self.depth}
+
+
 def _encode(
     feature: FeatureSpec,
     x: tf.Tensor,
@@ -197,6 +244,15 @@ def _encode(
 
     def name(suffix: str) -> str:
         return names.unique(f"{base}_{suffix}")
+
+    if feature.buckets is not None:  # category ids of a transform output
+        if feature.variable_length:
+            return IdEmbedding(feature.buckets, cfg.embedding_dim, mean=True, name=name("embed"))(x)
+        ids = layers.Reshape((feature.size,), name=name("2d"))(x)
+        if feature.size == 1 and feature.buckets <= cfg.one_hot_max:
+            return OneHotIds(feature.buckets, name=name("one_hot"))(ids)
+        embedded = IdEmbedding(feature.buckets, cfg.embedding_dim, name=name("embed"))(ids)
+        return layers.Flatten(name=name("flat"))(embedded)
 
     if feature.variable_length:  # a string list: ids with 0 for padding, embedded, averaged
         if feature.values is not None:

@@ -3,7 +3,8 @@
 Loads `MODEL_DIR/export` as any serving system would (`tf.saved_model.load`, signature
 `serving_default`), feeds it the split's raw serialized tf.train.Example records (which still
 hold the label, ignored by the signature) and prints one JSON object per example: the true label
-when the dataset has one and what the model answered.
+when the dataset has one and what the model answered. A dataset whose shards hold transformed
+examples (manifest `transform.materialize: transformed`) has no raw examples to serve.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         files = manifest.split_files(args.split)
     except ManifestError as e:
         print(f"shardflow predict: {e}", file=sys.stderr)
+        return 2
+    if manifest.transform is not None and manifest.transform.materialize == "transformed":
+        print(
+            f"shardflow predict: {args.data}: the shards hold transformed examples; "
+            "the model serves raw ones",
+            file=sys.stderr,
+        )
         return 2
     if not tf.io.gfile.exists(f"{args.model_dir.rstrip('/')}/export"):
         print(f"shardflow predict: no export/ in {args.model_dir!r}", file=sys.stderr)

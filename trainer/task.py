@@ -4,8 +4,9 @@ Trains the manifest's label on the `train` split with model.fit on a tf.distribu
 validates on `eval` when the dataset has one, checkpoints every epoch so that a killed run (or a
 rerun with more --epochs) resumes, writes MODEL_DIR/metrics.json and exports the serving
 SavedModel to MODEL_DIR/export. With --profile-input it only measures the input pipeline and
-the model step apart and prints the result as a JSON line. Exit status: 0 success, 2 for a bad
-command line or dataset, 1 for a failed run.
+the model step apart and prints the result as a JSON line. A dataset with a tf.Transform output
+is read and served through that transform (trainer.transform). Exit status: 0 success, 2 for a
+bad command line or dataset, 1 for a failed run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -27,6 +29,7 @@ from trainer.export import export_model
 from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
 from trainer.input import DEFAULT_SHUFFLE_BUFFER, make_dataset
 from trainer.manifest import (
+    FeatureSpec,
     Manifest,
     ManifestError,
     join,
@@ -36,6 +39,7 @@ from trainer.manifest import (
 )
 from trainer.model import ModelConfig, Moments, build_model, compute_moments, model_features
 from trainer.strategy import STRATEGIES, StrategyError, get_strategy
+from trainer.transform import Transform, load_transform
 
 # Named, not __name__: under `python -m trainer.task` __name__ is "__main__".
 logger = logging.getLogger("trainer.task")
@@ -171,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(profile_input(cfg, manifest)), flush=True)
         else:
             train(cfg, manifest)
-    except UsageError as e:
+    except (UsageError, ManifestError) as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 2
     except (StrategyError, tf.errors.OpError) as e:
@@ -186,6 +190,7 @@ def check_dataset(manifest: Manifest) -> None:
     if manifest.label is None:
         raise ManifestError(f"{manifest.root}: the manifest has no label to train on")
     label_task(manifest.features[manifest.label])
+    load_transform(manifest)
     if not manifest.has_split("train"):
         raise ManifestError(f"{manifest.root}: split 'train' has no files or no records")
     for split in ("train", "eval"):
@@ -199,18 +204,39 @@ def check_dataset(manifest: Manifest) -> None:
 
 
 @dataclass(frozen=True)
-class _Inputs:
-    """How to read the dataset for the model: spec, preprocessing and label encoding."""
+class Inputs:
+    """How to read the dataset for the model: spec, preprocessing and label encoding.
+
+    `features` are the model's features: the manifest's, or the transform's outputs.
+    """
 
     manifest: Manifest
     spec: dict
     label: str
+    features: Mapping[str, FeatureSpec]
+    preprocess: Callable[[dict], dict]
+    transform: Transform | None = None
 
     @classmethod
-    def of(cls, manifest: Manifest) -> _Inputs:
+    def of(cls, manifest: Manifest) -> Inputs:
+        transform = load_transform(manifest)
+        if transform is not None:
+            return cls(
+                manifest=manifest,
+                spec=transform.read_spec(),
+                label=manifest.label,
+                features=transform.features,
+                preprocess=transform.preprocess,
+                transform=transform,
+            )
         used, _ = model_features(manifest.features, manifest.label)
-        spec = parse_spec(manifest, only=[f.name for f in used])
-        return cls(manifest=manifest, spec=spec, label=manifest.label)
+        return cls(
+            manifest=manifest,
+            spec=parse_spec(manifest, only=[f.name for f in used]),
+            label=manifest.label,
+            features=manifest.features,
+            preprocess=functools.partial(dense_inputs, features=manifest.features),
+        )
 
     def dataset(
         self, split: str, batch_size: int, *, encode_label: bool = True, **options
@@ -222,7 +248,7 @@ class _Inputs:
             batch_size,
             split=split,
             label=self.label,
-            preprocess=functools.partial(dense_inputs, features=self.manifest.features),
+            preprocess=self.preprocess,
             label_fn=label_encoder(self.manifest.features[self.label]) if encode_label else None,
             **options,
         )
@@ -232,7 +258,7 @@ class _Inputs:
         sample = self.dataset(
             "train", batch_size, encode_label=False, shuffle=False, deterministic=True
         )
-        used, _ = model_features(self.manifest.features, self.label)
+        used, _ = model_features(self.features, self.label)
         return compute_moments(sample, used, MOMENT_BATCHES)
 
 
@@ -273,7 +299,7 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
         raise UsageError(
             f"--batch-size: {cfg.batch_size} is not a multiple of the {replicas} replicas"
         )
-    inputs = _Inputs.of(manifest)
+    inputs = Inputs.of(manifest)
     label_feature = manifest.features[manifest.label]
     task = label_task(label_feature)
     train_records = manifest.split_records("train")
@@ -286,7 +312,7 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
 
     moments = inputs.moments(MOMENT_BATCH_SIZE)
     with strategy.scope():
-        model = build_model(manifest.features, manifest.label, cfg.model, moments)
+        model = build_model(inputs.features, manifest.label, cfg.model, moments)
 
     def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         return _train_dataset(inputs, cfg, ctx.get_per_replica_batch_size(cfg.batch_size), ctx)
@@ -366,7 +392,7 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
         "replicas": replicas,
         "dataset": manifest.root,
     }
-    export_dir = export_model(model, manifest, join(out_dir, "export"))
+    export_dir = export_model(model, manifest, join(out_dir, "export"), inputs.transform)
     if chief:
         with tf.io.gfile.GFile(join(out_dir, "metrics.json"), "w") as f:
             f.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
@@ -383,7 +409,7 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
 def profile_input(cfg: TrainConfig, manifest: Manifest) -> dict:
     """Measures the input pipeline alone and the model step alone, in examples per second."""
     tf_keras.utils.set_random_seed(cfg.seed)
-    inputs = _Inputs.of(manifest)
+    inputs = Inputs.of(manifest)
     ds = _train_dataset(inputs, cfg, cfg.batch_size)
     iterator = iter(ds)
 
@@ -399,7 +425,7 @@ def profile_input(cfg: TrainConfig, manifest: Manifest) -> dict:
     input_seconds = time.perf_counter() - started
 
     moments = inputs.moments(MOMENT_BATCH_SIZE)
-    model = build_model(manifest.features, manifest.label, cfg.model, moments)
+    model = build_model(inputs.features, manifest.label, cfg.model, moments)
     one_batch = tf.data.Dataset.from_tensors(next(iterator)).repeat()
     model.fit(one_batch, epochs=1, steps_per_epoch=PROFILE_WARMUP_BATCHES, verbose=0)
     throughput = _Throughput()
@@ -420,7 +446,7 @@ def profile_input(cfg: TrainConfig, manifest: Manifest) -> dict:
 
 
 def _train_dataset(
-    inputs: "_Inputs",
+    inputs: Inputs,
     cfg: TrainConfig,
     batch_size: int,
     input_context: tf.distribute.InputContext | None = None,

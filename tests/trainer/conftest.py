@@ -1,13 +1,21 @@
-"""Fixtures of the trainer tests: the dataset of trainer_testdata and one training run."""
+"""Fixtures of the trainer tests: the dataset of trainer_testdata, one training run, and the
+same dataset with a tf.Transform output (shards raw, and a copy with transformed shards)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.trainer.trainer_testdata import Dataset, make_rows, run_python, write_dataset
+from tests.trainer.trainer_testdata import (
+    Dataset,
+    add_transform,
+    make_rows,
+    run_python,
+    write_dataset,
+)
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +37,19 @@ def trained(dataset, tmp_path_factory) -> tuple[Path, subprocess.CompletedProces
         "--deterministic",
     )  # fmt: skip
     return model_dir, proc
+
+
+@pytest.fixture(scope="session")
+def tft_datasets(tmp_path_factory) -> tuple[Dataset, Dataset]:
+    """(raw, materialized): the 300 rows with DATASET/transform/ analyzed on train by tft_beam.
+
+    `raw` holds raw shards (`materialize: raw`); `materialized` the same splits as transformed
+    examples, one shard each (`materialize: transformed`). Never modify them: copy first.
+    """
+    base = tmp_path_factory.mktemp("penguins_tft")
+    raw = add_transform(write_dataset(base / "raw", make_rows(300)), base / "transformed")
+    manifest = json.loads((base / "transformed" / "manifest.json").read_text())
+    return raw, Dataset(root=base / "transformed", manifest=manifest, rows=raw.rows)
 
 
 def pytest_configure(config):

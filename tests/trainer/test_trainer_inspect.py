@@ -2,6 +2,9 @@
 
 import json
 
+import tensorflow as tf
+
+from tests.trainer.trainer_testdata import make_rows, to_example, write_dataset
 from trainer.inspect import main
 
 
@@ -72,3 +75,34 @@ def test_inspect_unknown_split_exits_2(dataset, capsys):
         f"shardflow inspect: {dataset.root}: "
         "no split 'test' in the manifest (splits: eval, train)\n"
     )
+
+
+def test_inspect_shows_transformed_shards_as_value_lists(tmp_path, capsys):
+    transformed = {
+        "flipper_mm": {"type": "float", "shape": []},
+        "island": {"type": "int", "shape": []},
+        "tags": {"type": "int", "shape": [None]},
+        "photo": {"type": "image", "shape": []},
+        "species": {"type": "string", "shape": []},
+    }
+    rows = [
+        {"flipper_mm": 0.25, "island": 2, "tags": [1, 0], "photo": b"\x89PNG", "species": "Adelie"},
+        {"flipper_mm": -1.5, "island": 0, "tags": [], "photo": None, "species": "Gentoo"},
+    ]
+    written = write_dataset(tmp_path, make_rows(10), splits={"train": 1})
+    shard = tmp_path / written.manifest["splits"]["train"]["files"][0]["path"]
+    with tf.io.TFRecordWriter(str(shard), options="GZIP") as writer:
+        for row in rows:
+            writer.write(to_example(row, transformed).SerializeToString())
+    manifest = dict(written.manifest, transform={"path": "tft", "materialize": "transformed"})
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+
+    assert main([str(tmp_path), "--take", "2"]) == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-4] == f"transform: {tmp_path}/tft (shards hold transformed examples)"
+    assert [json.loads(line) for line in lines[-2:]] == [
+        {"flipper_mm": [0.25], "island": [2], "photo": ["<4 bytes>"], "species": ["Adelie"],
+         "tags": [1, 0]},
+        {"flipper_mm": [-1.5], "island": [0], "photo": [], "species": ["Gentoo"], "tags": []},
+    ]  # fmt: skip

@@ -7,6 +7,7 @@ import pytest
 from trainer.manifest import (
     FeatureSpec,
     ManifestError,
+    TransformSpec,
     load_manifest,
     missing_files,
     parse_manifest,
@@ -109,6 +110,16 @@ def _with(raw: dict, path: list, value) -> dict:
             "splits.train.files[0].path: '/abs/train-00000-of-00002.tfrecord.gz' is not a path",
         ),
         (["splits", "eval", "records"], -1, "splits.eval.records: -1 is not a non-negative"),
+        (["transform"], "transform", "transform: must be an object or null"),
+        (["transform"], {"materialize": "raw"}, "transform.path: None is not a path relative"),
+        (["transform"], {"path": "/abs/transform"}, "transform.path: '/abs/transform' is not"),
+        (["transform"], {"path": "gs://b/t"}, "transform.path: 'gs://b/t' is not a path"),
+        (["transform"], {"path": "../t"}, "transform.path: '../t' is not a path relative"),
+        (
+            ["transform"],
+            {"path": "transform", "materialize": "both"},
+            "transform.materialize: 'both' is not one of raw, transformed",
+        ),
     ],
 )
 def test_invalid_manifest_error_names_the_field(dataset, path, value, message):
@@ -123,3 +134,31 @@ def test_missing_files_lists_only_the_absent_shards(dataset):
     elsewhere = str(dataset.root / "nowhere/x.tfrecord.gz")
     assert missing_files([present, absent, elsewhere]) == [absent, elsewhere]
 
+
+@pytest.mark.parametrize("value", [None, "absent"])
+def test_dataset_without_transform_has_none(dataset, value):
+    raw = copy.deepcopy(dataset.manifest)
+    if value == "absent":
+        del raw["transform"]
+    assert parse_manifest(raw, "/data").transform is None
+
+
+@pytest.mark.parametrize(
+    ("root", "entry", "expected"),
+    [
+        (
+            "/data",
+            {"path": "transform", "materialize": "raw", "features": {"x": "z_score"}},
+            TransformSpec(path="/data/transform", materialize="raw"),
+        ),
+        (
+            "gs://bucket/penguins",
+            {"path": "transform/", "materialize": "transformed"},
+            TransformSpec(path="gs://bucket/penguins/transform", materialize="transformed"),
+        ),
+        ("/data", {"path": "tft/out"}, TransformSpec(path="/data/tft/out", materialize="raw")),
+    ],
+)
+def test_transform_path_is_anchored_at_the_dataset_root(dataset, root, entry, expected):
+    raw = _with(dataset.manifest, ["transform"], entry)
+    assert parse_manifest(raw, root).transform == expected

@@ -97,7 +97,9 @@ def test_regression_model_trains_exports_and_serves_raw_examples(tmp_path):
     assert sorted(history.history) == ["loss", "mae"]
 
     export_model(model, m, str(tmp_path / "export"))
-    serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"]
+    loaded = tf.saved_model.load(str(tmp_path / "export"))
+    assert list(loaded.signatures) == ["serving_default"]  # no transform, no transform signature
+    serve = loaded.signatures["serving_default"]
     rows = make_rows(4, seed=11)
     without_label = {k: v for k, v in FEATURES.items() if k != "flipper_mm"}
     examples = [to_example(r, without_label).SerializeToString() for r in rows]

@@ -215,12 +215,16 @@ def test_training_on_two_replicas_splits_the_global_batch(dataset, tmp_path):
     assert (tmp_path / "export" / "saved_model.pb").is_file()
 
 
-def test_trainer_never_imports_apache_beam():
+def test_trainer_never_imports_apache_beam_nor_tf_transform_unless_a_dataset_has_one():
     modules = (
         "trainer.task, trainer.input, trainer.model, trainer.export, trainer.inspect, "
-        "trainer.manifest, trainer.features, trainer.strategy"
+        "trainer.manifest, trainer.features, trainer.strategy, trainer.transform, "
+        "trainer.predict"
     )
     proc = run_python(
-        "-c", f"import {modules}, sys; assert 'apache_beam' not in sys.modules", timeout=120
+        "-c",
+        f"import {modules}, sys; assert 'apache_beam' not in sys.modules; "
+        "assert 'tensorflow_transform' not in sys.modules",
+        timeout=120,
     )
     assert proc.returncode == 0, _fail(proc)

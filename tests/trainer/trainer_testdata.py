@@ -11,8 +11,10 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,3 +175,129 @@ def run_python(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
         timeout=timeout,
         check=False,
     )
+
+
+# --- tf.Transform fixtures -------------------------------------------------------------------
+# A dataset with a transform holds OUTPUT/transform/ as the ETL writes it with tft_beam:
+# transform_fn/, transformed_metadata/ and metadata/ (the raw metadata). The analysis runs in a
+# child process (`python -m tests.trainer.trainer_testdata`) so the test process never imports
+# Apache Beam and an exit-time crash of a Beam/TF process cannot take the test run with it.
+
+ISLAND_VOCABULARY = "island"
+TAGS_VOCABULARY = "tags"
+
+
+def raw_feature_spec(features: dict = FEATURES) -> dict:
+    """The transform's raw input spec, as the ETL derives it from the manifest's features.
+
+    Required and defaulted features are FixedLenFeature; optional features without a default
+    and variable-length features are VarLenFeature. Every feature is in it, the label too.
+    """
+    dtypes = {"int": tf.int64, "float": tf.float32}
+    spec = {}
+    for name, f in features.items():
+        dtype = dtypes.get(f["type"], tf.string)
+        full = f["shape"] != [None] and (f.get("required", True) or "default" in f)
+        spec[name] = (
+            tf.io.FixedLenFeature(f["shape"], dtype) if full else tf.io.VarLenFeature(dtype)
+        )
+    return spec
+
+
+def preprocessing_fn(inputs: dict) -> dict:
+    """z-score of flipper_mm, vocabularies (1 OOV bucket) of island and tags, the rest as is."""
+    import tensorflow_transform as tft
+
+    outputs = dict(inputs)
+    outputs["flipper_mm"] = tft.scale_to_z_score(inputs["flipper_mm"])
+    outputs["island"] = tft.compute_and_apply_vocabulary(
+        inputs["island"], num_oov_buckets=1, vocab_filename=ISLAND_VOCABULARY
+    )
+    outputs["tags"] = tft.compute_and_apply_vocabulary(
+        inputs["tags"], num_oov_buckets=1, vocab_filename=TAGS_VOCABULARY
+    )
+    return outputs
+
+
+def analyze(root: str, materialized: str | None = None) -> None:
+    """Analyzes ROOT's train split and writes ROOT/transform/ (run in a child process).
+
+    With `materialized`, also writes there a copy of the dataset whose shards hold the
+    transformed examples of every split (manifest `materialize: transformed`).
+    """
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
+    from tfx_bsl.public import tfxio
+
+    base = Path(root)
+    manifest = json.loads((base / "manifest.json").read_text())
+    schema = schema_utils.schema_from_feature_spec(raw_feature_spec(manifest["features"]))
+    out = base / "transform"
+
+    def source(split: str) -> tfxio.TFExampleRecord:
+        files = [str(base / f["path"]) for f in manifest["splits"][split]["files"]]
+        return tfxio.TFExampleRecord(file_pattern=files, schema=schema)
+
+    temp_dir = tempfile.mkdtemp(prefix="tft-")
+    with beam.Pipeline(runner=FnApiRunner()) as p, tft_beam.Context(temp_dir=temp_dir):
+        train = source("train")
+        raw = p | "ReadTrain" >> train.BeamSource()
+        transform_fn = (raw, train.TensorAdapterConfig()) | tft_beam.AnalyzeDataset(
+            preprocessing_fn
+        )
+        _ = transform_fn | tft_beam.WriteTransformFn(str(out))
+        for split in manifest["splits"] if materialized else []:
+            read = source(split)
+            data = p | f"Read{split}" >> read.BeamSource()
+            transformed = ((data, read.TensorAdapterConfig()), transform_fn) | (
+                f"Transform{split}" >> tft_beam.TransformDataset(output_record_batches=True)
+            )
+            encoded = transformed | f"Encode{split}" >> tft_beam.EncodeTransformedDataset()
+            path = Path(materialized) / _materialized_shard(split)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _ = encoded | f"Write{split}" >> beam.io.WriteToTFRecord(
+                str(path), shard_name_template="", compression_type="gzip"
+            )
+    shutil.rmtree(temp_dir)
+    metadata_io.write_metadata(dataset_metadata.DatasetMetadata(schema), str(out / "metadata"))
+    if materialized:
+        _copy_materialized(base, Path(materialized), manifest)
+
+
+def _materialized_shard(split: str) -> str:
+    return f"{split}/{split}-00000-of-00001.tfrecord.gz"
+
+
+def _copy_materialized(base: Path, target: Path, manifest: dict) -> None:
+    """Completes the transformed copy: its transform/ and its manifest (one shard per split)."""
+    shutil.copytree(base / "transform", target / "transform")
+    for split, entry in manifest["splits"].items():
+        rel = _materialized_shard(split)
+        data = (target / rel).read_bytes()
+        entry["files"] = [
+            {
+                "path": rel,
+                "records": entry["records"],
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        ]
+    manifest["transform"] = {"path": "transform", "materialize": "transformed"}
+    (target / "manifest.json").write_text(json.dumps(manifest, indent=2))
+
+
+def add_transform(dataset: Dataset, materialized: Path | None = None) -> Dataset:
+    """Writes DATASET/transform/ in a child process and declares it in the manifest."""
+    args = [str(dataset.root)] + ([str(materialized)] if materialized else [])
+    proc = run_python("-m", "tests.trainer.trainer_testdata", *args, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tf.Transform analysis failed (rc={proc.returncode}):\n{proc.stderr}")
+    manifest = dict(dataset.manifest, transform={"path": "transform", "materialize": "raw"})
+    (dataset.root / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return Dataset(root=dataset.root, manifest=manifest, rows=dataset.rows)
+
+
+if __name__ == "__main__":
+    analyze(*sys.argv[1:])
