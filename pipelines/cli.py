@@ -37,10 +37,12 @@ def main(argv: list[str] | None = None) -> None:
     # TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is not for users.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     module, func, _ = COMMANDS[name]
-    code = getattr(importlib.import_module(module), func)(rest)
+    command = importlib.import_module(module)
+    code = getattr(command, func)(rest)
     sys.stdout.flush()
     sys.stderr.flush()
-    sys.exit(code)
+    # A command module may end the process its own way (`pipelines.etl.exit_process`).
+    getattr(command, "exit_process", sys.exit)(code)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ data can move together.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import math
@@ -20,14 +21,20 @@ import yaml
 from transforms import formats, schema
 from transforms.files import is_remote
 from transforms.spec import (
+    AFTER_LOG1P,
     COMPRESSIONS,
     FEATURE_TYPES,
+    MATERIALIZE,
     SOURCE_FORMATS,
+    TRAIN_SPLIT,
+    TRANSFORM_OPS,
     DatasetSpec,
     FeatureSpec,
-    OutputSpec,
     OptionError,
+    OutputSpec,
     SourceSpec,
+    TransformOp,
+    TransformSpec,
 )
 
 NAME_RE = re.compile(r"^[a-z0-9_-]+$")
@@ -49,6 +56,18 @@ _TOP_KEYS = {
 _SOURCE_KEYS = {"name", "format", "path", "options"}
 _FEATURE_KEYS = {"type", "shape", "required", "default", "values", "min", "max", "source"}
 _OUTPUT_KEYS = {"path", "compression", "compression_level", "shard_size_mb"}
+_TRANSFORM_KEYS = {"features", "module", "materialize"}
+# Parameters of the declarative transform ops: name -> (default, or _REQUIRED, and minimum).
+_REQUIRED = object()
+_OP_PARAMS: dict[str, dict[str, tuple[Any, int]]] = {
+    "bucketize": {"num_buckets": (_REQUIRED, 2)},
+    "vocabulary": {
+        "top_k": (None, 1),
+        "num_oov_buckets": (1, 1),  # unknown values need an id: a model cannot embed -1
+        "frequency_threshold": (None, 1),
+    },
+    "hash": {"buckets": (_REQUIRED, 1)},
+}
 
 
 class ConfigError(ValueError):
@@ -109,7 +128,7 @@ def parse_config(raw: Any, base_dir: str, output: str | None = None) -> DatasetS
     out = _parse_output(raw.get("output"), base_dir, output)
     transform = raw.get("transform")
     if transform is not None:
-        _mapping(transform, "transform")
+        transform = _parse_transform(transform, features, label, splits, base_dir)
     return DatasetSpec(
         name=name,
         sources=sources,
@@ -304,6 +323,164 @@ def _parse_output(raw: Any, base_dir: str, override: str | None) -> OutputSpec:
         compression_level=level,
         shard_size_mb=float(size),
     )
+
+
+def _parse_transform(
+    raw: Any,
+    features: tuple[FeatureSpec, ...],
+    label: str | None,
+    splits: tuple[tuple[str, float], ...],
+    base_dir: str,
+) -> TransformSpec:
+    _mapping(raw, "transform")
+    _no_unknown(raw, _TRANSFORM_KEYS, "transform.")
+    if TRAIN_SPLIT not in dict(splits):
+        raise ConfigError(
+            "transform", f"tf.Transform analyzes the split named {TRAIN_SPLIT!r}; `splits` has none"
+        )
+    materialize = raw.get("materialize", "raw")
+    if materialize not in MATERIALIZE:
+        raise ConfigError(
+            "transform.materialize", f"unknown value {materialize!r} ({', '.join(MATERIALIZE)})"
+        )
+    ops, module = raw.get("features"), raw.get("module")
+    if (ops is None) == (module is None):
+        raise ConfigError("transform", "give either `features` (ops per feature) or `module`")
+    if module is not None:
+        return TransformSpec(module=_check_module(module, base_dir), materialize=materialize)
+    if not isinstance(ops, dict) or not ops:
+        raise ConfigError("transform.features", "must map one or more features to their ops")
+    by_name = {f.name: f for f in features}
+    parsed = {}
+    for name, fops in ops.items():
+        where = f"transform.features.{name}"
+        if name not in by_name:
+            raise ConfigError(where, f"{name!r} is not one of the features")
+        if name == label:
+            raise ConfigError(where, "the label passes through untransformed; it takes no op")
+        parsed[name] = _parse_feature_ops(fops, by_name[name], where)
+    return TransformSpec(features=parsed, materialize=materialize)
+
+
+def _parse_feature_ops(raw: Any, feature: FeatureSpec, where: str) -> tuple[TransformOp, ...]:
+    """`op`, `{op: params}` or a list of those, checked against the feature and each other."""
+    items = raw if isinstance(raw, list) else [raw]
+    if not items:
+        raise ConfigError(where, "needs at least one op")
+    ops: list[TransformOp] = []
+    for item in items:
+        if isinstance(item, str):
+            name, params = item, None
+        elif isinstance(item, dict) and len(item) == 1:
+            ((name, params),) = item.items()
+        else:
+            raise ConfigError(where, f"{item!r} must be an op name or a mapping {{op: params}}")
+        if name not in TRANSFORM_OPS:
+            raise ConfigError(where, f"unknown op {name!r} ({', '.join(TRANSFORM_OPS)})")
+        stage, types = TRANSFORM_OPS[name]
+        if feature.type not in types:
+            raise ConfigError(
+                f"{where}.{name}", f"applies to {', '.join(types)} features, not {feature.type}"
+            )
+        if ops and TRANSFORM_OPS[ops[-1].name][0] >= stage:
+            raise ConfigError(where, f"{name!r} cannot follow {ops[-1].name!r} ({_OP_ORDER})")
+        if ops and ops[-1].name == "log1p" and name not in AFTER_LOG1P:
+            raise ConfigError(where, f"'log1p' can only precede {', '.join(AFTER_LOG1P)}")
+        ops.append(TransformOp(name, _op_params(name, params, feature, f"{where}.{name}")))
+    return tuple(ops)
+
+
+_OP_ORDER = "order: fill_missing, then log1p, then one of the other ops"
+
+
+def _op_params(name: str, raw: Any, feature: FeatureSpec, where: str) -> dict[str, Any]:
+    if name == "fill_missing":
+        return {"value": _fill_value(raw, feature, where)}
+    if name == "decode_resize":
+        if not feature.is_scalar:
+            raise ConfigError(where, "applies to scalar image features (shape [])")
+        ok = isinstance(raw, list) and len(raw) == 2
+        if not ok or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in raw):
+            raise ConfigError(where, f"{raw!r} must be [height, width] in pixels")
+        return {"size": tuple(raw)}
+    allowed = _OP_PARAMS.get(name, {})
+    raw = {} if raw is None else raw
+    if not allowed and raw != {}:
+        raise ConfigError(where, f"takes no parameters, got {raw!r}")
+    _mapping(raw, where)
+    _no_unknown(raw, set(allowed), where + ".")
+    params = {}
+    for key, (default, low) in allowed.items():
+        value = raw.get(key, default)
+        if value is _REQUIRED:
+            raise ConfigError(f"{where}.{key}", "is required")
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < low
+        ):
+            raise ConfigError(f"{where}.{key}", f"{value!r} must be an integer >= {low}")
+        params[key] = value
+    return params
+
+
+def _fill_value(raw: Any, feature: FeatureSpec, where: str) -> Any:
+    """The value that replaces a missing one, typed like the feature."""
+    if feature.shape == (None,):
+        raise ConfigError(where, "a variable-length feature has no missing value to fill")
+    if feature.required or feature.default is not None:
+        why = "required" if feature.required else "it has a default"
+        raise ConfigError(where, f"{feature.name!r} is never missing ({why})")
+    if raw is None or isinstance(raw, (list, dict)):
+        raise ConfigError(where, f"needs one {feature.type} value, e.g. `fill_missing: 0`")
+    try:
+        value = schema.coerce_scalar(dataclasses.replace(feature, shape=()), raw)
+    except schema.RecordError as e:
+        raise ConfigError(where, e.reason.split(": ", 1)[-1]) from None
+    return value
+
+
+def _check_module(path: Any, base_dir: str) -> str:
+    """The resolved path of a local Python file that defines `preprocessing_fn`.
+
+    Checked by parsing, without running it: importing a module may import TensorFlow.
+    """
+    where = "transform.module"
+    if not isinstance(path, str) or not path:
+        raise ConfigError(where, "must be the path of a Python file")
+    if is_remote(path):
+        raise ConfigError(where, f"{path!r}: the module must be a local file")
+    path = _resolve(path, base_dir)
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        raise ConfigError(where, f"cannot read {path!r}: {e.strerror}") from None
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError) as e:
+        line = f" (line {e.lineno})" if getattr(e, "lineno", None) else ""
+        raise ConfigError(where, f"{path!r} is not valid Python{line}") from None
+    if "preprocessing_fn" not in _top_level_names(tree.body):
+        raise ConfigError(where, f"{path!r} defines no preprocessing_fn")
+    return path
+
+
+def _top_level_names(body: list[ast.stmt]) -> set[str]:
+    """Names a module binds at its top level (also inside top-level if/try blocks)."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.If):
+            names |= _top_level_names(node.body) | _top_level_names(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]):
+                names |= _top_level_names(block)
+    return names
 
 
 def _resolve(path: str, base_dir: str) -> str:

@@ -8,8 +8,10 @@ Exit status: 0 done, 2 bad command line or config, 1 the job failed.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import logging
+import os
 import sys
 import time
 import uuid
@@ -56,11 +58,18 @@ def build_etl(p: beam.Pipeline, dataset: DatasetSpec, staging: str) -> beam.PCol
     else:
         encoded, invalid = records | "ValidateRecords" >> PrepareRecords(dataset)
     rejected.append(invalid)
+    transform = None
+    if dataset.transform is not None:
+        # Imported here: tf.Transform brings TensorFlow (seconds and hundreds of MB), which
+        # datasets without a transform never need.
+        from transforms.tft import TransformFeatures
+
+        encoded, transform = encoded | "TransformFeatures" >> TransformFeatures(dataset, staging)
     shards, shard_count = encoded | "WriteShards" >> WriteShards(dataset, staging)
     all_rejected = rejected | "MergeRejected" >> beam.Flatten()
     totals = counts | "MergeCounts" >> beam.Flatten() | "SumCounts" >> beam.CombinePerKey(sum)
     return p | "Publish" >> PublishDataset(
-        dataset, staging, shards, shard_count, all_rejected, totals
+        dataset, staging, shards, shard_count, all_rejected, totals, transform
     )
 
 
@@ -150,12 +159,36 @@ def _report(dataset: DatasetSpec, seconds: float) -> None:
     print(f"  {'duplicates':<10} {manifest['duplicates']:>9} records")
     if "joined" in manifest:
         print(f"  {'joined':<10} {manifest['joined']:>9} records merged into another source's")
+    transform = manifest.get("transform")
+    if transform is not None:
+        print(
+            f"  transform: {transform['path']}/ analyzed on {transform['analyzed_records']} "
+            f"{transform['analyzed_split']} records; the shards hold "
+            f"{transform['materialize']} examples"
+        )
     print(f"  dataset: {dataset.output.path}")
+
+
+def exit_process(code: int) -> None:
+    """Ends the process with `code`, also when TensorFlow was loaded by a tf.Transform.
+
+    After a tf.Transform analysis the interpreter may crash while it tears down TensorFlow's
+    objects (exit status 139 after a successful run). With TensorFlow loaded, the exit
+    handlers run (logging, temporary files) and the process ends without that teardown.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if "tensorflow" not in sys.modules:
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    sys.exit(run(sys.argv[1:]))
+    exit_process(run(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -76,8 +76,13 @@ def build_manifest(
     rejected_file: dict[str, Any],
     reasons: Counter,
     counts: dict[str, int],
+    transform: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest: counts, files with sizes and checksums, the schema. Checks the ledger."""
+    """The manifest: counts, files with sizes and checksums, the schema. Checks the ledger.
+
+    `transform` is the `transform` section (tf.Transform output), or None without one; its
+    analyzed records must be exactly the train split's.
+    """
     splits: dict[str, Any] = {}
     duplicates = counts.get("duplicates", 0)
     for name in dataset.split_names:
@@ -103,6 +108,13 @@ def build_manifest(
             f"(written {written}, rejected {rejected_file['records']}, duplicates {duplicates}, "
             f"joined {joined})"
         )
+    if transform is not None:
+        train = splits[transform["analyzed_split"]]["records"]
+        if transform["analyzed_records"] != train:
+            raise RuntimeError(
+                f"tf.Transform analyzed {transform['analyzed_records']} records, but the "
+                f"{transform['analyzed_split']} split holds {train}"
+            )
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": dataset.name,
@@ -122,7 +134,7 @@ def build_manifest(
             "files": [{k: rejected_file[k] for k in ("path", "records", "bytes", "sha256")}],
         },
         "duplicates": duplicates,
-        "transform": None,
+        "transform": transform,
     }
     if dataset.combine == "join":
         manifest["joined"] = joined

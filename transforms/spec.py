@@ -26,6 +26,24 @@ SOURCE_FORMATS = (
 )
 COMPRESSIONS = {"gzip": ".gz", "zlib": ".zz", "none": ""}
 
+# tf.Transform ops of the declarative `transform.features`: name -> (stage, feature types).
+# A feature's ops run in stage order, at most one op per stage: fill_missing (0), then log1p
+# (1), then one op that makes the model input (2).
+NUMERIC = ("int", "float")
+TRANSFORM_OPS = {
+    "fill_missing": (0, ("int", "float", "string", "bytes")),
+    "log1p": (1, NUMERIC),
+    "z_score": (2, NUMERIC),
+    "scale_to_0_1": (2, NUMERIC),
+    "bucketize": (2, NUMERIC),
+    "vocabulary": (2, ("int", "string", "bytes")),
+    "hash": (2, ("int", "string", "bytes")),
+    "decode_resize": (2, ("image",)),
+}
+AFTER_LOG1P = ("z_score", "scale_to_0_1", "bucketize")  # the stage-2 ops log1p may precede
+MATERIALIZE = ("raw", "transformed")
+TRAIN_SPLIT = "train"  # tf.Transform analyzes this split only
+
 
 class OptionError(ValueError):
     """A bad per-format source option: `field` is the option's name (or dotted path in it)."""
@@ -101,6 +119,29 @@ class OutputSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class TransformOp:
+    """One preprocessing op of a feature, with its parameters complete (defaults filled in)."""
+
+    name: str
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformSpec:
+    """The `transform:` section: declarative ops per feature, or a user module.
+
+    `features` maps a feature name to its ops in the order they run; features without ops pass
+    through unchanged. `module` is the path of a Python file defining `preprocessing_fn`
+    (then `features` is empty). `materialize` says what the shards hold: `raw` examples (the
+    transform is applied by the trainer) or `transformed` ones.
+    """
+
+    features: dict[str, tuple[TransformOp, ...]] = dataclasses.field(default_factory=dict)
+    module: str | None = None
+    materialize: str = "raw"
+
+
+@dataclasses.dataclass(frozen=True)
 class DatasetSpec:
     """The whole validated config."""
 
@@ -112,7 +153,7 @@ class DatasetSpec:
     key: str | None = None
     combine: str = "union"
     label: str | None = None
-    transform: dict[str, Any] | None = None
+    transform: TransformSpec | None = None
     config_sha256: str = ""
 
     @property

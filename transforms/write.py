@@ -363,7 +363,7 @@ class _PublishFn(beam.DoFn):
         self._dataset = dataset
         self._staging = staging
 
-    def process(self, _, shards, shard_count, rejected, counts):
+    def process(self, _, shards, shard_count, rejected, counts, transform=None):
         out = self._dataset.output
         shards = list(shards)
         written = {s["path"] for s in shards}
@@ -376,31 +376,43 @@ class _PublishFn(beam.DoFn):
         rejected = list(rejected)
         rejected_file = write_rejected(self._staging, rejected)
         reasons = Counter(r["reason"] for r in rejected)
-        manifest = build_manifest(self._dataset, shards, rejected_file, reasons, dict(counts))
+        manifest = build_manifest(
+            self._dataset, shards, rejected_file, reasons, dict(counts), transform
+        )
         publish(self._staging, out.path, manifest)
         yield manifest
 
 
 class PublishDataset(beam.PTransform):
-    """Completes the staged dataset (empty shards, rejected file, manifest) and publishes it."""
+    """Completes the staged dataset (empty shards, rejected file, manifest) and publishes it.
 
-    def __init__(self, dataset: DatasetSpec, staging: str, shards, shard_count, rejected, counts):
+    `transform`, when the dataset has a tf.Transform, is a one-element PCollection holding the
+    manifest's `transform` section; publication waits for it (the transform is written under
+    the staging folder too, and published with the rest).
+    """
+
+    def __init__(
+        self, dataset: DatasetSpec, staging: str, shards, shard_count, rejected, counts,
+        transform=None,
+    ):
         super().__init__()
         self._dataset = dataset
         self._staging = staging
-        self._inputs = (shards, shard_count, rejected, counts)
+        self._inputs = (shards, shard_count, rejected, counts, transform)
 
     def expand(self, pbegin):
-        shards, shard_count, rejected, counts = self._inputs
+        shards, shard_count, rejected, counts, transform = self._inputs
+        side_inputs = [
+            beam.pvalue.AsList(shards),
+            beam.pvalue.AsSingleton(shard_count),
+            beam.pvalue.AsList(rejected),
+            beam.pvalue.AsDict(counts),
+        ]
+        if transform is not None:
+            side_inputs.append(beam.pvalue.AsSingleton(transform))
         return (
             pbegin
             | "Start" >> beam.Create([None])
             | "WriteManifestAndPublish"
-            >> beam.ParDo(
-                _PublishFn(self._dataset, self._staging),
-                beam.pvalue.AsList(shards),
-                beam.pvalue.AsSingleton(shard_count),
-                beam.pvalue.AsList(rejected),
-                beam.pvalue.AsDict(counts),
-            )
+            >> beam.ParDo(_PublishFn(self._dataset, self._staging), *side_inputs)
         )

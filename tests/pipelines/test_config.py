@@ -116,3 +116,144 @@ def test_config_sha256_is_of_the_file_bytes(tmp_path):
     spec = load_config(str(path))
     assert spec.config_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert spec.output.path == os.path.join(str(tmp_path), "out/p")
+
+
+# --- transform: -------------------------------------------------------------------------------
+
+TRANSFORM_FEATURES = {
+    "year": {"type": "int"},
+    "bill": {"type": "float", "required": False},
+    "mass": {"type": "float", "required": False, "default": 0},
+    "island": {"type": "string"},
+    "tags": {"type": "string", "shape": [None]},
+    "photo": {"type": "image"},
+    "photos": {"type": "image", "shape": [2]},
+    "species": {"type": "string", "values": ["a", "b"]},
+}
+
+
+def _transform(transform, **changes):
+    cfg = _with(features=TRANSFORM_FEATURES, label="species", transform=transform)
+    for key, value in changes.items():
+        cfg[key] = value
+    return cfg
+
+
+def test_transform_ops_are_parsed_with_defaults_in_order():
+    from transforms.spec import TransformOp, TransformSpec
+
+    spec = parse_config(
+        _transform({
+            "features": {
+                "year": "z_score",
+                "bill": [{"fill_missing": "2.5"}, "log1p", {"bucketize": {"num_buckets": 3}}],
+                "island": {"vocabulary": {"top_k": 10}},
+                "tags": {"hash": {"buckets": 16}},
+                "photo": {"decode_resize": [32, 24]},
+                "mass": {"scale_to_0_1": None},
+            },
+        }),
+        base_dir="/cfg",
+    )
+    assert spec.transform == TransformSpec(
+        features={
+            "year": (TransformOp("z_score"),),
+            "bill": (
+                TransformOp("fill_missing", {"value": 2.5}),
+                TransformOp("log1p"),
+                TransformOp("bucketize", {"num_buckets": 3}),
+            ),
+            "island": (
+                TransformOp(
+                    "vocabulary", {"top_k": 10, "num_oov_buckets": 1, "frequency_threshold": None}
+                ),
+            ),
+            "tags": (TransformOp("hash", {"buckets": 16}),),
+            "photo": (TransformOp("decode_resize", {"size": (32, 24)}),),
+            "mass": (TransformOp("scale_to_0_1"),),
+        },
+        module=None,
+        materialize="raw",
+    )
+
+
+def test_transform_module_is_resolved_and_checked_without_running_it(tmp_path):
+    (tmp_path / "prep.py").write_text(
+        "import tensorflow_that_is_not_installed\n\ndef preprocessing_fn(inputs):\n    return inputs\n"
+    )
+    spec = parse_config(
+        _transform({"module": "prep.py", "materialize": "transformed"}), base_dir=str(tmp_path)
+    )
+    assert spec.transform.module == str(tmp_path / "prep.py")
+    assert (spec.transform.features, spec.transform.materialize) == ({}, "transformed")
+    (tmp_path / "alias.py").write_text("from somewhere import make as preprocessing_fn\n")
+    assert parse_config(_transform({"module": "alias.py"}), base_dir=str(tmp_path)).transform
+
+
+@pytest.mark.parametrize(
+    "transform, message",
+    [
+        ({"features": {"nope": "z_score"}}, "transform.features.nope: 'nope' is not one of the features"),
+        ({"features": {"year": "zscore"}}, "transform.features.year: unknown op 'zscore' (fill_missing, log1p, z_score,"),
+        ({"features": {"island": "z_score"}}, "transform.features.island.z_score: applies to int, float features, not string"),
+        ({"features": {"year": "decode_resize"}}, "transform.features.year.decode_resize: applies to image features, not int"),
+        ({"features": {"photo": "vocabulary"}}, "transform.features.photo.vocabulary: applies to int, string, bytes features, not image"),
+        ({"features": {"species": "vocabulary"}}, "transform.features.species: the label passes through untransformed"),
+        ({"features": {"year": {"bucketize": {}}}}, "transform.features.year.bucketize.num_buckets: is required"),
+        ({"features": {"year": {"bucketize": {"num_buckets": 1}}}}, "transform.features.year.bucketize.num_buckets: 1 must be an integer >= 2"),
+        ({"features": {"year": {"bucketize": {"num_buckets": True}}}}, "transform.features.year.bucketize.num_buckets: True must be an integer >= 2"),
+        ({"features": {"year": {"bucketize": {"buckets": 3}}}}, "transform.features.year.bucketize.buckets: unknown key (allowed: num_buckets)"),
+        ({"features": {"island": {"vocabulary": {"num_oov_buckets": 0}}}}, "transform.features.island.vocabulary.num_oov_buckets: 0 must be an integer >= 1"),
+        ({"features": {"island": {"vocabulary": {"top_k": "ten"}}}}, "transform.features.island.vocabulary.top_k: 'ten' must be an integer >= 1"),
+        ({"features": {"island": {"hash": {"buckets": 0}}}}, "transform.features.island.hash.buckets: 0 must be an integer >= 1"),
+        ({"features": {"island": "hash"}}, "transform.features.island.hash.buckets: is required"),
+        ({"features": {"year": {"z_score": {"x": 1}}}}, "transform.features.year.z_score: takes no parameters, got {'x': 1}"),
+        ({"features": {"photo": {"decode_resize": [0, 3]}}}, "transform.features.photo.decode_resize: [0, 3] must be [height, width] in pixels"),
+        ({"features": {"photo": {"decode_resize": 32}}}, "transform.features.photo.decode_resize: 32 must be [height, width]"),
+        ({"features": {"photos": {"decode_resize": [2, 2]}}}, "transform.features.photos.decode_resize: applies to scalar image features"),
+        ({"features": {"year": {"fill_missing": 0}}}, "transform.features.year.fill_missing: 'year' is never missing (required)"),
+        ({"features": {"mass": [{"fill_missing": 0}, "z_score"]}}, "transform.features.mass.fill_missing: 'mass' is never missing (it has a default)"),
+        ({"features": {"tags": {"fill_missing": "x"}}}, "transform.features.tags.fill_missing: a variable-length feature has no missing value"),
+        ({"features": {"bill": "fill_missing"}}, "transform.features.bill.fill_missing: needs one float value"),
+        ({"features": {"bill": {"fill_missing": "abc"}}}, "transform.features.bill.fill_missing: not a number"),
+        ({"features": {"bill": ["z_score", "log1p"]}}, "transform.features.bill: 'log1p' cannot follow 'z_score'"),
+        ({"features": {"bill": ["z_score", "scale_to_0_1"]}}, "transform.features.bill: 'scale_to_0_1' cannot follow 'z_score'"),
+        ({"features": {"year": ["log1p", "vocabulary"]}}, "transform.features.year: 'log1p' can only precede z_score, scale_to_0_1, bucketize"),
+        ({"features": {"year": []}}, "transform.features.year: needs at least one op"),
+        ({"features": {"year": {"z_score": None, "log1p": None}}}, "transform.features.year: {'z_score': None, 'log1p': None} must be an op name"),
+        ({"features": {}}, "transform.features: must map one or more features to their ops"),
+        ({"features": {"year": "z_score"}, "module": "m.py"}, "transform: give either `features` (ops per feature) or `module`"),
+        ({"materialize": "raw"}, "transform: give either `features`"),
+        ({"features": {"year": "z_score"}, "materialize": "both"}, "transform.materialize: unknown value 'both' (raw, transformed)"),
+        ({"features": {"year": "z_score"}, "cache": "x"}, "transform.cache: unknown key (allowed: features, materialize, module)"),
+        ({"module": "missing.py"}, "transform.module: cannot read '/cfg/missing.py'"),
+        ({"module": "gs://b/m.py"}, "transform.module: 'gs://b/m.py': the module must be a local file"),
+        ("z_score", "transform: must be a mapping"),
+    ],
+)
+def test_transform_errors_name_the_field(transform, message):
+    with pytest.raises(ConfigError) as e:
+        parse_config(_transform(transform), base_dir="/cfg")
+    assert str(e.value).startswith(message), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_transform_needs_a_train_split():
+    cfg = _transform({"features": {"year": "z_score"}}, splits={"fit": 0.5, "eval": 0.5})
+    with pytest.raises(ConfigError, match="^transform: tf.Transform analyzes the split named 'train'"):
+        parse_config(cfg, base_dir="/cfg")
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("def preprocessing_fn(:\n", "is not valid Python (line 1)"),
+        ("def other(inputs):\n    return inputs\n", "defines no preprocessing_fn"),
+        ("class X:\n    def preprocessing_fn(self, inputs):\n        pass\n", "defines no preprocessing_fn"),
+    ],
+)
+def test_transform_module_errors(tmp_path, source, message):
+    (tmp_path / "m.py").write_text(source)
+    with pytest.raises(ConfigError) as e:
+        parse_config(_transform({"module": "m.py"}), base_dir=str(tmp_path))
+    assert str(e.value) == f"transform.module: {str(tmp_path / 'm.py')!r} {message}"

@@ -143,3 +143,38 @@ def test_local_check_output_and_discard(tmp_path):
     stage(staging, {"train/a.tfrecord": b"a"})
     discard(staging)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "foreign"]
+
+
+def _manifest(transform):
+    from collections import Counter
+
+    from pipelines.config import parse_config
+    from transforms.publish import build_manifest
+
+    dataset = parse_config(
+        {
+            "name": "t",
+            "sources": [{"name": "a", "format": "csv", "path": "a.csv"}],
+            "features": {"v": {"type": "float"}},
+            "transform": {"features": {"v": "z_score"}},
+            "output": {"path": "out"},
+        },
+        base_dir="/cfg",
+    )
+    shards = [
+        {"split": "train", "path": "train/train-00000-of-00001.tfrecord.gz", "records": 3,
+         "bytes": 1, "sha256": "x"},
+        {"split": "eval", "path": "eval/eval-00000-of-00001.tfrecord.gz", "records": 1,
+         "bytes": 1, "sha256": "y"},
+    ]
+    rejected = {"path": "rejected/r.jsonl", "records": 0, "bytes": 0, "sha256": "z"}
+    return build_manifest(dataset, shards, rejected, Counter(), {"read/a": 4}, transform)
+
+
+def test_manifest_transform_section_and_its_train_count_invariant():
+    section = {"path": "transform", "materialize": "raw", "analyzed_split": "train",
+               "analyzed_records": 3, "features": {}}
+    assert _manifest(section)["transform"] == section
+    assert _manifest(None)["transform"] is None
+    with pytest.raises(RuntimeError, match="analyzed 2 records, but the train split holds 3"):
+        _manifest({**section, "analyzed_records": 2})
