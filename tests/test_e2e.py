@@ -211,7 +211,12 @@ def test_manifest_ledger_files_and_rejections(dataset):
     bad_bill = [r for r in rejected if r["reason"] == "bill_length_mm: not a number"][0]
     assert bad_bill["location"].startswith(str(SAMPLE / "measurements.csv") + ":138")
     assert "137,Adelie,Dream,abc" in bad_bill["record"]
-    assert sorted(os.listdir(dataset)) == ["eval", "manifest.json", "rejected", "test", "train"]
+    assert sorted(os.listdir(dataset)) == [
+        "eval", "manifest.json", "rejected", "test", "train", "transform"
+    ]
+    transform = manifest["transform"]
+    assert (transform["path"], transform["materialize"]) == ("transform", "raw")
+    assert transform["analyzed_records"] == manifest["splits"]["train"]["records"]
     assert not [p for p in os.listdir(dataset.parent) if ".incomplete-" in p]
 
 

@@ -56,7 +56,7 @@ banded_year INTEGER): a row for about 60% of the ids 1..2995; read by the `sql` 
 ranges.
 
 penguins.yaml: the dataset config of the contract (four sources in four formats joined on `id`,
-label `species`, 80/10/10).
+label `species`, 80/10/10, a tf.Transform analyzed on train).
 """
 
 from __future__ import annotations
@@ -186,6 +186,16 @@ features:
   banded_year:       {type: int, required: false}
 label: species
 splits: {train: 0.8, eval: 0.1, test: 0.1}
+transform:  # tf.Transform: analyzed on train; the trainer and the served model apply it
+  features:
+    bill_length_mm:    [{fill_missing: 44.0}, z_score]
+    bill_depth_mm:     [{fill_missing: 17.0}, z_score]
+    flipper_length_mm: [{fill_missing: 200.0}, z_score]
+    body_mass_g:       [log1p, z_score]
+    island:            {vocabulary: {num_oov_buckets: 1}}
+    colony:            {vocabulary: {top_k: 20, num_oov_buckets: 1}}
+    nest_height_m:     {bucketize: {num_buckets: 4}}
+    observer:          {hash: {buckets: 8}}
 output:
   path: out/penguins
   compression: gzip
