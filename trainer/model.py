@@ -148,13 +148,22 @@ def build_model(
         x = inputs[feature.name] = tf_keras.Input(
             shape=shape, dtype=dtype_of(feature), name=base
         )
-        encoded.append(_encode(feature, x, base, cfg, moments, names))
+        value = _encode(feature, x, base, cfg, moments, names)
         if has_presence(feature):
             key = presence_key(feature.name)
             present = inputs[key] = tf_keras.Input(
                 shape=(), dtype=tf.float32, name=names.unique(key)
             )
-            encoded.append(tf_keras.layers.Reshape((1,), name=names.unique(f"{key}_2d"))(present))
+            present = tf_keras.layers.Reshape((1,), name=names.unique(f"{key}_2d"))(present)
+            if is_numeric(feature):
+                # A missing value sits at the mean (0 once normalized), not at its filler 0 (far
+                # off for a feature like a year): the presence input says it is missing.
+                value = tf_keras.layers.Multiply(name=names.unique(f"{base}_if_present"))(
+                    [value, present]
+                )
+            encoded += [value, present]
+        else:
+            encoded.append(value)
 
     x = encoded[0] if len(encoded) == 1 else tf_keras.layers.Concatenate(name="concat")(encoded)
     for i, units in enumerate(cfg.hidden_units):

@@ -116,3 +116,21 @@ def test_regression_model_trains_exports_and_serves_raw_examples(tmp_path):
     np.testing.assert_allclose(
         outputs["predictions"], model(features, training=False), rtol=1e-5
     )
+
+
+def test_a_missing_numeric_value_enters_the_model_at_the_mean(dataset):
+    import tf_keras
+
+    m = load_manifest(str(dataset.root))
+    moments = _moments(m)
+    model = build_model(m.features, m.label, SMALL, moments)
+    # the normalized body mass, as the hidden layers see it
+    probe = tf_keras.Model(model.inputs, model.get_layer("body_mass_g_if_present").output)
+    inputs, _ = next(iter(_batches(m, batch_size=64)))
+    seen = probe(inputs).numpy()[:, 0]
+    present = inputs["body_mass_g__present"].numpy() == 1.0
+    assert (~present).any() and present.any()
+    assert np.all(seen[~present] == 0.0)  # not (0 - mean) / std, thousands of stds away
+    m_ = moments["body_mass_g"]
+    expected = (inputs["body_mass_g"].numpy()[present] - m_.mean) / np.sqrt(m_.variance)
+    np.testing.assert_allclose(seen[present], expected, rtol=1e-4, atol=1e-5)
