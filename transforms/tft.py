@@ -41,6 +41,7 @@ from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 from tfx_bsl.coders import example_coder
 from tfx_bsl.tfxio import tf_example_record
 
+from trainer.features import dtype_of  # the trainer's dtypes: the raw spec must agree
 from transforms import encode
 from transforms.files import is_remote
 from transforms.prepare import EncodedChunk
@@ -54,13 +55,6 @@ RAW_METADATA_DIR = tft.TFTransformOutput.RAW_METADATA_DIR  # "metadata"
 TEMP_DIR = ".transform-tmp"  # under the staging folder; deleted before publication
 BATCH_ROWS = 1024  # rows per record batch: bounds the memory of decoded images
 
-_DTYPES = {
-    "int": tf.int64,
-    "float": tf.float32,
-    "string": tf.string,
-    "bytes": tf.string,
-    "image": tf.string,
-}
 _ZERO = {"int": 0, "float": 0.0, "string": b"", "bytes": b"", "image": b""}
 _TYPE_NAMES = {tf.int64: "int", tf.float32: "float", tf.string: "string"}
 
@@ -75,9 +69,9 @@ def raw_feature_spec(features: tuple[FeatureSpec, ...]) -> dict[str, Any]:
     for f in features:
         always_full = f.shape != (None,) and (f.required or f.default is not None)
         if always_full:
-            spec[f.name] = tf.io.FixedLenFeature(list(f.shape), _DTYPES[f.type])
+            spec[f.name] = tf.io.FixedLenFeature(list(f.shape), dtype_of(f))
         else:
-            spec[f.name] = tf.io.VarLenFeature(_DTYPES[f.type])
+            spec[f.name] = tf.io.VarLenFeature(dtype_of(f))
     return spec
 
 
