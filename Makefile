@@ -18,7 +18,7 @@ $(STAMP): setup.py
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/shardflow etl --config pipelines/samples/penguins/penguins.yaml --output $(DEMO_OUT)/penguins
+	$(BIN)/shardflow etl --config pipelines/samples/penguins/penguins.yaml --output $(DEMO_OUT)/penguins --overwrite
 	$(BIN)/shardflow inspect $(DEMO_OUT)/penguins --split train --take 2
 	$(BIN)/shardflow train --data $(DEMO_OUT)/penguins --model-dir $(DEMO_OUT)/model --epochs 10
 	$(BIN)/shardflow predict --model-dir $(DEMO_OUT)/model --data $(DEMO_OUT)/penguins --split test --take 5

@@ -55,7 +55,10 @@ _TOP_KEYS = {
 }
 _SOURCE_KEYS = {"name", "format", "path", "options"}
 _FEATURE_KEYS = {"type", "shape", "required", "default", "values", "min", "max", "source"}
-_OUTPUT_KEYS = {"path", "compression", "compression_level", "shard_size_mb"}
+_OUTPUT_KEYS = {
+    "path", "compression", "compression_level", "shard_size_mb", "max_rejected",
+    "max_rejected_fraction",
+}
 _TRANSFORM_KEYS = {"features", "module", "materialize"}
 # Parameters of the declarative transform ops: name -> (default, or _REQUIRED, and minimum).
 _REQUIRED = object()
@@ -317,11 +320,27 @@ def _parse_output(raw: Any, base_dir: str, override: str | None) -> OutputSpec:
     level = raw.get("compression_level", 6)
     if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 9:
         raise ConfigError("output.compression_level", f"{level!r} must be an integer from 1 to 9")
+    max_rejected = raw.get("max_rejected")
+    if max_rejected is not None and (
+        isinstance(max_rejected, bool) or not isinstance(max_rejected, int) or max_rejected < 0
+    ):
+        raise ConfigError("output.max_rejected", f"{max_rejected!r} must be an integer >= 0")
+    fraction = raw.get("max_rejected_fraction")
+    if fraction is not None and (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, (int, float))
+        or not 0 <= fraction <= 1
+    ):
+        raise ConfigError(
+            "output.max_rejected_fraction", f"{fraction!r} must be a number from 0 to 1"
+        )
     return OutputSpec(
         path=path.rstrip("/"),
         compression=compression,
         compression_level=level,
         shard_size_mb=float(size),
+        max_rejected=max_rejected,
+        max_rejected_fraction=None if fraction is None else float(fraction),
     )
 
 

@@ -12,6 +12,7 @@ import atexit
 import json
 import logging
 import os
+import re
 import sys
 import time
 import uuid
@@ -25,7 +26,14 @@ from transforms import formats
 from transforms.files import RECURSIVE_FORMATS, match_files
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
-from transforms.publish import MANIFEST, OutputError, check_output, discard, staging_path
+from transforms.publish import (
+    MANIFEST,
+    OutputError,
+    check_output,
+    discard,
+    holds_dataset,
+    staging_path,
+)
 from transforms.sources import ReadSource
 from transforms.spec import DatasetSpec
 from transforms.write import PublishDataset, WriteShards
@@ -82,8 +90,12 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
     return options
 
 
-def _check_inputs(dataset: DatasetSpec) -> list[str]:
-    """The input files of every source; raises ConfigError when a source has none."""
+def _check_inputs(dataset: DatasetSpec, overwrite: bool = False) -> list[str]:
+    """The input files of every source; raises ConfigError when a source has none.
+
+    Also checks OUTPUT: it must not be something other than a dataset, and a complete dataset
+    there (its manifest.json) is replaced only with `overwrite`.
+    """
     files = []
     for i, source in enumerate(dataset.sources):
         recursive = source.format in RECURSIVE_FORMATS
@@ -95,6 +107,12 @@ def _check_inputs(dataset: DatasetSpec) -> list[str]:
         check_output(dataset.output.path)
     except OutputError as e:
         raise ConfigError("output.path", str(e)) from None
+    if not overwrite and holds_dataset(dataset.output.path):
+        raise ConfigError(
+            "output.path",
+            f"{dataset.output.path!r} already holds a dataset ({MANIFEST}); "
+            "give --overwrite to replace it",
+        )
     return files
 
 
@@ -106,10 +124,15 @@ def run(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--config", required=True, help="dataset config (YAML)")
     parser.add_argument("--output", help="overrides output.path of the config")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the dataset already at OUTPUT (atomically, once the new one is complete)",
+    )
     args, beam_args = parser.parse_known_args(argv)
     try:
         dataset = load_config(args.config, args.output)
-        inputs = _check_inputs(dataset)
+        inputs = _check_inputs(dataset, args.overwrite)
     except ConfigError as e:
         print(f"shardflow etl: error: {e}", file=sys.stderr)
         return 2
@@ -143,7 +166,9 @@ def _reason(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
     # Beam wraps worker errors in long chains; the last line names the original error.
     lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else text
+    last = lines[-1] if lines else text
+    # ... and ends it with the step that raised it, which means nothing to a user.
+    return re.sub(r" \[while running '[^']*'\]$", "", last)
 
 
 def _report(dataset: DatasetSpec, seconds: float) -> None:

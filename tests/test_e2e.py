@@ -232,11 +232,22 @@ def test_rerun_is_byte_identical(dataset, tmp_path):
             assert (dataset / f["path"]).read_bytes() == (again / f["path"]).read_bytes()
 
 
-def test_rerun_into_the_same_output_replaces_the_dataset(dataset, tmp_path):
+def test_rerun_into_an_existing_dataset_needs_overwrite_then_replaces_it(dataset, tmp_path):
     out = tmp_path / "copy"
     shutil.copytree(dataset, out)
     (out / "train" / "stale-00000-of-00001.tfrecord.gz").write_bytes(b"old")
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
     result = shardflow("etl", "--config", str(SAMPLE / "penguins.yaml"), "--output", str(out))
+    assert result.returncode == 2  # refused before any work: the dataset is untouched
+    assert result.stderr.strip().splitlines() == [
+        f"shardflow etl: error: output.path: {str(out)!r} already holds a dataset "
+        "(manifest.json); give --overwrite to replace it"
+    ]
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    assert not [p for p in os.listdir(tmp_path) if ".incomplete-" in p]
+    result = shardflow(
+        "etl", "--config", str(SAMPLE / "penguins.yaml"), "--output", str(out), "--overwrite"
+    )
     assert result.returncode == 0, result.stderr
     assert not (out / "train" / "stale-00000-of-00001.tfrecord.gz").exists()
     assert (out / "manifest.json").exists()

@@ -216,8 +216,13 @@ def test_rerun_replaces_the_dataset_with_identical_bytes_and_no_stale_objects(
     _, first, first_generations = published
     stale = PREFIX + "train/train-00000-of-00099.tfrecord.gz"  # as if from a larger dataset
     client.bucket(BUCKET).blob(stale).upload_from_string(b"old")
+    before = objects(client, "out/")
 
     result = shardflow("etl", "--config", gcs_config(tmp_path))
+    assert result.returncode == 2  # a complete dataset is there: refused before any work
+    assert "already holds a dataset (manifest.json); give --overwrite" in result.stderr
+    assert objects(client, "out/") == before
+    result = shardflow("etl", "--config", gcs_config(tmp_path), "--overwrite")
     assert result.returncode == 0, result.stderr
     again = download(client, PREFIX, tmp_path / "again")
     assert sorted(again) == sorted(first)  # the stale shard is gone
@@ -238,7 +243,9 @@ def test_failed_run_leaves_the_previous_dataset_intact(client, published, tmp_pa
     client.bucket(BUCKET).blob("bad/people.csv").upload_from_string(
         b"id,id,species\n1,2,Adelie\n"
     )
-    result = shardflow("etl", "--config", gcs_config(tmp_path, f"gs://{BUCKET}/bad/people.csv"))
+    result = shardflow(
+        "etl", "--config", gcs_config(tmp_path, f"gs://{BUCKET}/bad/people.csv"), "--overwrite"
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "job failed" in result.stderr and "duplicate column names" in result.stderr
     assert objects(client, PREFIX) == before

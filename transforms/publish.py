@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from collections import Counter
 from typing import Any
 
@@ -62,6 +63,11 @@ def check_output(output: str) -> None:
             raise OutputError(
                 f"{output!r} is a non-empty folder without {MANIFEST}; refusing to replace it"
             )
+
+
+def holds_dataset(output: str) -> bool:
+    """True when OUTPUT holds a complete dataset (its manifest.json)."""
+    return FileSystems.exists(f"{output.rstrip('/')}/{MANIFEST}")
 
 
 def _objects(folder: str) -> list[str]:
@@ -141,8 +147,45 @@ def build_manifest(
     return manifest
 
 
+class QualityError(RuntimeError):
+    """More records were rejected than `output.max_rejected[_fraction]` allows."""
+
+
+def check_rejections(dataset: DatasetSpec, manifest: dict[str, Any]) -> None:
+    """Raises QualityError when the rejected records exceed the output's limits."""
+    out = dataset.output
+    read = sum(s["records"] for s in manifest["sources"].values())
+    rejected = manifest["rejected"]["records"]
+    fraction = rejected / read if read else 0.0
+    if out.max_rejected is not None and rejected > out.max_rejected:
+        raise QualityError(
+            f"{rejected} of {read} records rejected, more than output.max_rejected "
+            f"({out.max_rejected}); no dataset published"
+        )
+    if out.max_rejected_fraction is not None and fraction > out.max_rejected_fraction:
+        raise QualityError(
+            f"{rejected} of {read} records rejected ({fraction:.2%}), more than "
+            f"output.max_rejected_fraction ({out.max_rejected_fraction:g}); "
+            "no dataset published"
+        )
+
+
+# For the fault tests only: when set to a file path, `publish` creates that file and waits (up
+# to a minute) before publishing, so that a test can kill the run between write and publish.
+PAUSE_BEFORE_PUBLISH = "SHARDFLOW_TEST_PAUSE_BEFORE_PUBLISH"
+
+
+def _pause_before_publish() -> None:
+    flag = os.environ.get(PAUSE_BEFORE_PUBLISH)
+    if flag:
+        with open(flag, "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(60)
+
+
 def publish(staging: str, output: str, manifest: dict[str, Any]) -> None:
     """Moves the staged dataset to OUTPUT, replacing a previous dataset there."""
+    _pause_before_publish()
     body = (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8")
     if is_remote(output):
         _publish_remote(staging, output, body)

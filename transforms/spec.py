@@ -112,6 +112,9 @@ class OutputSpec:
     compression: str = "gzip"
     compression_level: int = 6  # zlib level 1 (fastest) to 9 (smallest); 6 is TensorFlow's
     shard_size_mb: float = 128.0
+    # Data-quality limits: the run fails, publishing nothing, when more records are rejected.
+    max_rejected: int | None = None  # a count of rejected records
+    max_rejected_fraction: float | None = None  # rejected / read, from 0 to 1
 
     @property
     def suffix(self) -> str:

@@ -31,7 +31,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from transforms.prepare import EncodedChunk
 from transforms.records import ChunkCoder
-from transforms.publish import build_manifest, publish
+from transforms.publish import build_manifest, check_rejections, publish
 from transforms.spec import DatasetSpec, OutputSpec
 from transforms.split import binary_offsets, shard_of
 
@@ -379,6 +379,7 @@ class _PublishFn(beam.DoFn):
         manifest = build_manifest(
             self._dataset, shards, rejected_file, reasons, dict(counts), transform
         )
+        check_rejections(self._dataset, manifest)
         publish(self._staging, out.path, manifest)
         yield manifest
 

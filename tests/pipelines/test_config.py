@@ -42,11 +42,21 @@ def test_defaults_and_resolution_against_the_config_folder():
     assert spec.output.compression == "gzip"
     assert spec.output.compression_level == 6
     assert spec.output.shard_size_mb == 128
+    assert (spec.output.max_rejected, spec.output.max_rejected_fraction) == (None, None)
     assert spec.splits == (("train", 0.9), ("eval", 0.1))
     assert spec.combine == "union"
     bill = {f.name: f for f in spec.features}["bill"]
     assert (bill.required, bill.default, bill.to_manifest()) == (
         False, [0.0], {"type": "float", "shape": [], "required": False, "default": 0.0})
+
+
+def test_rejection_limits():
+    spec = parse_config(
+        _with(output__max_rejected=0, output__max_rejected_fraction=0.05), base_dir="/cfg"
+    )
+    assert (spec.output.max_rejected, spec.output.max_rejected_fraction) == (0, 0.05)
+    spec = parse_config(_with(output__max_rejected_fraction=1), base_dir="/cfg")
+    assert spec.output.max_rejected_fraction == 1.0
 
 
 def test_output_override_and_remote_paths():
@@ -87,6 +97,12 @@ def test_feature_source_splits_at_the_first_dot():
         ({"output__compression": "lz4"}, "output.compression: unknown value 'lz4' (gzip, zlib, none)"),
         ({"output__shard_size_mb": 0}, "output.shard_size_mb: 0 must be a positive number"),
         ({"output__compression_level": 0}, "output.compression_level: 0 must be an integer from 1 to 9"),
+        ({"output__max_rejected": -1}, "output.max_rejected: -1 must be an integer >= 0"),
+        ({"output__max_rejected": 0.5}, "output.max_rejected: 0.5 must be an integer >= 0"),
+        ({"output__max_rejected_fraction": 1.5},
+         "output.max_rejected_fraction: 1.5 must be a number from 0 to 1"),
+        ({"output__max_rejected_fraction": "5%"},
+         "output.max_rejected_fraction: '5%' must be a number from 0 to 1"),
         ({"output__path": _DELETE}, "output.path: is required (or give --output)"),
     ],
 )

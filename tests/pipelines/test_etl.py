@@ -186,3 +186,96 @@ def test_undecodable_input_bytes_are_rejected_not_fatal(tmp_path):
     assert sorted((r["source"], r["record"]) for r in rejected) == [
         ("c", "2,caf\\xff\n"), ("j", '{"id": \\xff}')
     ]
+
+
+def _config_file(tmp_path, **output) -> str:
+    """The `_config` dataset (one CSV source: 5 records read, 2 rejected) as a YAML file."""
+    import yaml
+
+    (tmp_path / "a.csv").write_text(CSV)
+    cfg = {
+        "name": "t",
+        "sources": [{"name": "a", "format": "csv", "path": "a.csv"}],
+        "key": "id",
+        "features": {
+            "id": {"type": "int"},
+            "name": {"type": "string"},
+            "score": {"type": "float", "required": False, "default": 0.0},
+        },
+        "output": {"path": "out", **output},
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def _tree(folder) -> dict[str, bytes]:
+    return {
+        os.path.relpath(os.path.join(d, f), folder): open(os.path.join(d, f), "rb").read()
+        for d, _, files in os.walk(folder)
+        for f in files
+    }
+
+
+def test_rerun_into_an_existing_dataset_is_refused_without_overwrite(tmp_path, capsys):
+    from pipelines.etl import run
+
+    cfg = _config_file(tmp_path)
+    assert run(["--config", cfg]) == 0
+    out = tmp_path / "out"
+    before = _tree(out)
+    capsys.readouterr()
+    assert run(["--config", cfg]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"shardflow etl: error: output.path: {str(out)!r} already holds a dataset "
+        "(manifest.json); give --overwrite to replace it"
+    ]
+    assert _tree(out) == before
+    assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml", "out"]
+    (out / "train" / "stale.tfrecord.gz").write_bytes(b"old")
+    assert run(["--config", cfg, "--overwrite"]) == 0
+    after = _tree(out)
+    assert "train/stale.tfrecord.gz" not in after
+    assert sorted(after) == sorted(before)
+    assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml", "out"]
+
+
+def test_too_many_rejected_records_fail_the_run_and_publish_nothing(tmp_path, capsys):
+    from pipelines.etl import run
+
+    # 2 of the 5 records read are rejected (40%).
+    assert run(["--config", _config_file(tmp_path, max_rejected_fraction=0.3)]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        "shardflow etl: job failed: 2 of 5 records rejected (40.00%), more than "
+        "output.max_rejected_fraction (0.3); no dataset published"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml"]  # no dataset, no staging
+
+    assert run(["--config", _config_file(tmp_path, max_rejected=1)]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "shardflow etl: job failed: 2 of 5 records rejected, more than output.max_rejected (1); "
+        "no dataset published"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml"]
+
+
+def test_rejections_within_the_limits_publish(tmp_path):
+    from pipelines.etl import run
+
+    cfg = _config_file(tmp_path, max_rejected=2, max_rejected_fraction=0.4)
+    assert run(["--config", cfg]) == 0
+    manifest = json.load(open(tmp_path / "out" / "manifest.json"))
+    assert manifest["rejected"]["records"] == 2
+
+
+def test_a_failed_quality_check_leaves_the_previous_dataset_untouched(tmp_path, capsys):
+    from pipelines.etl import run
+
+    assert run(["--config", _config_file(tmp_path)]) == 0
+    before = _tree(tmp_path / "out")
+    cfg = _config_file(tmp_path, max_rejected=0)
+    assert run(["--config", cfg, "--overwrite"]) == 1
+    assert "more than output.max_rejected (0)" in capsys.readouterr().err
+    assert _tree(tmp_path / "out") == before
+    assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml", "out"]
