@@ -3,7 +3,8 @@
 Two parsers with one behaviour. Python's C `csv` module (strict mode) is the reference: quoted
 fields, embedded delimiters and newlines, CRLF and a header row are its job, and we add line
 tracking (a rejected record names its first line and carries its exact text), null markers, and
-rejection of rows whose field count does not match the header. Blank lines are not records.
+rejection of rows whose field count does not match the header. Blank lines are not records; a
+UTF-8 byte order mark at the start of a file is dropped (it is not part of the first column's name).
 
 The fast path parses UTF-8 files with Arrow's multithreaded C++ CSV reader, a block of records at
 a time, straight into Arrow string columns. Record boundaries and line numbers come from a
@@ -88,7 +89,11 @@ def _arrow_can_read(opts: dict[str, Any]) -> bool:
     )
 
 
-def _text(stream: BinaryIO, encoding: str) -> io.TextIOWrapper:
+def _text(stream: BinaryIO, encoding: str, file_start: bool = True) -> io.TextIOWrapper:
+    """The text of a file (or, with `file_start` False, of a part of it that starts later on); a
+    UTF-8 byte order mark at the start of the file is dropped (`utf-8-sig`)."""
+    if file_start and codecs.lookup(encoding).name == "utf-8":
+        encoding = "utf-8-sig"
     return io.TextIOWrapper(stream, encoding=encoding, errors="surrogateescape", newline="")
 
 
@@ -311,9 +316,8 @@ class _ArrowCsv:
         opts = self._source.options
         columns = opts["columns"]
         buf = self._read_to(b"", _READ_BYTES)
-        if buf.startswith(codecs.BOM_UTF8):
-            yield from self._python_rest(buf, None, 0)
-            return
+        if buf.startswith(codecs.BOM_UTF8):  # not part of the first column name
+            buf = buf[len(codecs.BOM_UTF8) :]
         line0 = 0
         if opts["header"]:
             want = _READ_BYTES
@@ -402,7 +406,7 @@ class _ArrowCsv:
             table = None
         if table is None or table.num_rows != len(starts):
             # a wrong field count (or any disagreement): the reference parser words the reasons
-            text = _text(io.BytesIO(block), "utf-8")
+            text = _text(io.BytesIO(block), "utf-8", file_start=False)
             yield from _python_records(text, self._path, self._source, columns, line0, self._chunk_rows)
             return
         values = {
@@ -415,5 +419,7 @@ class _ArrowCsv:
         )
 
     def _python_rest(self, buf: bytes, columns, line0):
-        text = _text(io.BufferedReader(_Chained(buf, self._stream)), self._source.options["encoding"])
+        # items() has dropped the byte order mark already
+        stream = io.BufferedReader(_Chained(buf, self._stream))
+        text = _text(stream, self._source.options["encoding"], file_start=False)
         yield from _python_records(text, self._path, self._source, columns, line0, self._chunk_rows)

@@ -13,8 +13,11 @@ and `**/` needs at least one folder (`photos/**/*.png` skips `photos/a.png`; `ph
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import os
+import zlib
 from typing import BinaryIO
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -86,25 +89,43 @@ def match_files(path: str, recursive: bool = False) -> list[str]:
 
 
 def open_file(path: str) -> BinaryIO:
-    """A file as a standard binary stream, decompressed by extension (`.gz`, `.bz2`, ...)."""
+    """A file as a standard binary stream, decompressed by extension (`.gz`, `.bz2`, ...).
+
+    gzip and bzip2 are decompressed with Python's own modules, which notice a stream that ends
+    early (Beam's reader does not): reading a truncated or corrupt file raises `CorruptFile`.
+    """
+    kind = CompressionTypes.detect_compression_type(path)
+    if kind in (CompressionTypes.GZIP, CompressionTypes.BZIP2):
+        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        inner = gzip.GzipFile(fileobj=raw) if kind == CompressionTypes.GZIP else bz2.BZ2File(raw)
+        return io.BufferedReader(_Raw(inner, path), 1 << 20)
     stream = FileSystems.open(path, compression_type=CompressionTypes.AUTO)
     if isinstance(stream, io.IOBase):
         return stream
-    return io.BufferedReader(_Raw(stream), 1 << 20)
+    return io.BufferedReader(_Raw(stream, path), 1 << 20)
+
+
+class CorruptFile(OSError):
+    """A compressed input that ends early or does not decompress: the job fails, naming it."""
 
 
 class _Raw(io.RawIOBase):
-    """Beam's CompressedFile as a standard raw stream (it lacks readable/readinto), so that
-    `io.TextIOWrapper` and friends accept it."""
+    """A decompressing reader as a standard raw stream (Beam's CompressedFile lacks
+    readable/readinto), so that `io.TextIOWrapper` and friends accept it; decompression errors
+    become `CorruptFile` naming the file."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, path: str):
         self._stream = stream
+        self._path = path
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b) -> int:
-        data = self._stream.read(len(b))
+        try:
+            data = self._stream.read(len(b))
+        except (EOFError, OSError, zlib.error) as e:
+            raise CorruptFile(f"{self._path}: truncated or corrupt compressed file: {e}") from None
         b[: len(data)] = data
         return len(data)
 

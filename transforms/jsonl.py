@@ -2,10 +2,12 @@
 
 Fields are the object's top-level keys; JSON `null` is a missing value. A line that is not
 valid JSON, or not an object, is rejected with its line number. Blank lines are not records.
+A UTF-8 byte order mark at the start of the file is dropped; CRLF line ends are line ends.
 """
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 from typing import Any, BinaryIO, Iterator
@@ -27,7 +29,10 @@ def parse_jsonl(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
 ) -> Iterator[RawChunk | dict[str, Any]]:
     """Yields chunks of raw records and, for unparseable lines, rejected-record dicts."""
-    text = io.TextIOWrapper(stream, encoding=source.options["encoding"], errors="surrogateescape")
+    encoding = source.options["encoding"]
+    if codecs.lookup(encoding).name == "utf-8":
+        encoding = "utf-8-sig"  # a byte order mark at the start of the file is not JSON
+    text = io.TextIOWrapper(stream, encoding=encoding, errors="surrogateescape")
     loads = json.loads
     objects: list[dict[str, Any]] = []
     lines: list[int] = []

@@ -63,6 +63,16 @@ def test_crlf_line_endings_are_not_part_of_values():
     assert [r.fields for r in rows] == [{"a": "1", "b": "2"}, {"a": "3", "b": "4\r\n5"}]
 
 
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_column_name():
+    for data in (b"\xef\xbb\xbfa,b\r\n1,2\r\n", b"\xef\xbb\xbfa,b\n1,\"x\ny\"\n"):
+        rows, rejected = _parse(data)
+        assert list(rows[0].fields) == ["a", "b"], data
+        assert rows[0].line == 2 and not rows[0].raw.startswith("\ufeff")
+        assert rejected == []
+    rows, _ = _parse(b"\xef\xbb\xbfx\n1\n", header=False, columns=["a"])
+    assert [r.fields for r in rows] == [{"a": "x"}, {"a": "1"}]
+
+
 def test_null_markers_become_missing_values():
     rows, _ = _parse(b"a,b,c\n,NA,x\n", null_values=["", "NA"])
     assert rows[0].fields == {"a": None, "b": None, "c": "x"}

@@ -114,3 +114,16 @@ def test_compressed_inputs_read_as_text_streams(tmp_path):
     path.write_bytes(gzip.compress(b'{"a": 1}\n{"a": 2}\n'))
     with open_file(str(path)) as stream:
         assert list(io.TextIOWrapper(stream, encoding="utf-8")) == ['{"a": 1}\n', '{"a": 2}\n']
+
+
+def test_a_truncated_gzip_input_raises_naming_the_file(tmp_path):
+    import gzip
+
+    from transforms.files import CorruptFile, open_file
+
+    data = gzip.compress(b"".join(b"%d\n" % i for i in range(5000)))
+    path = tmp_path / "cut.txt.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptFile, match="cut.txt.gz: truncated or corrupt compressed file"):
+        with open_file(str(path)) as stream:
+            stream.read()

@@ -36,3 +36,9 @@ def test_invalid_json_and_non_objects_are_rejected():
         {"source": "obs", "location": "o.jsonl:2", "reason": "json: invalid JSON", "record": '{"id": '},
         {"source": "obs", "location": "o.jsonl:3", "reason": "json: not an object", "record": "[1, 2]"},
     ]
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_are_not_part_of_records():
+    rows, rejected = _parse(b'\xef\xbb\xbf{"id": 1}\r\n{"id": 2}\r\n')
+    assert rows == [({"id": 1}, 1), ({"id": 2}, 2)]
+    assert rejected == []
