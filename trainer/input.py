@@ -35,13 +35,16 @@ def make_dataset(
     label: str | None = None,
     preprocess: Callable[[dict], dict] | None = None,
     label_fn: Callable[[tf.Tensor], tf.Tensor] | None = None,
+    skip_corrupt: bool = False,
 ) -> tf.data.Dataset:
     """Batches of parsed examples from TFRecord `files`.
 
     `compression` is a TFRecordDataset compression_type (GZIP, ZLIB or ''). `batch_size` is the
     batch this pipeline yields: under tf.distribute, the per-replica batch. Yields `features`
     or, when `label` names a key of `spec`, `(features, label)`; `preprocess` maps the parsed
-    features (label removed) and `label_fn` the label tensor.
+    features (label removed) and `label_fn` the label tensor. With `skip_corrupt`, a read error
+    in a file (CRC mismatch, truncation, bad compressed data) ends that file instead of the
+    pipeline: the rest of the file is skipped (trainer.integrity counts what is lost).
     """
     if not files:
         raise ValueError(f"split {split!r}: no files to read")
@@ -63,8 +66,14 @@ def make_dataset(
         else:
             # Fewer files than workers: every worker reads all files and keeps every n-th record.
             record_shards = pipelines
+
+    def read(path: tf.Tensor) -> tf.data.Dataset:
+        records = tf.data.TFRecordDataset(path, compression_type=compression)
+        # Per file, so an error drops only the rest of its own file.
+        return records.ignore_errors() if skip_corrupt else records
+
     ds = ds.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+        read,
         cycle_length=min(len(files), MAX_CYCLE_LENGTH),
         num_parallel_calls=AUTOTUNE,
         # Sharding records needs the same record order on every worker.

@@ -3,10 +3,13 @@
 Trains the manifest's label on the `train` split with model.fit on a tf.distribute strategy,
 validates on `eval` when the dataset has one, checkpoints every epoch so that a killed run (or a
 rerun with more --epochs) resumes, writes MODEL_DIR/metrics.json and exports the serving
-SavedModel to MODEL_DIR/export. With --profile-input it only measures the input pipeline and
-the model step apart and prints the result as a JSON line. A dataset with a tf.Transform output
-is read and served through that transform (trainer.transform). Exit status: 0 success, 2 for a
-bad command line or dataset, 1 for a failed run.
+SavedModel to MODEL_DIR/export. A corrupt shard (a CRC or decompression error) fails the run
+with a message naming the file; with --skip-corrupt the rest of each corrupt shard is skipped,
+and the skipped records are counted in the log and metrics.json. With --profile-input it only
+measures the input pipeline and the model step apart and prints the result as a JSON line. A
+dataset with a tf.Transform output is read and served through that transform
+(trainer.transform). Exit status: 0 success, 2 for a bad command line or dataset, 1 for a
+failed run.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import importlib.util
 import json
 import logging
 import math
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +32,7 @@ import tf_keras
 from trainer.export import export_model
 from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
 from trainer.input import DEFAULT_SHUFFLE_BUFFER, make_dataset
+from trainer.integrity import CorruptShard, find_corrupt
 from trainer.manifest import (
     FeatureSpec,
     Manifest,
@@ -67,6 +72,7 @@ class TrainConfig:
     profile_batches: int
     steps_per_epoch: int | None
     model: ModelConfig
+    skip_corrupt: bool = False
 
 
 class UsageError(ValueError):
@@ -130,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         help="default: ceil(train records / batch size)",
     )
+    p.add_argument(
+        "--skip-corrupt",
+        action="store_true",
+        help="skip the rest of a shard after a read error (CRC, truncation) instead of failing; "
+        "the skipped records are counted in metrics.json",
+    )
     return p
 
 
@@ -153,6 +165,7 @@ def parse_args(argv: list[str] | None) -> TrainConfig:
         profile_batches=args.profile_batches,
         steps_per_epoch=args.steps_per_epoch,
         model=ModelConfig(hidden_units=args.hidden_units, learning_rate=args.learning_rate),
+        skip_corrupt=args.skip_corrupt,
     )
 
 
@@ -178,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ManifestError) as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 2
+    except tf.errors.DataLossError as e:
+        logger.debug("training failed", exc_info=True)
+        print(f"shardflow train: {_corrupt_message(manifest, e)}", file=sys.stderr)
+        return 1
     except (StrategyError, tf.errors.OpError) as e:
         logger.debug("training failed", exc_info=True)
         print(f"shardflow train: training failed: {_first_line(e)}", file=sys.stderr)
@@ -216,9 +233,10 @@ class Inputs:
     features: Mapping[str, FeatureSpec]
     preprocess: Callable[[dict], dict]
     transform: Transform | None = None
+    skip_corrupt: bool = False
 
     @classmethod
-    def of(cls, manifest: Manifest) -> Inputs:
+    def of(cls, manifest: Manifest, skip_corrupt: bool = False) -> Inputs:
         transform = load_transform(manifest)
         if transform is not None:
             return cls(
@@ -228,6 +246,7 @@ class Inputs:
                 features=transform.features,
                 preprocess=transform.preprocess,
                 transform=transform,
+                skip_corrupt=skip_corrupt,
             )
         used, _ = model_features(manifest.features, manifest.label)
         return cls(
@@ -236,6 +255,7 @@ class Inputs:
             label=manifest.label,
             features=manifest.features,
             preprocess=functools.partial(dense_inputs, features=manifest.features),
+            skip_corrupt=skip_corrupt,
         )
 
     def dataset(
@@ -250,6 +270,7 @@ class Inputs:
             label=self.label,
             preprocess=self.preprocess,
             label_fn=label_encoder(self.manifest.features[self.label]) if encode_label else None,
+            skip_corrupt=self.skip_corrupt,
             **options,
         )
 
@@ -299,10 +320,15 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
         raise UsageError(
             f"--batch-size: {cfg.batch_size} is not a multiple of the {replicas} replicas"
         )
-    inputs = Inputs.of(manifest)
+    inputs = Inputs.of(manifest, skip_corrupt=cfg.skip_corrupt)
     label_feature = manifest.features[manifest.label]
     task = label_task(label_feature)
-    train_records = manifest.split_records("train")
+    corrupt = _scan_corrupt(manifest) if cfg.skip_corrupt else {}
+    train_records = manifest.split_records("train") - sum(
+        c.skipped for c in corrupt.get("train", [])
+    )
+    if train_records < 1:
+        raise UsageError(f"{manifest.root}: split 'train': no readable records left")
     steps = cfg.steps_per_epoch or math.ceil(train_records / cfg.batch_size)
     # Multi-worker and TPU replicas must step together: their eval repeats, takes whole batches
     # and runs a fixed number of steps (the last partial batch is left out).
@@ -367,6 +393,7 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
         verbose=2,
     )
     last = {k: float(v[-1]) for k, v in history.history.items()}
+    all_corrupt = [c for split in corrupt.values() for c in split]
     train_metrics = {k: v for k, v in last.items() if not k.startswith("val_")}
     eval_metrics = {k.removeprefix("val_"): v for k, v in last.items() if k.startswith("val_")}
     if not history.epoch and eval_data is not None:
@@ -385,6 +412,9 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
             throughput.first_epoch if throughput.first_epoch is not None else cfg.epochs
         ),
         "steps_per_epoch": steps,
+        "steps": int(model.optimizer.iterations.numpy()),
+        "skipped_records": sum(c.skipped for c in all_corrupt),
+        "corrupt_files": [c.path for c in all_corrupt],
         "batch_size": cfg.batch_size,
         "label": manifest.label,
         "task": task,
@@ -409,7 +439,7 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
 def profile_input(cfg: TrainConfig, manifest: Manifest) -> dict:
     """Measures the input pipeline alone and the model step alone, in examples per second."""
     tf_keras.utils.set_random_seed(cfg.seed)
-    inputs = Inputs.of(manifest)
+    inputs = Inputs.of(manifest, skip_corrupt=cfg.skip_corrupt)
     ds = _train_dataset(inputs, cfg, cfg.batch_size)
     iterator = iter(ds)
 
@@ -443,6 +473,38 @@ def profile_input(cfg: TrainConfig, manifest: Manifest) -> dict:
         "batches": cfg.profile_batches,
         "task": label_task(manifest.features[manifest.label]),
     }
+
+
+def _scan_corrupt(manifest: Manifest, log: bool = True) -> dict[str, list[CorruptShard]]:
+    """The corrupt shards of train and eval; with `log`, each is logged with what it loses."""
+    corrupt = {}
+    for split in ("train", "eval"):
+        if not manifest.has_split(split):
+            continue
+        corrupt[split] = find_corrupt(manifest.splits[split].files, manifest.compression_type)
+        for c in corrupt[split] if log else []:
+            logger.warning(
+                "split %r: corrupt shard %s: skipping %d of its %d records (%d readable)",
+                split, c.path, c.skipped, c.listed, c.readable,
+            )  # fmt: skip
+    skipped = sum(c.skipped for split in corrupt.values() for c in split)
+    if skipped and log:
+        logger.warning("--skip-corrupt: %d records skipped in all", skipped)
+    return corrupt
+
+
+def _corrupt_message(manifest: Manifest, e: tf.errors.DataLossError) -> str:
+    """One line naming the corrupt shard(s) behind a read error."""
+    corrupt = [c for split in _scan_corrupt(manifest, log=False).values() for c in split]
+    if not corrupt:
+        return f"training failed: {_first_line(e)}"
+    first = corrupt[0]
+    more = f" (and {len(corrupt) - 1} more corrupt shard(s))" if len(corrupt) > 1 else ""
+    return (
+        f"corrupt shard {first.path}: only {first.readable} of its {first.listed} records "
+        f"can be read ({_first_line(e)}){more}; rerun with --skip-corrupt to train without "
+        "the unreadable records"
+    )
 
 
 def _train_dataset(
@@ -491,9 +553,12 @@ def _first_line(e: BaseException) -> str:
         if line.strip() and not line[0].isspace() and not line.startswith(noise)
     ]
     line = lines[-1] if lines else text.splitlines()[0] if text else ""
-    # tf.data prefixes the op's message with the transformation and iterator it ran in.
+    # tf.data prefixes the op's message with the transformation and iterator it ran in; eager
+    # ops wrap it in "{{function_node ...}} MESSAGE [Op:NAME] name: ".
     if "assertion failed: " in line:
         line = line[line.index("assertion failed: ") :]
+    line = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line)
+    line = re.sub(r"\s*\[Op:\w+\]( name: ?\S*)?$", "", line)
     return f"{type(e).__name__}: {line}" if line else type(e).__name__
 
 

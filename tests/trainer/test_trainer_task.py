@@ -34,6 +34,7 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
 
     assert sorted(metrics) == [
         "batch_size",
+        "corrupt_files",
         "dataset",
         "epochs",
         "eval",
@@ -41,6 +42,8 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
         "initial_epoch",
         "label",
         "replicas",
+        "skipped_records",
+        "steps",
         "steps_per_epoch",
         "strategy",
         "task",
@@ -48,6 +51,8 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
     ]
     assert (metrics["epochs"], metrics["initial_epoch"], metrics["batch_size"]) == (1, 0, 32)
     assert metrics["steps_per_epoch"] == 8  # ceil(240 train records / 32)
+    assert metrics["steps"] == 8  # optimizer steps in all
+    assert (metrics["skipped_records"], metrics["corrupt_files"]) == (0, [])
     assert (metrics["label"], metrics["task"]) == ("species", "classification")
     assert (metrics["strategy"], metrics["replicas"]) == ("DefaultDistributionStrategy", 1)
     assert sorted(metrics["train"]) == sorted(metrics["eval"]) == ["accuracy", "loss"]
