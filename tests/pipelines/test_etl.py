@@ -17,9 +17,9 @@ CSV = 'id,name,score\n1,ann,1.5\n2,"bo, b",x\n3,"multi\nline",2\n4\n1,ann again,
 JSONL = '{"id": 3, "note": "hello"}\n{"id": 9, "note": "orphan"}\n{broken\n'
 
 
-def _config(tmp_path, **extra):
+def _raw_config(tmp_path, **extra) -> dict:
+    """One CSV source (5 records read, 2 rejected) keyed by id; writes the CSV file."""
     (tmp_path / "a.csv").write_text(CSV)
-    (tmp_path / "b.jsonl").write_text(JSONL)
     cfg = {
         "name": "t",
         "sources": [{"name": "a", "format": "csv", "path": "a.csv"}],
@@ -33,7 +33,12 @@ def _config(tmp_path, **extra):
         "output": {"path": "out", "shard_size_mb": 1},
     }
     cfg.update(extra)
-    return parse_config(cfg, base_dir=str(tmp_path))
+    return cfg
+
+
+def _config(tmp_path, **extra):
+    (tmp_path / "b.jsonl").write_text(JSONL)  # for tests that add it as a second source
+    return parse_config(_raw_config(tmp_path, **extra), base_dir=str(tmp_path))
 
 
 def test_read_source_yields_records_rejected_and_counts(tmp_path):
@@ -189,21 +194,11 @@ def test_undecodable_input_bytes_are_rejected_not_fatal(tmp_path):
 
 
 def _config_file(tmp_path, **output) -> str:
-    """The `_config` dataset (one CSV source: 5 records read, 2 rejected) as a YAML file."""
+    """The `_config` dataset, without splits, as a YAML file; `output` adds output keys."""
     import yaml
 
-    (tmp_path / "a.csv").write_text(CSV)
-    cfg = {
-        "name": "t",
-        "sources": [{"name": "a", "format": "csv", "path": "a.csv"}],
-        "key": "id",
-        "features": {
-            "id": {"type": "int"},
-            "name": {"type": "string"},
-            "score": {"type": "float", "required": False, "default": 0.0},
-        },
-        "output": {"path": "out", **output},
-    }
+    cfg = _raw_config(tmp_path, output={"path": "out", **output})
+    del cfg["splits"]
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return str(path)
