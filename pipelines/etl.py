@@ -34,7 +34,7 @@ from transforms.publish import (
     holds_dataset,
     staging_path,
 )
-from transforms.sources import ReadSource
+from transforms.sources import CountIgnoredFields, ReadSource
 from transforms.spec import DatasetSpec
 from transforms.write import PublishDataset, WriteShards
 
@@ -60,6 +60,7 @@ def build_etl(p: beam.Pipeline, dataset: DatasetSpec, staging: str) -> beam.PCol
         rejected.append(r)
         counts.append(n)
     records = chunks | "MergeSources" >> beam.Flatten()
+    counts.append(records | "CountIgnoredFields" >> beam.ParDo(CountIgnoredFields(dataset)))
     if dataset.combine == "join":
         encoded, invalid, join_counts = records | "JoinSources" >> JoinByKey(dataset)
         counts.append(join_counts)

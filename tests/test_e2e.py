@@ -181,10 +181,10 @@ def test_manifest_ledger_files_and_rejections(dataset):
     written = sum(s["records"] for s in manifest["splits"].values())
     assert read == written + manifest["rejected"]["records"] + manifest["duplicates"] + manifest["joined"]
     assert manifest["sources"] == {
-        "measurements": {"format": "csv", "records": 3000},
-        "observations": {"format": "jsonl", "records": 2696},
-        "nests": {"format": "parquet", "records": 2111},
-        "bands": {"format": "sql", "records": 1820},
+        "measurements": {"format": "csv", "records": 3000, "ignored_fields": {}},
+        "observations": {"format": "jsonl", "records": 2696, "ignored_fields": {}},
+        "nests": {"format": "parquet", "records": 2111, "ignored_fields": {}},
+        "bands": {"format": "sql", "records": 1820, "ignored_fields": {}},
     }
     assert manifest["duplicates"] == 5 + 2
     assert manifest["rejected"]["reasons"] == {

@@ -185,8 +185,8 @@ def test_manifest_on_gcs_lists_every_object_with_its_checksum(published):
         data = files[f["path"]]
         assert (len(data), hashlib.sha256(data).hexdigest()) == (f["bytes"], f["sha256"])
     assert manifest["sources"] == {
-        "table": {"format": "csv", "records": 152},
-        "more": {"format": "jsonl", "records": 42},
+        "table": {"format": "csv", "records": 152, "ignored_fields": {}},
+        "more": {"format": "jsonl", "records": 42, "ignored_fields": {}},
     }
     assert sum(s["records"] for s in manifest["splits"].values()) == 190
     assert (manifest["rejected"]["records"], manifest["duplicates"]) == (3, 1)

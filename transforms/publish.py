@@ -26,7 +26,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.files import is_remote
-from transforms.records import read_counter
+from transforms.records import ignored_counter, read_counter
 from transforms.spec import DatasetSpec
 
 logger = logging.getLogger(__name__)
@@ -101,7 +101,11 @@ def build_manifest(
             ],
         }
     sources = {
-        s.name: {"format": s.format, "records": counts.get(read_counter(s.name), 0)}
+        s.name: {
+            "format": s.format,
+            "records": counts.get(read_counter(s.name), 0),
+            "ignored_fields": _ignored_fields(counts, s.name),
+        }
         for s in dataset.sources
     }
     read = sum(v["records"] for v in sources.values())
@@ -145,6 +149,12 @@ def build_manifest(
     if dataset.combine == "join":
         manifest["joined"] = joined
     return manifest
+
+
+def _ignored_fields(counts: dict[str, int], source_name: str) -> dict[str, int]:
+    """{field: records holding a value in it} of a source's fields that no feature reads."""
+    prefix = ignored_counter(source_name, "")
+    return {k[len(prefix) :]: n for k, n in sorted(counts.items()) if k.startswith(prefix)}
 
 
 class QualityError(RuntimeError):

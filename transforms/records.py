@@ -166,6 +166,11 @@ def read_counter(source_name: str) -> str:
     return f"read/{source_name}"
 
 
+def ignored_counter(source_name: str, field: str) -> str:
+    """The name under which the records with a value in a field nothing reads are counted."""
+    return f"ignored/{source_name}/{field}"
+
+
 def location(path: str, line: int) -> str:
     return f"{path}:{line}"
 

@@ -97,8 +97,8 @@ def test_join_run_publishes_a_balanced_manifest(tmp_path):
     out = dataset.output.path
     manifest = json.load(open(os.path.join(out, "manifest.json")))
     assert manifest["sources"] == {
-        "a": {"format": "csv", "records": 5},
-        "b": {"format": "jsonl", "records": 3},
+        "a": {"format": "csv", "records": 5, "ignored_fields": {"score": 4}},
+        "b": {"format": "jsonl", "records": 3, "ignored_fields": {}},
     }
     # ids 1, 2 and 3 are written (3 joined with its note); id 9 has no name: rejected.
     assert sum(s["records"] for s in manifest["splits"].values()) == 3

@@ -20,7 +20,8 @@ Policies (also listed in tests/reliability/README.md):
   rejected with `<feature>: missing required value` at its own line; the other files go on (a
   quality threshold on rejected records is what stops a job whose data collapsed). A missing
   optional column gives its feature's default (or an empty list).
-- Extra unknown columns/keys are ignored (not written; not counted in the manifest).
+- Extra unknown columns/keys are ignored (not written) and counted: the manifest's
+  `sources.<name>.ignored_fields` gives, per field, the records holding a value in it.
 - Duplicate keys: the first record is written, the others counted in `duplicates`.
 - A source path with no readable input file (glob matching nothing, broken symlink, a folder
   where a file is expected) fails before the job starts: exit 2 naming `sources[i].path`.
@@ -269,10 +270,17 @@ def test_csv_missing_required_column_rejects_every_record_of_the_file(tabular):
     assert rejected["drift", "drift.csv:2"]["record"] == "40,a\n"
 
 
-def test_extra_unknown_columns_are_ignored(tabular):
-    _, written, _ = tabular
+def test_extra_unknown_columns_are_ignored_and_counted(tabular):
+    manifest, written, _ = tabular
     assert all(set(values) == {"name", "kind", "x"} for values in written.values())
     assert written[50] == {"name": (b"j",), "kind": (b"a",), "x": (1.0,)}
+    ignored = {k: v["ignored_fields"] for k, v in manifest["sources"].items()}
+    # rows.csv: `extra` holds a value on the two records that parse (lines 2, 3); empty cells
+    # are missing values; the rows with a wrong field count never become records
+    assert ignored == {
+        "rows": {"extra": 2}, "nulls": {}, "bom": {}, "empty": {}, "header": {}, "drift": {},
+        "events": {"unknown": 1}, "bomjsonl": {},
+    }
 
 
 def test_duplicate_keys_keep_the_first_record(tabular):

@@ -541,7 +541,11 @@ output: {path: out}
 
     out = tmp_path / "out"
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["sources"] == {"events": {"format": "bigquery", "records": 23}}
+    # fields no feature reads are counted; the row rejected by the mapping carries none
+    ignored = {"address.geo.lon": 22, "at": 22, "local": 22, "none": 22}
+    assert manifest["sources"] == {
+        "events": {"format": "bigquery", "records": 23, "ignored_fields": ignored}
+    }
     assert manifest["rejected"]["reasons"] == {
         "bigquery: orders.lines: an array inside an array": 1,
         "day: missing required value": 1,
