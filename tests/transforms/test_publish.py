@@ -7,6 +7,8 @@ publish steps are checked one by one on staged files written by the test.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from apache_beam.io.filesystems import FileSystems
@@ -17,6 +19,7 @@ from transforms.publish import (
     OutputError,
     check_output,
     discard,
+    exchange,
     publish,
     staging_path,
 )
@@ -129,6 +132,53 @@ def test_local_publish_replaces_the_old_dataset(tmp_path):
     files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert files == [f"ds/{MANIFEST}", "ds/train/new.tfrecord"]
     assert json.loads((tmp_path / "ds" / MANIFEST).read_text()) == {"name": "ds"}
+
+
+def test_exchange_swaps_two_folders(tmp_path):
+    stage(str(tmp_path / "a"), {"x": b"a"})
+    stage(str(tmp_path / "b"), {"y": b"b"})
+    if not exchange(str(tmp_path / "a"), str(tmp_path / "b")):
+        pytest.skip("no renameat2(RENAME_EXCHANGE) here")
+    assert (tmp_path / "a" / "y").read_bytes() == b"b"
+    assert (tmp_path / "b" / "x").read_bytes() == b"a"
+
+
+_WATCH = """
+import json, os, sys
+manifest, stop = sys.argv[1], sys.argv[2]
+seen, missing = set(), 0
+while not os.path.exists(stop):
+    try:
+        with open(manifest) as f:
+            seen.add(json.load(f)["run"])
+    except FileNotFoundError:
+        missing += 1
+print(json.dumps({"seen": len(seen), "missing": missing}))
+"""
+
+
+def test_local_replacement_never_leaves_output_without_a_dataset(tmp_path):
+    """Another process reads OUTPUT's manifest in a loop while the dataset is replaced 150 times:
+    it always finds one, complete (the old or the new)."""
+    output = str(tmp_path / "ds")
+    stage(output, {MANIFEST: json.dumps({"run": -1}).encode(), "train/a.tfrecord": b"0"})
+    if not exchange(output, output):
+        pytest.skip("no renameat2(RENAME_EXCHANGE) here")
+    stop = tmp_path / "stop"
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", _WATCH, f"{output}/{MANIFEST}", str(stop)], stdout=subprocess.PIPE
+    )
+    try:
+        for run in range(150):
+            staging = staging_path(output, f"r{run}")
+            stage(staging, {f"train/{i}.tfrecord": bytes([i]) for i in range(5)})
+            publish(staging, output, {"run": run})
+    finally:
+        stop.touch()
+        report = json.loads(watcher.communicate(timeout=30)[0])
+    assert report["missing"] == 0
+    assert report["seen"] > 1  # it did watch replacements happen
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "stop"]
 
 
 def test_local_check_output_and_discard(tmp_path):
