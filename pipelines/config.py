@@ -93,6 +93,11 @@ def load_config(path: str, output: str | None = None) -> DatasetSpec:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
+        if isinstance(e, yaml.constructor.ConstructorError) and e.problem:
+            # e.g. a !!python/object tag: safe_load builds no Python objects from a config
+            raise ConfigError(
+                "--config", f"{path!r}{where}: {e.problem} (only plain YAML is allowed)"
+            ) from None
         raise ConfigError("--config", f"{path!r} is not valid YAML{where}") from None
     base_dir = os.path.dirname(os.path.abspath(path))
     spec = parse_config(raw, base_dir=base_dir, output=output)
@@ -468,6 +473,8 @@ def _check_module(path: Any, base_dir: str) -> str:
     if is_remote(path):
         raise ConfigError(where, f"{path!r}: the module must be a local file")
     path = _resolve(path, base_dir)
+    if not path.endswith(".py"):
+        raise ConfigError(where, f"{path!r} must be a Python file (.py)")
     try:
         with open(path, "rb") as f:
             source = f.read()

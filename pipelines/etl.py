@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import time
 import uuid
 
@@ -70,7 +71,9 @@ def build_etl(p: beam.Pipeline, dataset: DatasetSpec, staging: str) -> beam.PCol
     transform = None
     if dataset.transform is not None:
         # Imported here: tf.Transform brings TensorFlow (seconds and hundreds of MB), which
-        # datasets without a transform never need.
+        # datasets without a transform never need. Keras, which it imports, writes its config
+        # file to KERAS_HOME (~/.keras by default): keep it in the temp location.
+        os.environ.setdefault("KERAS_HOME", os.path.join(tempfile.gettempdir(), "shardflow-keras"))
         from transforms.tft import TransformFeatures
 
         encoded, transform = encoded | "TransformFeatures" >> TransformFeatures(dataset, staging)

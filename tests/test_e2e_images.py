@@ -158,7 +158,9 @@ def rejected_records(out: Path, manifest: dict) -> list[dict]:
 
 def _check_ledger(manifest: dict, read: int) -> None:
     written = sum(s["records"] for s in manifest["splits"].values())
-    assert manifest["sources"] == {"photos": {"format": "images", "records": read}}
+    assert manifest["sources"] == {
+        "photos": {"format": "images", "records": read, "ignored_fields": {}}
+    }
     assert read == written + manifest["rejected"]["records"] + manifest["duplicates"]
 
 

@@ -96,9 +96,9 @@ def test_joined_records_hold_every_source_s_fields(joined):
 def test_unmatched_and_many_to_one_records_are_counted_in_the_ledger(joined):
     out, manifest = joined
     assert manifest["sources"] == {
-        "people": {"format": "csv", "records": 7},
-        "scores": {"format": "parquet", "records": 5},
-        "cities": {"format": "sql", "records": 3},
+        "people": {"format": "csv", "records": 7, "ignored_fields": {}},
+        "scores": {"format": "parquet", "records": 5, "ignored_fields": {}},
+        "cities": {"format": "sql", "records": 3, "ignored_fields": {}},
     }
     written = sum(s["records"] for s in manifest["splits"].values())
     assert (written, manifest["duplicates"], manifest["joined"]) == (6, 2, 5)

@@ -119,7 +119,9 @@ def test_text_with_a_regex_writes_every_matching_line_and_rejects_the_rest(tmp_p
     )
     assert _examples(out, manifest) == sorted(expected)
     nonblank = [line for line in lines if line.strip()]
-    assert manifest["sources"] == {"logs": {"format": "text", "records": len(nonblank)}}
+    assert manifest["sources"] == {
+        "logs": {"format": "text", "records": len(nonblank), "ignored_fields": {"ts": 402}}
+    }
     assert manifest["rejected"]["reasons"] == dict(Counter(reason for reason, _ in bad.values()))
     path = str(tmp_path / "app.log")
     assert sorted((r["location"], r["reason"], r["record"]) for r in _rejected(out)) == sorted(
@@ -165,7 +167,7 @@ def test_text_lines_from_plain_and_gzipped_files_are_written_whole(tmp_path):
         {"sentence": {"type": "string"}},
     )
     assert _examples(out, manifest) == sorted(expected)
-    assert manifest["sources"] == {"corpus": {"format": "text", "records": 601}}
+    assert manifest["sources"] == {"corpus": {"format": "text", "records": 601, "ignored_fields": {}}}
     reason = "sentence: not valid text in the source's encoding"
     assert manifest["rejected"]["reasons"] == {reason: 1}
     [rejected] = _rejected(out)
@@ -230,7 +232,7 @@ def test_binary_struct_records_between_header_and_footer(tmp_path):
         if not math.isnan(score)
     ]
     assert _examples(out, manifest) == sorted(expected)
-    assert manifest["sources"] == {"points": {"format": "binary", "records": 501}}
+    assert manifest["sources"] == {"points": {"format": "binary", "records": 501, "ignored_fields": {}}}
     assert manifest["rejected"]["reasons"] == {
         "binary: 11 bytes left after the last whole record of 26 bytes": 1,
         "score: not a number": 1,
@@ -308,7 +310,9 @@ def test_binary_named_byte_ranges_of_mixed_types_and_endianness(tmp_path):
         if n != 42
     ]
     assert _examples(out, manifest) == sorted(expected)
-    assert manifest["sources"] == {"readings": {"format": "binary", "records": 300}}
+    assert manifest["sources"] == {
+        "readings": {"format": "binary", "records": 300, "ignored_fields": {}}
+    }
     reason = "station: not valid UTF-8"
     assert manifest["rejected"]["reasons"] == {reason: 1}
     [rejected] = _rejected(out)

@@ -18,6 +18,12 @@ Fields of a record:
               with `label_regex`, its group `label` (or its only group) searched in `filename`
               (missing when it does not match); no `label` with `label_from: none`
 
+A label is Unicode text in NFC form (macOS stores folder names decomposed, NFD: `é` as `e` and
+a combining accent; both give the same label). An image whose label holds a control character or
+a path separator (`/` or a backslash), or whose path is not valid UTF-8 (Linux names are bytes),
+is rejected: `label: holds a control character`, `label: holds a path separator`, `label: not
+valid UTF-8`, `filename: not valid UTF-8`. A label is never altered otherwise.
+
 `resize: [height, width]` scales to exactly that size (bilinear, antialiased when shrinking);
 `encode: png | jpeg` re-encodes (`quality` for JPEG). Resizing without `encode` keeps JPEG as
 JPEG and writes anything else as PNG. A re-encoded image is written without metadata (EXIF,
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import io
 import re
+import unicodedata
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 from apache_beam.metrics import Metrics
@@ -45,6 +52,7 @@ from transforms.records import (
     RawChunk,
     location,
     one_line_records,
+    printable,
     record_json,
     rejection,
 )
@@ -62,6 +70,10 @@ ALL_FILES = "*"
 DEFAULT_QUALITY = 90
 UNDECODABLE = "image: not a decodable image"
 TOO_LARGE = "image: too many pixels to decode"
+NOT_UTF8_LABEL = "label: not valid UTF-8"
+NOT_UTF8_PATH = "filename: not valid UTF-8"
+CONTROL_LABEL = "label: holds a control character"
+SEPARATOR_LABEL = "label: holds a path separator"
 
 _SKIPPED = Metrics.counter("images", "skipped_files")
 # Pillow modes each encoding writes as they are; other modes are converted first.
@@ -151,14 +163,18 @@ def parse_images(
         return
     filename = relative_path(path, pattern_root(source.path))
     fields: dict[str, Any] = {"filename": filename}
-    if opts["label_from"] != "none":
-        fields["label"] = label_of(path, filename, opts)
     data = stream.read()
     try:
+        if opts["label_from"] != "none":
+            fields["label"] = label_of(path, filename, opts)
+        if not _is_utf8(filename):
+            raise RecordError(NOT_UTF8_PATH)
         fields.update(image_fields(data, opts))
     except RecordError as e:
-        record = {**fields, "image": _size(data)}
-        yield rejection(source.name, location(path, 1), e.reason, record)
+        # a path that is not UTF-8 holds lone surrogates: shown as \xNN escapes, never written
+        record = {k: printable(v) if isinstance(v, str) else v for k, v in fields.items()}
+        record["image"] = _size(data)
+        yield rejection(source.name, location(printable(path), 1), e.reason, record)
         return
     summary = record_json({**fields, "image": _size(fields["image"])})
     columns = {name: [value] for name, value in fields.items()}
@@ -169,13 +185,39 @@ parse = parse_images
 
 
 def label_of(path: str, filename: str, opts: dict[str, Any]) -> str | None:
-    """The label of the file at `path` (`filename` relative to the source's root)."""
+    """The label of the file at `path` (`filename` relative to the source's root), in NFC.
+
+    Raises RecordError for a label that is not UTF-8 or holds a control character or a path
+    separator.
+    """
     if opts["label_from"] == "parent_dir":
         parts = path.rsplit("/", 2)
-        return parts[-2] if len(parts) == 3 else None
-    regex = opts["label_regex"]
-    match = re.search(regex, filename)
-    return None if match is None else match.group(_label_group(regex))
+        label = parts[-2] if len(parts) == 3 else None
+    else:
+        regex = opts["label_regex"]
+        match = re.search(regex, filename)
+        label = None if match is None else match.group(_label_group(regex))
+    return None if label is None else clean_label(label)
+
+
+def clean_label(label: str) -> str:
+    """`label` in Unicode NFC; RecordError when it cannot be a class name."""
+    if not _is_utf8(label):
+        raise RecordError(NOT_UTF8_LABEL)
+    if any(unicodedata.category(c) == "Cc" for c in label):
+        raise RecordError(CONTROL_LABEL)
+    if "/" in label or "\\" in label:
+        raise RecordError(SEPARATOR_LABEL)
+    return unicodedata.normalize("NFC", label)
+
+
+def _is_utf8(text: str) -> bool:
+    """False for text holding lone surrogates (the undecodable bytes of a file name)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def image_fields(data: bytes, opts: dict[str, Any]) -> dict[str, Any]:

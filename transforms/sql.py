@@ -217,11 +217,14 @@ def select_sql(opts: dict[str, Any], where: str | None = None) -> str:
 class Partition:
     """One slice of a source's rows: those whose partition column satisfies `where` (None: all).
 
-    `label` names the slice in the locations of its records, e.g. `100<=id<200`.
+    `label` names the slice in the locations of its records, e.g. `100<=id<200`. The bounds in
+    `where` are placeholders (`?` for SQLite, `$1`, `$2` for PostgreSQL) bound to `params`:
+    values read from the database never become SQL text.
     """
 
     label: str | None
     where: str | None
+    params: tuple = ()
 
 
 def _literal(value: int | float | decimal.Decimal) -> str:  # noqa: PYI041 (ints stay exact)
@@ -249,17 +252,21 @@ def cut_points(lo: Any, hi: Any, partitions: int) -> list[Any]:
     return sorted({c for c in cuts if lo < c <= hi})
 
 
-def range_partitions(column: str, cuts: list[Any], has_nulls: bool) -> list[Partition]:
+def range_partitions(
+    column: str, cuts: list[Any], has_nulls: bool, dialect: str = "sqlite"
+) -> list[Partition]:
     """Partitions covering every value of `column` once: the first and last ranges are open."""
     col = quote_identifier(column)
     if not cuts:
         parts = [Partition(f"{column} IS NOT NULL", f"{col} IS NOT NULL")]
     else:
-        bounds = [_literal(c) for c in cuts]
-        parts = [Partition(f"{column}<{bounds[0]}", f"{col} < {bounds[0]}")]
-        for a, b in itertools.pairwise(bounds):
-            parts.append(Partition(f"{a}<={column}<{b}", f"{col} >= {a} AND {col} < {b}"))
-        parts.append(Partition(f"{column}>={bounds[-1]}", f"{col} >= {bounds[-1]}"))
+        one, two = ("?", "?") if dialect == "sqlite" else ("$1", "$2")
+        shown = [_literal(c) for c in cuts]  # for locations only
+        parts = [Partition(f"{column}<{shown[0]}", f"{col} < {one}", (cuts[0],))]
+        for (a, b), (sa, sb) in zip(itertools.pairwise(cuts), itertools.pairwise(shown)):
+            where = f"{col} >= {one} AND {col} < {two}"
+            parts.append(Partition(f"{sa}<={column}<{sb}", where, (a, b)))
+        parts.append(Partition(f"{column}>={shown[-1]}", f"{col} >= {one}", (cuts[-1],)))
     if has_nulls:
         parts.append(Partition(f"{column} IS NULL", f"{col} IS NULL"))
     return parts
@@ -406,11 +413,16 @@ class Database:
 
         return (pg8000.dbapi.Error,)
 
-    def rows(self, sql: str, chunk_rows: int) -> Iterator[tuple[list[str], list[tuple]]]:
-        """(column names, up to chunk_rows rows) for the whole result of `sql`, in order."""
+    def rows(
+        self, sql: str, chunk_rows: int, params: tuple = ()
+    ) -> Iterator[tuple[list[str], list[tuple]]]:
+        """(column names, up to chunk_rows rows) for the whole result of `sql`, in order.
+
+        `params` are bound to the placeholders of `sql` (see Partition), by the driver.
+        """
         with self._errors("query failed"):
             if self.dialect == "sqlite":
-                cursor = self._conn.execute(sql)
+                cursor = self._conn.execute(sql, params)
                 names = [d[0] for d in cursor.description]
                 while True:
                     rows = cursor.fetchmany(chunk_rows)
@@ -421,7 +433,13 @@ class Database:
             # pg8000 holds a whole result in memory: a server-side cursor hands it out in chunks.
             try:
                 cursor.execute("SET TRANSACTION READ ONLY")
-                cursor.execute(f"DECLARE {_CURSOR} NO SCROLL CURSOR FOR {sql}")
+                declare = f"DECLARE {_CURSOR} NO SCROLL CURSOR FOR {sql}"
+                if params:
+                    # $n placeholders straight to the server (pg8000's paramstyle conversion
+                    # would misread a `%` of the user's query)
+                    self._conn.execute_unnamed(declare, vals=params)
+                else:
+                    cursor.execute(declare)
                 while True:
                     cursor.execute(f"FETCH FORWARD {int(chunk_rows)} FROM {_CURSOR}")
                     rows = cursor.fetchall()
@@ -536,7 +554,7 @@ def plan_partitions(db: Database, source: SourceSpec) -> list[Partition]:
             )
     has_nulls = db.first_row(select_sql(opts, f"{col} IS NULL") + " LIMIT 1") is not None
     cuts = [] if lo is None else cut_points(lo, hi, opts["partitions"])
-    return range_partitions(column, cuts, has_nulls)
+    return range_partitions(column, cuts, has_nulls, db.dialect)
 
 
 def _bounds_sql(opts: dict[str, Any], col: str, conditions: list[str]) -> str:
@@ -561,7 +579,8 @@ def read_partition(
     opts = source.options
     path = source_label(opts) + (f":{partition.label}" if partition.label else "")
     start = 0
-    for names, rows in db.rows(select_sql(opts, partition.where), opts["chunk_rows"]):
+    sql = select_sql(opts, partition.where)
+    for names, rows in db.rows(sql, opts["chunk_rows"], partition.params):
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
             raise _error(

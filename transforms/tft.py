@@ -26,6 +26,7 @@ import hashlib
 import importlib.util
 import logging
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -123,10 +124,14 @@ def _module_fn(path: str) -> Callable[[dict], dict]:
     name = "shardflow_transform_" + hashlib.sha256(path.encode("utf-8")).hexdigest()[:12]
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
+    # no __pycache__ next to the user's file: a run writes only to OUTPUT and the temp location
+    bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         module_spec.loader.exec_module(module)
     except Exception as e:
         raise TransformError(f"transform.module: importing {path!r} failed: {e}") from e
+    finally:
+        sys.dont_write_bytecode = bytecode
     fn = getattr(module, "preprocessing_fn", None)
     if not callable(fn):
         raise TransformError(f"transform.module: {path!r} defines no preprocessing_fn")

@@ -206,10 +206,16 @@ def test_cut_points_are_increasing_and_inside_the_range(lo, hi, k, cuts):
 def test_range_partitions_are_open_at_both_ends_and_keep_nulls_apart():
     parts = sql.range_partitions("id", [10, 20], has_nulls=True)
     assert parts == [
-        sql.Partition("id<10", '"id" < 10'),
-        sql.Partition("10<=id<20", '"id" >= 10 AND "id" < 20'),
-        sql.Partition("id>=20", '"id" >= 20'),
+        sql.Partition("id<10", '"id" < ?', (10,)),
+        sql.Partition("10<=id<20", '"id" >= ? AND "id" < ?', (10, 20)),
+        sql.Partition("id>=20", '"id" >= ?', (20,)),
         sql.Partition("id IS NULL", '"id" IS NULL'),
+    ]
+    pg = sql.range_partitions("id", [10, 20], has_nulls=False, dialect="postgresql")
+    assert [(p.where, p.params) for p in pg] == [
+        ('"id" < $1', (10,)),
+        ('"id" >= $1 AND "id" < $2', (10, 20)),
+        ('"id" >= $1', (20,)),
     ]
     assert sql.range_partitions('a"b', [], has_nulls=False) == [
         sql.Partition('a"b IS NOT NULL', '"a""b" IS NOT NULL')
