@@ -28,7 +28,7 @@ import shutil
 import sys
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, BinaryIO, Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -267,19 +267,65 @@ def _publish_remote(staging: str, output: str, body: bytes) -> None:
     old = _objects(output)
     staged = _objects(staging)
     targets = [output + path[len(staging) :] for path in staged]
-    with FileSystems.create(marker, mime_type="text/plain") as f:
+    with create_file(marker, "text/plain") as f:
         f.write(staging.encode("utf-8"))
     if manifest in old:
-        FileSystems.delete([manifest])
+        _delete([manifest])
     if staged:
         FileSystems.copy(staged, targets)
     stale = sorted(set(old) - set(targets) - {manifest, marker})
     if stale:
-        FileSystems.delete(stale)
-    with FileSystems.create(manifest, mime_type="application/json") as f:
+        _delete(stale)
+    with create_file(manifest, "application/json") as f:
         f.write(body)
-    FileSystems.delete([marker])
-    FileSystems.delete([staging + "/"])
+    # The dataset is published: what is left is tidying up, which must not fail the run.
+    try:
+        _delete([marker])
+        _delete([staging + "/"])
+    except OSError as e:
+        logger.warning("dataset published, but %s (delete it at leisure)", e)
+
+
+def _delete(paths: list[str]) -> None:
+    """FileSystems.delete, failing with an OSError naming what could not be deleted."""
+    try:
+        FileSystems.delete(paths)
+    except OSError:
+        raise
+    except Exception as e:  # gcsio's batch delete fails so when no retry got an answer
+        more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+        raise OSError(f"could not delete {paths[0]}{more}: {type(e).__name__}: {e}") from e
+
+
+@contextlib.contextmanager
+def create_file(path: str, mime_type: str) -> Iterator[BinaryIO]:
+    """`FileSystems.create(path)` for the block: closed after it, abandoned if it or the close
+    fails (see `abandon`)."""
+    f = FileSystems.create(path, mime_type=mime_type)
+    try:
+        yield f
+        f.close()
+    except BaseException:
+        abandon(f, path)
+        raise
+
+
+def abandon(f: BinaryIO, path: str) -> None:
+    """Gives up a file whose write or close failed, so that nothing completes it later.
+
+    A gs:// writer (google-cloud-storage's BlobWriter) left unclosed uploads what it holds when
+    it is garbage-collected: at the latest when the process exits, after the run has failed and
+    discarded its staging folder, retrying each upload up to its retry deadline (120 s).
+    `terminate()` cancels its upload session instead and closes it. Local files are left as
+    they are (a staging folder is removed whole).
+    """
+    terminate = getattr(f, "terminate", None)
+    if terminate is None:
+        return
+    try:
+        terminate()
+    except Exception as e:  # the write already failed; this only tidies up, so say and go on
+        logger.warning("could not cancel the upload of %s: %s", path, e)
 
 
 def discard(staging: str) -> None:
@@ -287,8 +333,8 @@ def discard(staging: str) -> None:
     try:
         if is_remote(staging):
             if _objects(staging):  # an object store has no folders: delete what is under it
-                FileSystems.delete([staging + "/"])
+                _delete([staging + "/"])
         elif FileSystems.exists(staging):
-            FileSystems.delete([staging])
+            _delete([staging])
     except OSError as e:  # the run already failed; leave the hidden folder and say so
         logger.warning("could not remove staging folder %s: %s", staging, e)

@@ -9,11 +9,13 @@ are written under a staging folder; `transforms.publish` moves them into place.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
 import os
+import threading
 import zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +33,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from transforms.prepare import EncodedChunk
 from transforms.records import ChunkCoder
-from transforms.publish import build_manifest, check_rejections, publish
+from transforms.publish import abandon, build_manifest, check_rejections, create_file, publish
 from transforms.spec import DatasetSpec, OutputSpec
 from transforms.split import binary_offsets, shard_of
 
@@ -133,13 +135,14 @@ class RecordFileWriter:
     def write(self, payloads: Sequence[bytes] | pa.Array) -> None:
         """Appends records, framed, in blocks of about a megabyte."""
         payloads = binary(payloads)
-        for start in range(0, len(payloads), _BLOCK_RECORDS):
-            block = payloads.slice(start, _BLOCK_RECORDS)
-            self._pending.append(frame_records(block))
-            self._pending_size += len(self._pending[-1])
-            self.records += len(block)
-            if self._pending_size >= _BUFFER:
-                self._flush_pending()
+        with self._abandoned_on_error():
+            for start in range(0, len(payloads), _BLOCK_RECORDS):
+                block = payloads.slice(start, _BLOCK_RECORDS)
+                self._pending.append(frame_records(block))
+                self._pending_size += len(self._pending[-1])
+                self.records += len(block)
+                if self._pending_size >= _BUFFER:
+                    self._flush_pending()
 
     def _flush_pending(self) -> None:
         block = b"".join(self._pending)
@@ -154,11 +157,20 @@ class RecordFileWriter:
             self.bytes += len(block)
             self._file.write(block)
 
+    @contextlib.contextmanager
+    def _abandoned_on_error(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            abandon(self._file, self.path)
+            raise
+
     def close(self) -> dict[str, Any]:
-        self._flush_pending()
-        if self._compressor is not None:
-            self._emit(self._compressor.flush())
-        self._file.close()
+        with self._abandoned_on_error():
+            self._flush_pending()
+            if self._compressor is not None:
+                self._emit(self._compressor.flush())
+            self._file.close()
         return {"records": self.records, "bytes": self.bytes, "sha256": self._sha.hexdigest()}
 
 
@@ -246,7 +258,9 @@ class WriteShardFn(beam.DoFn):
     """Writes the shards of a bundle from their grouped parts; yields each shard's file facts.
 
     Shards are written on a few threads at once: compression, hashing and file writes release
-    the GIL, and each file's bytes depend only on its records.
+    the GIL, and each file's bytes depend only on its records. Once a shard fails, the bundle
+    has failed: shards not yet started are not written (each could otherwise spend a whole
+    retry deadline on a storage service that is down).
     """
 
     def __init__(self, staging: str, split_names: list[str], output: OutputSpec):
@@ -259,26 +273,35 @@ class WriteShardFn(beam.DoFn):
 
     def start_bundle(self):
         self._pending = []
+        self._failed = threading.Event()  # a shard of this bundle failed
 
     def process(self, element, counts):
         (split, shard), parts = element
         parts = list(parts)  # read on this thread: grouped values may be lazily fetched
-        self._pending.append(self._pool.submit(self._write, split, shard, parts, counts))
+        self._pending.append(
+            self._pool.submit(self._write, split, shard, parts, counts, self._failed)
+        )
 
     def finish_bundle(self):
         pending, self._pending = self._pending, []
-        for future in pending:
+        for future in pending:  # in submission order: a failed shard's error comes first
             yield GlobalWindows.windowed_value(future.result())
 
     def teardown(self):
         self._pool.shutdown()
 
-    def _write(self, split, shard, parts, counts) -> dict[str, Any]:
-        payloads, duplicates = sorted_records(parts)
+    def _write(self, split, shard, parts, counts, failed: threading.Event) -> dict[str, Any]:
         name = shard_name(self._splits[split], shard, counts[split], self._output.suffix)
-        writer = _writer(f"{self._staging}/{name}", self._output)
-        writer.write(payloads)
-        facts = writer.close()
+        if failed.is_set():
+            raise RuntimeError(f"{name}: not written, another shard of its bundle failed")
+        try:
+            payloads, duplicates = sorted_records(parts)
+            writer = _writer(f"{self._staging}/{name}", self._output)
+            writer.write(payloads)
+            facts = writer.close()
+        except BaseException:
+            failed.set()
+            raise
         return {"split": self._splits[split], "path": name, "duplicates": duplicates, **facts}
 
 
@@ -296,7 +319,7 @@ def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, An
     name = "rejected/rejected-00000-of-00001.jsonl"
     sha = hashlib.sha256()
     size = 0
-    with FileSystems.create(f"{staging}/{name}", mime_type="application/x-ndjson") as f:
+    with create_file(f"{staging}/{name}", "application/x-ndjson") as f:
         for record in rejected:
             line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode(
                 "utf-8", errors="backslashreplace"
