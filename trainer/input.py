@@ -3,18 +3,36 @@
 The shape follows the Model Garden reader: shuffle the file list, shard it per worker, interleave
 the files, shuffle serialized records, repeat, batch, then parse the whole batch at once with the
 vectorized tf.io.parse_example (per-record parsing is several times slower), and prefetch.
+
+One change makes it several times faster on few cores: records travel in runs of `read_batch`
+(default 32) from the file readers to the batcher. Each file yields runs of consecutive records;
+the interleave and the shuffle buffer move runs, not records, so their per-element cost (a
+thread hand-off each, ~100 µs here) is paid once per run; `rebatch` cuts the runs into batches
+with one copy. Shards written by shardflow hold their records in a pseudo-random order (sorted by
+a hash of the record), so a run of consecutive records is already a random sample, and shuffling
+runs mixes as well as shuffling records. For data in a meaningful order, `read_batch=1` shuffles
+record by record.
+
 With `deterministic=True` and a fixed seed, two runs yield the same examples in the same order.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow as tf
 
 AUTOTUNE = tf.data.AUTOTUNE
 DEFAULT_SHUFFLE_BUFFER = 10_000
-MAX_CYCLE_LENGTH = 8
+DEFAULT_READ_BATCH = 32
+MAX_CYCLE_LENGTH = 16
+CACHES = ("none", "memory", "disk")
+
+
+def default_cycle_length(files: int) -> int:
+    """Files read at once: one per core, at least 4 (remote reads wait more than they work)."""
+    return max(1, min(files, MAX_CYCLE_LENGTH, max(4, os.cpu_count() or 1)))
 
 
 def make_dataset(
@@ -29,13 +47,17 @@ def make_dataset(
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
     deterministic: bool = False,
     repeat: bool = False,
-    cache: bool = False,
+    cache: bool | str = False,
     drop_remainder: bool = False,
     input_context: tf.distribute.InputContext | None = None,
     label: str | None = None,
     preprocess: Callable[[dict], dict] | None = None,
     label_fn: Callable[[tf.Tensor], tf.Tensor] | None = None,
     skip_corrupt: bool = False,
+    read_batch: int = DEFAULT_READ_BATCH,
+    cycle_length: int | None = None,
+    block_length: int = 1,
+    ram_budget_bytes: int | None = None,
 ) -> tf.data.Dataset:
     """Batches of parsed examples from TFRecord `files`.
 
@@ -45,11 +67,19 @@ def make_dataset(
     features (label removed) and `label_fn` the label tensor. With `skip_corrupt`, a read error
     in a file (CRC mismatch, truncation, bad compressed data) ends that file instead of the
     pipeline: the rest of the file is skipped (trainer.integrity counts what is lost).
+
+    `cache`: False/"none", True/"memory" (serialized records, in RAM) or a file path prefix
+    (on disk); the first pass fills it, later epochs read it instead of the files.
+    `read_batch` records move together (see the module's doc), `shuffle_buffer` counts records;
+    `cycle_length` files are read at once (default: `default_cycle_length`), `block_length` runs
+    taken from each in turn. `ram_budget_bytes` caps what tf.data's autotuner may buffer.
     """
     if not files:
         raise ValueError(f"split {split!r}: no files to read")
     if batch_size < 1:
         raise ValueError(f"batch size must be positive, got {batch_size}")
+    if read_batch < 1:
+        raise ValueError(f"read batch must be positive, got {read_batch}")
     if label is not None and label not in spec:
         raise ValueError(f"label {label!r} is not in the parse spec")
     files = list(files)
@@ -70,24 +100,28 @@ def make_dataset(
     def read(path: tf.Tensor) -> tf.data.Dataset:
         records = tf.data.TFRecordDataset(path, compression_type=compression)
         # Per file, so an error drops only the rest of its own file.
-        return records.ignore_errors() if skip_corrupt else records
+        if skip_corrupt:
+            records = records.ignore_errors()
+        return records if record_shards > 1 else records.batch(read_batch)
 
     ds = ds.interleave(
         read,
-        cycle_length=min(len(files), MAX_CYCLE_LENGTH),
+        cycle_length=cycle_length or default_cycle_length(len(files)),
+        block_length=block_length,
         num_parallel_calls=AUTOTUNE,
         # Sharding records needs the same record order on every worker.
         deterministic=deterministic or record_shards > 1,
     )
     if record_shards > 1:
-        ds = ds.shard(record_shards, input_context.input_pipeline_id)
+        ds = ds.shard(record_shards, input_context.input_pipeline_id).batch(read_batch)
     if cache:
-        ds = ds.cache()
+        ds = ds.cache() if cache in (True, "memory") else ds.cache(str(cache))
     if shuffle:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        runs = max(1, -(-shuffle_buffer // read_batch))
+        ds = ds.shuffle(runs, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
 
     def parse(serialized: tf.Tensor):
         features = tf.io.parse_example(serialized, spec)
@@ -99,8 +133,19 @@ def make_dataset(
         return features, (label_fn(target) if label_fn is not None else target)
 
     ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    return ds.with_options(pipeline_options(deterministic, ram_budget_bytes)).prefetch(AUTOTUNE)
+
+
+def pipeline_options(deterministic: bool, ram_budget_bytes: int | None = None) -> tf.data.Options:
+    """The tf.data options of every input pipeline, set on purpose."""
     options = tf.data.Options()
     options.deterministic = deterministic
+    options.autotune.enabled = True
+    if ram_budget_bytes:
+        options.autotune.ram_budget = int(ram_budget_bytes)
+    # Ops inside a map run on one thread each: the pipeline's parallelism comes from tf.data's
+    # own parallel calls, and ops spreading over every core would fight them (and the model).
+    options.threading.max_intra_op_parallelism = 1
     # Sharding is done above, by file; keep tf.distribute from sharding again.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    return ds.with_options(options).prefetch(AUTOTUNE)
+    return options

@@ -2,7 +2,10 @@
 
 `auto` picks what the machine offers: a TPU when TPU_NAME names one, MultiWorkerMirrored when
 TF_CONFIG describes more than one task (as Vertex AI sets it for several replicas), Mirrored when
-there is more than one GPU, else the default (single device) strategy.
+there is more than one GPU, else the default (single device) strategy. `mirrored` mirrors over
+all local GPUs or, without a GPU, over all logical CPU devices (one unless configured otherwise).
+`tpu` fails fast, with one line, when the TPU cannot be reached: a `grpc://HOST:PORT` TPU_NAME is
+probed with a TCP connection first (TensorFlow's own connection would wait for it forever).
 """
 
 from __future__ import annotations
@@ -10,12 +13,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
+from urllib.parse import urlsplit
 
 import tensorflow as tf
 
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+# Seconds to wait for a TCP connection to a grpc:// TPU address before giving up.
+TPU_CONNECT_TIMEOUT = 10.0
 
 
 class StrategyError(RuntimeError):
@@ -36,6 +43,20 @@ def get_strategy(name: str) -> tf.distribute.Strategy:
     if name == "multi_worker":
         return tf.distribute.MultiWorkerMirroredStrategy()
     return _tpu_strategy()
+
+
+def strategy_name(strategy: tf.distribute.Strategy) -> str:
+    """The public tf.distribute name of a strategy (its class may be a private subclass)."""
+    # The classes behind tf.distribute.MultiWorkerMirroredStrategy and .TPUStrategy are named
+    # CollectiveAllReduceStrategy and TPUStrategyV2.
+    for public, name in (
+        (tf.distribute.MultiWorkerMirroredStrategy, "MultiWorkerMirroredStrategy"),
+        (tf.distribute.MirroredStrategy, "MirroredStrategy"),
+        (tf.distribute.TPUStrategy, "TPUStrategy"),
+    ):
+        if isinstance(strategy, public):
+            return name
+    return type(strategy).__name__.lstrip("_")
 
 
 def _auto_choice() -> str:
@@ -63,12 +84,25 @@ def _tpu_strategy() -> tf.distribute.TPUStrategy:
     # "local" is the TPU attached to this VM (Cloud TPU VMs, Vertex AI TPU jobs).
     address = os.environ.get("TPU_NAME") or "local"
     try:
+        _probe_grpc(address)
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
-    except (ValueError, RuntimeError, tf.errors.OpError) as e:
+    # OSError: a TPU name is looked up through the GCE metadata server (URLError off GCE).
+    except (ValueError, RuntimeError, OSError, tf.errors.OpError) as e:
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise StrategyError(
             f"--strategy tpu: no TPU at {address!r} (TPU_NAME, or 'local' when unset): {detail}"
         ) from e
     return tf.distribute.TPUStrategy(resolver)
+
+
+def _probe_grpc(address: str) -> None:
+    """Raises OSError when a grpc://HOST:PORT address does not accept a TCP connection."""
+    if not address.startswith("grpc://"):
+        return
+    url = urlsplit(address)
+    if url.hostname is None or url.port is None:
+        raise ValueError(f"{address!r} is not grpc://HOST:PORT")
+    with socket.create_connection((url.hostname, url.port), timeout=TPU_CONNECT_TIMEOUT):
+        pass

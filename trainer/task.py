@@ -15,6 +15,7 @@ failed run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib.util
 import json
@@ -22,6 +23,7 @@ import logging
 import math
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,7 +33,7 @@ import tf_keras
 
 from trainer.export import export_model
 from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
-from trainer.input import DEFAULT_SHUFFLE_BUFFER, make_dataset
+from trainer.input import CACHES, DEFAULT_READ_BATCH, DEFAULT_SHUFFLE_BUFFER, make_dataset
 from trainer.integrity import CorruptShard, find_corrupt
 from trainer.manifest import (
     FeatureSpec,
@@ -42,8 +44,9 @@ from trainer.manifest import (
     missing_files,
     normalize_root,
 )
+from trainer.plan import InputFlags, InputPlan, plan_input
 from trainer.model import ModelConfig, Moments, build_model, compute_moments, model_features
-from trainer.strategy import STRATEGIES, StrategyError, get_strategy
+from trainer.strategy import STRATEGIES, StrategyError, get_strategy, strategy_name
 from trainer.transform import Transform, load_transform
 
 # Named, not __name__: under `python -m trainer.task` __name__ is "__main__".
@@ -66,13 +69,13 @@ class TrainConfig:
     strategy: str
     deterministic: bool
     seed: int
-    shuffle_buffer: int
-    cache: bool
     profile_input: bool
     profile_batches: int
     steps_per_epoch: int | None
     model: ModelConfig
     skip_corrupt: bool = False
+    input: InputFlags = InputFlags()
+    checkpoint_every: int | None = None  # steps; None: at the end of every epoch
 
 
 class UsageError(ValueError):
@@ -113,13 +116,50 @@ def build_parser() -> argparse.ArgumentParser:
         + ",".join(map(str, ModelConfig.hidden_units))
         + ")",
     )
-    p.add_argument(
+    inputs = p.add_argument_group("input pipeline (defaults derived from the dataset)")
+    inputs.add_argument(
         "--shuffle-buffer",
         type=_positive,
-        default=DEFAULT_SHUFFLE_BUFFER,
-        help=f"records in the shuffle buffer (default {DEFAULT_SHUFFLE_BUFFER})",
+        help=f"records in the shuffle buffer (default {DEFAULT_SHUFFLE_BUFFER}, fewer for a "
+        "smaller split or RAM budget)",
     )
-    p.add_argument("--cache", action="store_true", help="cache the serialized train split in RAM")
+    inputs.add_argument(
+        "--read-batch",
+        type=_positive,
+        default=DEFAULT_READ_BATCH,
+        help="consecutive records read and shuffled together (default "
+        f"{DEFAULT_READ_BATCH}; 1 shuffles record by record)",
+    )
+    inputs.add_argument(
+        "--cycle-length", type=_positive, help="shards read at once (default: one per core, >= 4)"
+    )
+    inputs.add_argument(
+        "--block-length",
+        type=_positive,
+        default=1,
+        help="runs of records taken from a shard in turn (default 1)",
+    )
+    inputs.add_argument(
+        "--cache",
+        nargs="?",
+        const="memory",
+        default="none",
+        choices=CACHES,
+        help="keep the serialized train split after the first epoch: in RAM (`--cache`, "
+        "`--cache memory`; a local file when it would not fit half the RAM budget) or in a "
+        "temporary local file (`--cache disk`); default none",
+    )
+    inputs.add_argument(
+        "--input-ram-mb",
+        type=_positive,
+        help="RAM the input pipeline may buffer (default: a quarter of the machine's memory)",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=_positive,
+        metavar="STEPS",
+        help="also checkpoint every STEPS training steps (default: at the end of each epoch)",
+    )
     p.add_argument(
         "--profile-input",
         action="store_true",
@@ -159,13 +199,20 @@ def parse_args(argv: list[str] | None) -> TrainConfig:
         strategy=args.strategy,
         deterministic=args.deterministic,
         seed=args.seed,
-        shuffle_buffer=args.shuffle_buffer,
-        cache=args.cache,
         profile_input=args.profile_input,
         profile_batches=args.profile_batches,
         steps_per_epoch=args.steps_per_epoch,
         model=ModelConfig(hidden_units=args.hidden_units, learning_rate=args.learning_rate),
         skip_corrupt=args.skip_corrupt,
+        input=InputFlags(
+            shuffle_buffer=args.shuffle_buffer,
+            read_batch=args.read_batch,
+            cycle_length=args.cycle_length,
+            block_length=args.block_length,
+            cache=args.cache,
+            ram_budget_mb=args.input_ram_mb,
+        ),
+        checkpoint_every=args.checkpoint_every,
     )
 
 
@@ -289,10 +336,15 @@ class _Throughput(tf_keras.callbacks.Callback):
     def __init__(self) -> None:
         super().__init__()
         self.first_epoch: int | None = None
+        self.initial_step: int | None = None  # the optimizer's steps when fit starts
         self.steps = 0
         self.seconds = 0.0
         self._started = 0.0
         self._skip_next = True
+
+    def on_train_begin(self, logs=None):
+        # after BackupAndRestore (an earlier callback) restored a checkpoint
+        self.initial_step = int(self.model.optimizer.iterations.numpy())
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.first_epoch is None:
@@ -321,8 +373,7 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
             f"--batch-size: {cfg.batch_size} is not a multiple of the {replicas} replicas"
         )
     inputs = Inputs.of(manifest, skip_corrupt=cfg.skip_corrupt)
-    label_feature = manifest.features[manifest.label]
-    task = label_task(label_feature)
+    label_task(manifest.features[manifest.label])  # a label that cannot be learned fails here
     corrupt = _scan_corrupt(manifest) if cfg.skip_corrupt else {}
     train_records = manifest.split_records("train") - sum(
         c.skipped for c in corrupt.get("train", [])
@@ -330,18 +381,28 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
     if train_records < 1:
         raise UsageError(f"{manifest.root}: split 'train': no readable records left")
     steps = cfg.steps_per_epoch or math.ceil(train_records / cfg.batch_size)
+
+    moments = inputs.moments(MOMENT_BATCH_SIZE)
+    with strategy.scope():
+        model = build_model(inputs.features, manifest.label, cfg.model, moments)
+    with _cache_folder(cfg) as cache_dir:
+        plan = plan_input(manifest, cfg.input, "train", _input_pipelines(strategy), cache_dir)
+        logger.info("train input: %s", plan.describe())
+        return _fit_and_export(cfg, manifest, strategy, inputs, model, plan, steps, corrupt)
+
+
+def _fit_and_export(cfg, manifest, strategy, inputs, model, plan, steps, corrupt) -> dict:
+    replicas = strategy.num_replicas_in_sync
+    task = label_task(manifest.features[manifest.label])
     # Multi-worker and TPU replicas must step together: their eval repeats, takes whole batches
     # and runs a fixed number of steps (the last partial batch is left out).
     lockstep = isinstance(
         strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
     )
 
-    moments = inputs.moments(MOMENT_BATCH_SIZE)
-    with strategy.scope():
-        model = build_model(inputs.features, manifest.label, cfg.model, moments)
-
     def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        return _train_dataset(inputs, cfg, ctx.get_per_replica_batch_size(cfg.batch_size), ctx)
+        batch = ctx.get_per_replica_batch_size(cfg.batch_size)
+        return _train_dataset(inputs, cfg, plan, batch, ctx)
 
     eval_data, eval_steps = None, None
     if manifest.has_split("eval") and lockstep:
@@ -372,7 +433,9 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
     callbacks = [
         # delete_checkpoint=False: a later run with more --epochs resumes instead of restarting.
         tf_keras.callbacks.BackupAndRestore(
-            join(cfg.model_dir, "checkpoints"), delete_checkpoint=False
+            join(cfg.model_dir, "checkpoints"),
+            save_freq=cfg.checkpoint_every or "epoch",
+            delete_checkpoint=False,
         ),
         throughput,
     ]
@@ -412,13 +475,16 @@ def train(cfg: TrainConfig, manifest: Manifest) -> dict:
             throughput.first_epoch if throughput.first_epoch is not None else cfg.epochs
         ),
         "steps_per_epoch": steps,
+        "initial_step": (
+            throughput.initial_step if throughput.initial_step is not None else cfg.epochs * steps
+        ),
         "steps": int(model.optimizer.iterations.numpy()),
         "skipped_records": sum(c.skipped for c in all_corrupt),
         "corrupt_files": [c.path for c in all_corrupt],
         "batch_size": cfg.batch_size,
         "label": manifest.label,
         "task": task,
-        "strategy": type(strategy).__name__.lstrip("_"),
+        "strategy": strategy_name(strategy),
         "replicas": replicas,
         "dataset": manifest.root,
     }
@@ -440,7 +506,8 @@ def profile_input(cfg: TrainConfig, manifest: Manifest) -> dict:
     """Measures the input pipeline alone and the model step alone, in examples per second."""
     tf_keras.utils.set_random_seed(cfg.seed)
     inputs = Inputs.of(manifest, skip_corrupt=cfg.skip_corrupt)
-    ds = _train_dataset(inputs, cfg, cfg.batch_size)
+    plan = plan_input(manifest, cfg.input, "train")
+    ds = _train_dataset(inputs, cfg, plan, cfg.batch_size)
     iterator = iter(ds)
 
     @tf.function
@@ -467,11 +534,14 @@ def profile_input(cfg: TrainConfig, manifest: Manifest) -> dict:
     model_rate = round(throughput.steps * cfg.batch_size / throughput.seconds, 1)
     return {
         "input_examples_per_sec": input_rate,
+        # serialized (uncompressed) example bytes per second
+        "input_mb_per_sec": round(input_rate * plan.record_bytes / 2**20, 2),
         "model_examples_per_sec": model_rate,
         "input_bound": input_rate < model_rate,
         "batch_size": cfg.batch_size,
         "batches": cfg.profile_batches,
         "task": label_task(manifest.features[manifest.label]),
+        "input": plan.describe(),
     }
 
 
@@ -510,6 +580,7 @@ def _corrupt_message(manifest: Manifest, e: tf.errors.DataLossError) -> str:
 def _train_dataset(
     inputs: Inputs,
     cfg: TrainConfig,
+    plan: InputPlan,
     batch_size: int,
     input_context: tf.distribute.InputContext | None = None,
 ) -> tf.data.Dataset:
@@ -518,13 +589,31 @@ def _train_dataset(
         "train",
         batch_size,
         seed=cfg.seed,
-        shuffle_buffer=cfg.shuffle_buffer,
         deterministic=cfg.deterministic,
-        cache=cfg.cache,
         repeat=True,
         drop_remainder=True,
         input_context=input_context,
+        **plan.dataset_options(),
     )
+
+
+@contextlib.contextmanager
+def _cache_folder(cfg: TrainConfig):
+    """A temporary local folder for a file cache of the input, removed after the run."""
+    if cfg.input.cache == "none":
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="shardflow-cache-") as folder:
+        yield folder
+
+
+def _input_pipelines(strategy: tf.distribute.Strategy) -> int:
+    """Input pipelines (one per worker) that share the shards."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return 1
+    cluster = resolver.cluster_spec().as_dict()
+    return max(1, len(cluster.get("worker", ())) + len(cluster.get("chief", ())))
 
 
 def _is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -538,9 +627,10 @@ def _is_chief(strategy: tf.distribute.Strategy) -> bool:
 
 
 def _worker_dir(model_dir: str, strategy: tf.distribute.Strategy) -> str:
-    # Non-chief workers must still write (saving is collective) but to a place of their own.
+    # Non-chief workers must still write (saving is collective) but to a place of their own,
+    # outside MODEL_DIR: a local temporary folder, removed at the end.
     resolver = strategy.cluster_resolver
-    return join(model_dir, f"workers/{resolver.task_type}-{resolver.task_id}")
+    return tempfile.mkdtemp(prefix=f"shardflow-{resolver.task_type}-{resolver.task_id}-")
 
 
 def _first_line(e: BaseException) -> str:

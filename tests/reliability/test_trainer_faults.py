@@ -217,3 +217,34 @@ def test_killed_training_resumes_and_ends_with_the_same_step_count(tmp_path):
     for run in (after_kill, uninterrupted):
         assert (run["epochs"], run["steps_per_epoch"], run["steps"]) == (3, 100, 300)
     assert (killed_dir / "export" / "saved_model.pb").is_file()
+
+
+@pytest.mark.slow
+def test_checkpoint_every_n_steps_resumes_a_killed_run_mid_epoch(tmp_path):
+    args = ("--epochs", "2", "--steps-per-epoch", "200", "--batch-size", "16",
+            "--checkpoint-every", "40")  # fmt: skip
+    data = write_dataset(tmp_path / "data", make_rows(200), splits={"train": 2})
+    model_dir = tmp_path / "m"
+    killed = subprocess.Popen(
+        [SHARDFLOW, "train", "--data", str(data.root), "--model-dir", str(model_dir), *args],
+        cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while not list(model_dir.glob("checkpoints/**/checkpoint")):
+            assert killed.poll() is None, "training ended before its first checkpoint"
+            assert time.monotonic() < deadline, "no checkpoint after 90 s"
+            time.sleep(0.05)
+        killed.send_signal(signal.SIGKILL)
+    finally:
+        killed.kill()
+        killed.wait()
+    assert not (model_dir / "metrics.json").exists()
+
+    resumed = _train("--data", str(data.root), "--model-dir", str(model_dir), *args)
+
+    assert resumed.returncode == 0, _fail(resumed)
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    # resumed at a 40-step checkpoint, inside an epoch, not at an epoch's start
+    assert metrics["initial_step"] % 40 == 0 and metrics["initial_step"] % 200 != 0
+    assert (metrics["epochs"], metrics["steps_per_epoch"], metrics["steps"]) == (2, 200, 400)

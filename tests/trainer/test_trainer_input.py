@@ -108,3 +108,39 @@ def test_reads_every_compression(tmp_path, compression):
     written = write_dataset(tmp_path, make_rows(40), compression=compression)
     m = load_manifest(str(written.root))
     assert sorted(_ids(_read(m, shuffle=False))) == list(range(32))
+
+
+def test_records_travel_in_runs_of_read_batch_and_every_one_arrives(dataset):
+    """Shuffling moves runs of `read_batch` consecutive records of a file (see trainer.input)."""
+    m = load_manifest(str(dataset.root))
+    file_order = [r["id"] for r in dataset.rows["train"]]  # 2 shards of 120
+    ids = _ids(_read(m, seed=3, deterministic=True, read_batch=8, shuffle_buffer=240))
+    assert sorted(ids) == sorted(file_order)
+    runs = [ids[i : i + 8] for i in range(0, len(ids), 8)]
+    for run in runs:
+        start = file_order.index(run[0])
+        assert start % 8 == 0 and run == file_order[start : start + 8]
+    assert ids != file_order
+
+
+def test_read_batch_1_shuffles_record_by_record(dataset):
+    m = load_manifest(str(dataset.root))
+    ids = _ids(_read(m, seed=3, deterministic=True, read_batch=1, shuffle_buffer=240))
+    assert sorted(ids) == list(range(240))
+    consecutive = sum(b == a + 1 for a, b in zip(ids, ids[1:]))
+    assert consecutive < 24  # runs are gone: about 1 in 120 neighbours by chance
+
+
+def test_repeated_training_batches_are_all_full(dataset):
+    m = load_manifest(str(dataset.root))
+    ds = _read(m, seed=1, repeat=True, drop_remainder=True, read_batch=7)
+    assert {int(b["id"].shape[0]) for b in ds.take(40)} == {32}
+
+
+def test_file_cache_is_written_and_yields_every_record_once_per_epoch(dataset, tmp_path):
+    m = load_manifest(str(dataset.root))
+    cache = str(tmp_path / "train.cache")
+    ds = _read(m, seed=2, cache=cache, repeat=True, drop_remainder=True)
+    ids = _ids(ds.take(15))  # two epochs of 240, the second from the cache file
+    assert sorted(set(ids)) == list(range(240)) and len(ids) == 480
+    assert any(p.name.startswith("train.cache") for p in tmp_path.iterdir())

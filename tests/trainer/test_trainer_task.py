@@ -40,6 +40,7 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
         "eval",
         "examples_per_sec",
         "initial_epoch",
+        "initial_step",
         "label",
         "replicas",
         "skipped_records",
@@ -49,6 +50,7 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
         "task",
         "train",
     ]
+    assert metrics["initial_step"] == 0
     assert (metrics["epochs"], metrics["initial_epoch"], metrics["batch_size"]) == (1, 0, 32)
     assert metrics["steps_per_epoch"] == 8  # ceil(240 train records / 32)
     assert metrics["steps"] == 8  # optimizer steps in all
