@@ -23,7 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from pipelines.config import ConfigError, load_config
-from transforms import formats
+from transforms import formats, progress
 from transforms.files import RECURSIVE_FORMATS, match_files
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
@@ -155,8 +155,9 @@ def run(argv: list[str] | None = None) -> int:
     )
     logger.info("staging under %s", staging)
     try:
-        with beam.Pipeline(options=options) as p:
-            build_etl(p, dataset, staging)
+        with progress.Reporter(f"shardflow etl: {dataset.name}"):
+            with beam.Pipeline(options=options) as p:
+                build_etl(p, dataset, staging)
     except Exception as e:  # the job failed: report why, leave nothing half-written
         logger.debug("job failed", exc_info=True)
         discard(staging)

@@ -19,6 +19,8 @@ from typing import Any, Iterator
 import pyarrow as pa
 from apache_beam import coders
 
+from transforms import progress
+
 CHUNK_ROWS = 8192
 REJECTED = "rejected"
 COUNTS = "counts"
@@ -142,6 +144,7 @@ def _json_default(value: Any) -> Any:
 
 def rejection(source: str, location: str, reason: str, record: Any) -> dict[str, Any]:
     """A rejected record as written to rejected/*.jsonl."""
+    progress.add("rejected", 1)
     if not isinstance(record, str):
         record = record_json(record)
     return {"source": source, "location": location, "reason": reason, "record": printable(record)}

@@ -12,7 +12,7 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io import fileio
 
-from transforms import formats
+from transforms import formats, progress
 from transforms.files import RECURSIVE_FORMATS, file_pattern, is_input, open_file, pattern_root
 from transforms.records import (
     COUNTS,
@@ -42,9 +42,11 @@ def tagged(items, source_name: str):
     for item in items:
         if isinstance(item, RawChunk):
             read += len(item)
+            progress.add("read", len(item))
             yield item
         else:
             read += 1
+            progress.add("read", 1)
             yield beam.pvalue.TaggedOutput(REJECTED, item)
     yield beam.pvalue.TaggedOutput(COUNTS, (read_counter(source_name), read))
 

@@ -31,6 +31,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
+from transforms import progress
 from transforms.prepare import EncodedChunk
 from transforms.records import ChunkCoder
 from transforms.publish import abandon, build_manifest, check_rejections, create_file, publish
@@ -299,6 +300,7 @@ class WriteShardFn(beam.DoFn):
             writer = _writer(f"{self._staging}/{name}", self._output)
             writer.write(payloads)
             facts = writer.close()
+            progress.add("written", facts["records"])
         except BaseException:
             failed.set()
             raise

@@ -1,0 +1,86 @@
+"""Progress lines of a running ETL (transforms/progress.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from transforms import progress
+
+SHARDFLOW = Path(sys.executable).parent / "shardflow"
+LINE = re.compile(
+    r"shardflow etl: p: progress: ([\d,]+) records read, ([\d,]+) rejected, ([\d,]+) written, "
+    r"\d+ s(, [\d,]+ records/s)?"
+)
+
+
+def test_counts_of_this_process_and_of_worker_files_add_up(tmp_path, monkeypatch):
+    monkeypatch.setenv(progress.ENV, str(tmp_path))
+    monkeypatch.setattr(progress, "_counts", Counter())
+    progress.add("read", 10)
+    progress.add("rejected", 1)
+    (tmp_path / "99999.json").write_text(json.dumps({"read": 5, "written": 4}))
+    (tmp_path / "99998.json.tmp").write_text("{")  # a file being written: not read
+    assert progress.totals(str(tmp_path)) == Counter(read=15, rejected=1, written=4)
+    assert progress.line(Counter(read=1500, written=3), 3.0) == (
+        "progress: 1,500 records read, 0 rejected, 3 written, 3 s, 500 records/s"
+    )
+
+
+def test_nothing_is_counted_when_no_run_is_watched(monkeypatch):
+    monkeypatch.delenv(progress.ENV, raising=False)
+    monkeypatch.setattr(progress, "_counts", Counter())
+    progress.add("read", 10)
+    assert progress._counts == Counter()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [[], ["--direct_num_workers", "2",
+                                          "--direct_running_mode", "multi_processing"]])
+def test_a_run_reports_growing_counts_then_its_summary(tmp_path, workers):
+    rows = ["id,name"] + [f"{i},n{i}" for i in range(60_000)] + ["x,bad"]
+    (tmp_path / "in.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nsources: [{name: s, format: csv, path: in.csv}]\n"
+        "features: {id: {type: int}, name: {type: string}}\noutput: {path: out}\n"
+    )
+    env = {**os.environ, progress.INTERVAL_ENV: "0.2"}
+    done = subprocess.run(
+        [str(SHARDFLOW), "etl", "--config", str(tmp_path / "p.yaml"), *workers],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = [
+        tuple(int(g.replace(",", "")) for g in m.groups()[:3])
+        for m in map(LINE.fullmatch, done.stderr.splitlines())
+        if m
+    ]
+    assert len(counts) >= 2
+    for before, after in zip(counts, counts[1:]):  # never going back
+        assert all(a <= b for a, b in zip(before, after))
+    assert max(c[0] for c in counts) <= 60_001 and max(c[2] for c in counts) <= 60_000
+    assert any(c[0] > 0 for c in counts)
+    assert "shardflow etl: p: 60001 records read in" in done.stdout
+    assert not os.environ.get(progress.ENV)
+
+
+def test_a_short_run_off_a_terminal_prints_no_progress_line(tmp_path):
+    (tmp_path / "in.csv").write_text("id\n1\n2\n")
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nsources: [{name: s, format: csv, path: in.csv}]\n"
+        "features: {id: {type: int}}\noutput: {path: out}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != progress.INTERVAL_ENV}
+    done = subprocess.run(
+        [str(SHARDFLOW), "etl", "--config", str(tmp_path / "p.yaml")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "progress:" not in done.stderr
