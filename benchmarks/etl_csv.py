@@ -339,20 +339,25 @@ def run_variant(variant: str, index: int, work: Path, csv_path: Path, config: Pa
     rc, wall, cpu, rss = measure(cmd, REPO_ROOT, log)
     run = Run(variant, rc, wall, cpu, rss, log=log)
     if rc == 0:
-        if variant == "shardflow":
-            # Its own report: "... N records read in X.Ys" times the job, imports excluded.
-            found = re.search(r"records read in ([0-9.]+)s", log.read_text(errors="replace"))
-            run.work_s = float(found.group(1)) if found else None
-            manifest = json.loads((out / "manifest.json").read_text())
-            run.rejected = manifest["rejected"]["records"]
-            shards = [p for p in out.glob("*/*.tfrecord*") if p.parent.name != "rejected"]
-        else:
-            child = json.loads(result_file.read_text())
-            run.rejected, run.work_s = child["malformed_lines"], child["work_s"]
-            shards = sorted(out.glob("*.tfrecord*"))
-        run.records = count_tfrecords(shards)
+        read_outputs(run, variant == "shardflow", log, out, result_file)
     shutil.rmtree(out, ignore_errors=True)
     return run
+
+
+def read_outputs(run, shardflow: bool, log: Path, out: Path, result_file: Path) -> None:
+    """Sets a finished run's `work_s`, `rejected` and `records` from its outputs."""
+    if shardflow:
+        # Its own report: "... N records read in X.Ys" times the job, imports excluded.
+        found = re.search(r"records read in ([0-9.]+)s", log.read_text(errors="replace"))
+        run.work_s = float(found.group(1)) if found else None
+        manifest = json.loads((out / "manifest.json").read_text())
+        run.rejected = manifest["rejected"]["records"]
+        shards = [p for p in out.glob("*/*.tfrecord*") if p.parent.name != "rejected"]
+    else:
+        child = json.loads(result_file.read_text())
+        run.rejected, run.work_s = child["malformed_lines"], child["work_s"]
+        shards = sorted(out.glob("*.tfrecord*"))
+    run.records = count_tfrecords(shards)
 
 
 def summarize(runs: list[Run], rows: int) -> tuple[str, dict[str, float], dict[str, float]]:
@@ -424,16 +429,29 @@ def machine_facts() -> str:
 
 def record(command: str, facts: str, data: dict, table: str, notes: list[str]) -> None:
     """Appends a dated section to RESULTS.md."""
+    inputs = (
+        f"{data['rows']:,} rows, {data['bytes'] / 1e6:.1f} MB, "
+        f"{data['newline_rows']:,} rows with a newline inside a quoted field"
+    )
+    append_results(
+        RESULTS, f"etl_csv, {data['rows']:,} rows", [command, facts, inputs], table, notes
+    )
+
+
+def append_results(
+    path: Path, title: str, facts: list[str], table: str, notes: list[str]
+) -> None:
+    """Appends a dated section to a results file: `facts` are the command, the machine and the
+    input, then the table and one bullet per note."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    text = "" if RESULTS.exists() else "# Benchmark results\n"
+    command, machine, inputs = facts
+    text = "" if path.exists() else "# Benchmark results\n"
     text += (
-        f"\n## {now}: etl_csv, {data['rows']:,} rows\n\n"
-        f"- Command: `{command}`\n- Machine: {facts}\n"
-        f"- Input: {data['rows']:,} rows, {data['bytes'] / 1e6:.1f} MB, "
-        f"{data['newline_rows']:,} rows with a newline inside a quoted field\n\n"
+        f"\n## {now}: {title}\n\n"
+        f"- Command: `{command}`\n- Machine: {machine}\n- Input: {inputs}\n\n"
         f"{table}\n\n" + "".join(f"- {n}\n" for n in notes)
     )
-    with RESULTS.open("a", encoding="utf-8") as f:
+    with path.open("a", encoding="utf-8") as f:
         f.write(text)
 
 

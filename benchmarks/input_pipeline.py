@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import hashlib
 import json
 import os
@@ -47,7 +46,13 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 sys.path[:0] = [str(REPO_ROOT), str(Path(__file__).resolve().parent)]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from etl_csv import COLUMNS, PAYMENT_TYPES, generate_csv, machine_facts  # noqa: E402
+from etl_csv import (  # noqa: E402
+    COLUMNS,
+    PAYMENT_TYPES,
+    append_results,
+    generate_csv,
+    machine_facts,
+)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -413,15 +418,9 @@ def record(
     results_path: Path, command: str, facts: str, inputs: str, table: str, notes: list[str]
 ) -> None:
     """Appends a dated "Input pipeline (trainer)" section to the results file."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    text = "" if results_path.exists() else "# Benchmark results\n"
-    text += (
-        f"\n## {now}: Input pipeline (trainer)\n\n"
-        f"- Command: `{command}`\n- Machine: {facts}\n- Input: {inputs}\n\n"
-        f"{table}\n\n" + "".join(f"- {n}\n" for n in notes)
+    append_results(
+        results_path, "Input pipeline (trainer)", [command, facts, inputs], table, notes
     )
-    with results_path.open("a", encoding="utf-8") as f:
-        f.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:
