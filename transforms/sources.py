@@ -12,7 +12,7 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io import fileio
 
-from transforms import formats, progress
+from transforms import formats, progress, ranges
 from transforms.files import RECURSIVE_FORMATS, file_pattern, is_input, open_file, pattern_root
 from transforms.records import (
     COUNTS,
@@ -51,26 +51,59 @@ def tagged(items, source_name: str):
     yield beam.pvalue.TaggedOutput(COUNTS, (read_counter(source_name), read))
 
 
-class ReadSource(beam.PTransform):
-    """Reads the files of one source. Returns (chunks, rejected, counts)."""
+class _PlanRangesFn(beam.DoFn):
+    def __init__(self, source: SourceSpec, split_bytes: int):
+        self._source = source
+        self._split_bytes = split_bytes
 
+    def process(self, metadata):
+        size = metadata.size_in_bytes
+        yield from ranges.plan(metadata.path, size, self._source, self._split_bytes)
+
+
+class _ParseRangeFn(beam.DoFn):
     def __init__(self, source: SourceSpec):
+        self._source = source
+        self._parse = formats.parser(source.format)
+
+    def process(self, rng: ranges.Range):
+        with gc_paused():
+            yield from tagged(ranges.read(rng, self._source, self._parse), self._source.name)
+
+
+class ReadSource(beam.PTransform):
+    """Reads the files of one source. Returns (chunks, rejected, counts).
+
+    CSV and JSON Lines files larger than `split_bytes` are read in byte ranges, spread over the
+    workers (transforms.ranges); other files are read whole, each by one worker.
+    """
+
+    def __init__(self, source: SourceSpec, split_bytes: int | None = None):
         super().__init__()
         self._source = source
+        self._split_bytes = split_bytes or ranges.split_bytes()
 
     def expand(self, pbegin):
         path = self._source.path
         pattern = file_pattern(path, recursive=self._source.format in RECURSIVE_FORMATS)
         root = pattern_root(path)
-        parsed = (
+        files = (
             pbegin
             | "MatchFiles" >> fileio.MatchFiles(pattern)
             | "SkipHiddenFiles" >> beam.Filter(lambda metadata: is_input(metadata.path, root))
-            | "ParseRecords"
-            >> beam.ParDo(_ParseFileFn(self._source))
-            .with_output_types(RawChunk)
-            .with_outputs(REJECTED, COUNTS, main="chunks")
         )
+        if self._source.format in ranges.SPLITTABLE:
+            parse = _ParseRangeFn(self._source)
+            files = (
+                files
+                | "PlanRanges" >> beam.ParDo(_PlanRangesFn(self._source, self._split_bytes))
+                | "SpreadRanges" >> beam.Reshuffle()
+            )
+        else:
+            parse = _ParseFileFn(self._source)
+        parsed = files | "ParseRecords" >> beam.ParDo(parse).with_output_types(
+            RawChunk
+        ).with_outputs(REJECTED, COUNTS, main="chunks")
         return parsed.chunks, parsed[REJECTED], parsed[COUNTS]
 
 

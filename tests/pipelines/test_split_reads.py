@@ -1,0 +1,65 @@
+"""Large CSV and JSON Lines files read in byte ranges: the dataset is the one of a whole read,
+in process and with 2 worker processes (ranges are spread over them)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pipelines.etl import run
+from tests.reliability.test_faults import etl, finish, tree
+from transforms import ranges
+
+pytestmark = pytest.mark.slow
+
+
+def write_inputs(folder) -> str:
+    rng = random.Random(5)
+    rows = ["id,name,score"]
+    for i in range(3000):
+        if i % 97 == 0:
+            rows.append(f'{i},"two\nlines, ""quoted""",{i}')
+        elif i % 89 == 0:
+            rows.append(f"{i},too,many,fields")
+        else:
+            rows.append(f"{i},n{i}{'x' * rng.randrange(40)},{rng.random():.4f}")
+    (folder / "big.csv").write_text("\n".join(rows) + "\n")
+    lines = [f'{{"id": {3000 + i}, "name": "j{i}"}}' if i % 50 else "oops" for i in range(2000)]
+    (folder / "big.jsonl").write_text("\n".join(lines) + "\n")
+    cfg = folder / "c.yaml"
+    cfg.write_text(
+        "name: split\n"
+        "sources: [{name: c, format: csv, path: big.csv}, {name: j, format: jsonl, path: big.jsonl}]\n"
+        "key: id\n"
+        "features: {id: {type: int}, name: {type: string}, score: {type: float, required: false}}\n"
+        "splits: {train: 0.8, eval: 0.2}\n"
+        "output: {path: out, shard_size_mb: 0.05}\n"
+    )
+    return str(cfg)
+
+
+def test_ranges_give_the_bytes_of_whole_files_in_process_and_over_two_workers(
+    tmp_path, monkeypatch
+):
+    cfg = write_inputs(tmp_path)
+    assert run(["--config", cfg]) == 0
+    whole = tree(tmp_path / "out")
+
+    planned = []
+    plan = ranges.plan
+
+    def spy(*args, **kwargs):
+        planned.append(len(result := plan(*args, **kwargs)))
+        return result
+
+    monkeypatch.setattr(ranges, "plan", spy)
+    monkeypatch.setenv(ranges.SPLIT_ENV, "0.01")  # ~10 KB ranges
+    assert run(["--config", cfg, "--overwrite"]) == 0
+    assert len(planned) == 2 and min(planned) > 1, planned  # both files were cut
+    assert tree(tmp_path / "out") == whole
+
+    finish(etl(tmp_path / "c.yaml", "--overwrite", "--direct_num_workers", "2",
+               "--direct_running_mode", "multi_processing",
+               env={ranges.SPLIT_ENV: "0.01"}))  # fmt: skip
+    assert tree(tmp_path / "out") == whole
