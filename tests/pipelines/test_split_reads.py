@@ -30,7 +30,8 @@ def write_inputs(folder) -> str:
     cfg = folder / "c.yaml"
     cfg.write_text(
         "name: split\n"
-        "sources: [{name: c, format: csv, path: big.csv}, {name: j, format: jsonl, path: big.jsonl}]\n"
+        "sources: [{name: c, format: csv, path: big.csv},\n"
+        "          {name: j, format: jsonl, path: big.jsonl}]\n"
         "key: id\n"
         "features: {id: {type: int}, name: {type: string}, score: {type: float, required: false}}\n"
         "splits: {train: 0.8, eval: 0.2}\n"
