@@ -520,8 +520,14 @@ def main(argv: list[str] | None = None) -> int:
         command = shlex.join(["python", "benchmarks/etl_csv.py", *sys.argv[1:]])
         record(command, machine_facts(), data, table, notes)
         print(f"appended to {RESULTS}")
+    return finish(runs, work, keep=args.workdir is not None)
+
+
+def finish(runs: list, work: Path, keep: bool) -> int:
+    """The exit status of a benchmark: 1 if a run failed (its logs are kept), else 0; the work
+    folder is removed unless it was given."""
     failed = [r for r in runs if r.returncode != 0]
-    if args.workdir is None and not failed:
+    if not keep and not failed:
         shutil.rmtree(work)
     elif failed:
         print(f"logs kept in {work / 'logs'}")

@@ -46,6 +46,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import etl_csv  # noqa: E402
 from etl_csv import (  # noqa: E402
     append_results,
+    finish,
     generate_csv,
     machine_facts,
     read_outputs,
@@ -461,12 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         command = shlex.join(["python", "benchmarks/etl_scale.py", *sys.argv[1:]])
         record(args.results, command, datas, table, lines)
         print(f"appended to {args.results}")
-    failed = [r for r in runs if r.returncode != 0]
-    if args.workdir is None and not failed:
-        shutil.rmtree(work)
-    elif failed:
-        print(f"logs kept in {work / 'logs'}")
-    return 1 if failed else 0
+    return finish(runs, work, keep=args.workdir is not None)
 
 
 if __name__ == "__main__":
