@@ -178,20 +178,16 @@ def test_skip_corrupt_with_every_train_shard_corrupt_exits_2(tmp_path, capsys):
 RESUME_ARGS = ("--epochs", "3", "--steps-per-epoch", "100", "--batch-size", "16", "--deterministic")
 
 
-@pytest.mark.slow
-def test_killed_training_resumes_and_ends_with_the_same_step_count(tmp_path):
-    data = write_dataset(tmp_path / "data", make_rows(200), splits={"train": 2})
-    clean_dir, killed_dir = tmp_path / "clean", tmp_path / "killed"
-
+def _kill_after_first_checkpoint(data: Path, model_dir: Path, args: tuple[str, ...]) -> None:
+    """Starts `shardflow train`, SIGKILLs it once its first checkpoint exists."""
     killed = subprocess.Popen(
-        [SHARDFLOW, "train", "--data", str(data.root), "--model-dir", str(killed_dir),
-         *RESUME_ARGS],
+        [SHARDFLOW, "train", "--data", str(data), "--model-dir", str(model_dir), *args],
         cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        # Polling: the only outside sign of a finished epoch is its checkpoint file.
+        # Polling: the only outside sign of a checkpoint is its file.
         deadline = time.monotonic() + 90
-        while not list(killed_dir.glob("checkpoints/**/checkpoint")):
+        while not list(model_dir.glob("checkpoints/**/checkpoint")):
             assert killed.poll() is None, "training ended before its first checkpoint"
             assert time.monotonic() < deadline, "no checkpoint after 90 s"
             time.sleep(0.05)
@@ -201,7 +197,14 @@ def test_killed_training_resumes_and_ends_with_the_same_step_count(tmp_path):
         killed.kill()
         killed.wait()
     assert killed.returncode == -signal.SIGKILL
-    assert not (killed_dir / "metrics.json").exists()
+    assert not (model_dir / "metrics.json").exists()
+
+
+@pytest.mark.slow
+def test_killed_training_resumes_and_ends_with_the_same_step_count(tmp_path):
+    data = write_dataset(tmp_path / "data", make_rows(200), splits={"train": 2})
+    clean_dir, killed_dir = tmp_path / "clean", tmp_path / "killed"
+    _kill_after_first_checkpoint(data.root, killed_dir, RESUME_ARGS)
 
     resumed = _train("--data", str(data.root), "--model-dir", str(killed_dir), *RESUME_ARGS)
     # The uninterrupted run in this process: one TensorFlow start-up less.
@@ -225,21 +228,7 @@ def test_checkpoint_every_n_steps_resumes_a_killed_run_mid_epoch(tmp_path):
             "--checkpoint-every", "40")  # fmt: skip
     data = write_dataset(tmp_path / "data", make_rows(200), splits={"train": 2})
     model_dir = tmp_path / "m"
-    killed = subprocess.Popen(
-        [SHARDFLOW, "train", "--data", str(data.root), "--model-dir", str(model_dir), *args],
-        cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 90
-        while not list(model_dir.glob("checkpoints/**/checkpoint")):
-            assert killed.poll() is None, "training ended before its first checkpoint"
-            assert time.monotonic() < deadline, "no checkpoint after 90 s"
-            time.sleep(0.05)
-        killed.send_signal(signal.SIGKILL)
-    finally:
-        killed.kill()
-        killed.wait()
-    assert not (model_dir / "metrics.json").exists()
+    _kill_after_first_checkpoint(data.root, model_dir, args)
 
     resumed = _train("--data", str(data.root), "--model-dir", str(model_dir), *args)
 
