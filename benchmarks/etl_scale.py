@@ -169,7 +169,8 @@ def run_variant(variant: str, index: int, data: dict, work: Path) -> Run:
             cmd += ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
     else:
         out.mkdir(parents=True)
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", variant]
+        # etl_csv.py's own child mode runs its naive pipeline or floor in a fresh process
+        cmd = [sys.executable, str(Path(etl_csv.__file__).resolve()), "--child", variant]
         cmd += ["--csv", str(folder / "data.csv"), "--out", str(out)]
         cmd += ["--result", str(result_file)]
     rc, wall, cpu, tree_rss, max_rss = measure(cmd, log)
@@ -400,16 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=RESULTS, help="default: RESULTS.md")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--newline-rate", type=float, default=0.005)
-    parser.add_argument("--child", choices=("naive", "floor"), help=argparse.SUPPRESS)
-    parser.add_argument("--csv", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
-    parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-
-    if args.child:
-        child = etl_csv.run_naive if args.child == "naive" else etl_csv.run_floor
-        Path(args.result).write_text(json.dumps(child(args.csv, args.out)))
-        return 0
 
     sizes = args.sizes
     repeats = {n: args.repeats_large if n >= LARGE_ROWS else args.repeats for n in sizes}
