@@ -52,9 +52,15 @@ def options(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_parquet(
-    stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
+    stream: BinaryIO,
+    path: str,
+    source: SourceSpec,
+    chunk_rows: int = CHUNK_ROWS,
+    row_groups: range | None = None,
 ) -> Iterator[RawChunk | dict[str, Any]]:
-    """Yields chunks of rows and, for rows of undecodable row groups, rejected-record dicts."""
+    """Yields chunks of rows and, for rows of undecodable row groups, rejected-record dicts.
+
+    `row_groups`: read only these (rows keep their numbers in the whole file)."""
     watched = _WatchedFile(stream)
     try:
         parquet = pq.ParquetFile(watched, page_checksum_verification=True)
@@ -69,6 +75,9 @@ def parse_parquet(
     first = 0  # rows of the row groups before this one
     for group in range(parquet.metadata.num_row_groups):
         rows = parquet.metadata.row_group(group).num_rows
+        if row_groups is not None and group not in row_groups:
+            first += rows
+            continue
         done = 0
         batches = parquet.iter_batches(chunk_rows, row_groups=[group], columns=columns)
         while True:

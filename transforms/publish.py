@@ -155,6 +155,8 @@ def build_manifest(
     }
     if dataset.combine == "join":
         manifest["joined"] = joined
+    if dataset.date is not None:
+        manifest["date"] = dataset.date
     return manifest
 
 
@@ -331,10 +333,15 @@ def abandon(f: BinaryIO, path: str) -> None:
 def discard(staging: str) -> None:
     """Removes a staging folder after a failed run (what a reader could never see anyway)."""
     try:
-        if is_remote(staging):
-            if _objects(staging):  # an object store has no folders: delete what is under it
-                _delete([staging + "/"])
-        elif FileSystems.exists(staging):
-            _delete([staging])
+        delete_folder(staging)
     except OSError as e:  # the run already failed; leave the hidden folder and say so
         logger.warning("could not remove staging folder %s: %s", staging, e)
+
+
+def delete_folder(folder: str) -> None:
+    """Deletes a folder and everything under it; nothing if there is none."""
+    if is_remote(folder):
+        if _objects(folder):  # an object store has no folders: delete what is under it
+            _delete([folder + "/"])
+    elif FileSystems.exists(folder):
+        _delete([folder])

@@ -1,4 +1,8 @@
-"""Large text inputs read in byte ranges, so that several workers share one file.
+"""Large inputs read in ranges, so that several workers share one file.
+
+A Parquet file larger than `SPLIT_BYTES` with several row groups is read in runs of whole row
+groups of about that size; its parser numbers each row by its place in the file, so the records
+are those of a whole read.
 
 A CSV or JSON Lines file larger than `SPLIT_BYTES` (uncompressed, UTF-8) is cut into ranges of
 about that size, at record boundaries, by a first pass over the file that only looks at bytes:
@@ -17,21 +21,21 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import io
-import os
 from typing import Any, BinaryIO, Iterator
 
 import numpy as np
+import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import csv as csv_format
 from transforms.files import open_file
-from transforms.records import RawChunk
+from transforms.records import RawChunk, env_bytes
 from transforms.spec import SourceSpec
 
 SPLIT_BYTES = 64 << 20
 SPLIT_ENV = "SHARDFLOW_SPLIT_MB"  # overrides SPLIT_BYTES, in MB (fractions allowed)
-SPLITTABLE = ("csv", "jsonl")
+SPLITTABLE = ("csv", "jsonl", "parquet")
 _SCAN_BYTES = 16 << 20
 
 
@@ -39,32 +43,26 @@ _SCAN_BYTES = 16 << 20
 class Range:
     """Bytes [start, end) of a file (end None: to its end). `header_end` bytes at the file's
     start are put in front of the range (a CSV header); `line_shift` is added to the line
-    numbers the parser gives."""
+    numbers the parser gives. A Parquet range is a run of whole row groups."""
 
     path: str
     start: int = 0
     end: int | None = None
     header_end: int = 0
     line_shift: int = 0
+    row_groups: tuple[int, int] | None = None  # Parquet: row groups [first, last) instead
 
 
 def split_bytes() -> int:
     """The range size: SHARDFLOW_SPLIT_MB when set, else SPLIT_BYTES."""
-    value = os.environ.get(SPLIT_ENV)
-    if not value:
-        return SPLIT_BYTES
-    try:
-        mb = float(value)
-    except ValueError:
-        raise ValueError(f"{SPLIT_ENV}: {value!r} is not a number of MB") from None
-    if not mb > 0:
-        raise ValueError(f"{SPLIT_ENV}: {value!r} must be positive")
-    return max(1, int(mb * 2**20))
+    return env_bytes(SPLIT_ENV, SPLIT_BYTES)
 
 
 def plan(path: str, size: int, source: SourceSpec, split_bytes: int = SPLIT_BYTES) -> list[Range]:
     """The ranges to read a file in: one, unless it can and should be cut."""
     whole = [Range(path)]
+    if size > split_bytes and source.format == "parquet":
+        return _plan_row_groups(path, split_bytes) or whole
     if (
         size <= split_bytes
         or source.format not in SPLITTABLE
@@ -94,6 +92,26 @@ def plan(path: str, size: int, source: SourceSpec, split_bytes: int = SPLIT_BYTE
             )
         start, lines_before = offset, lines
     return ranges if len(ranges) > 1 else whole
+
+
+def _plan_row_groups(path: str, split_bytes: int) -> list[Range] | None:
+    """Runs of consecutive row groups of about `split_bytes` (compressed) each; None when the
+    file has one row group, or its footer cannot be read (its parser then says why)."""
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            metadata = pq.ParquetFile(f).metadata
+    except Exception:  # noqa: BLE001 - read whole, and the parser reports the file's problem
+        return None
+    groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
+    if len(groups) < 2:
+        return None
+    ranges, first, size = [], 0, 0
+    for i, group in enumerate(groups):
+        size += sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+        if size >= split_bytes or i == len(groups) - 1:
+            ranges.append(Range(path, row_groups=(first, i + 1)))
+            first, size = i + 1, 0
+    return ranges if len(ranges) > 1 else None
 
 
 def _record_ends(
@@ -157,6 +175,10 @@ def _lone_cr(a: np.ndarray, eof: bool) -> bool:
 
 def read(rng: Range, source: SourceSpec, parse) -> Iterator[RawChunk | dict[str, Any]]:
     """The records of one range, with the line numbers of the whole file."""
+    if rng.row_groups is not None:
+        with open_file(rng.path) as stream:
+            yield from parse(stream, rng.path, source, row_groups=range(*rng.row_groups))
+        return
     if rng.start == 0 and rng.end is None:  # the whole file, decompressed by its extension
         with open_file(rng.path) as stream:
             yield from parse(stream, rng.path, source)

@@ -1,16 +1,17 @@
 """Writing the dataset: shard sizing, TFRecord shards, the rejected records and their file facts.
 
 Shard counts come from the encoded bytes of each split (`ceil(bytes / shard_size)`), known only
-once every record is encoded, so records are routed to `(split, shard)` with the sizes as a side
-input. Within a shard, records are sorted by (order hash, key, provenance) and duplicates of a key
-dropped, so a shard's bytes depend only on its records, never on bundle order or runner. Shards
-are written under a staging folder; `transforms.publish` moves them into place.
+once every record is encoded. So encoded records are first sorted, a few tens of megabytes at a
+time, into run files under the staging folder (`transforms.runs`); once the counts are known,
+each shard is written from the slices of its split's runs that hold its order hashes. Within a
+shard, records are sorted by (order hash, key, provenance) and duplicates of a key dropped, so a
+shard's bytes depend only on its records, never on bundle order, input splitting or runner.
+Shards are written under a staging folder; `transforms.publish` moves them into place.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import math
@@ -26,15 +27,22 @@ import google_crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam import coders
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms import progress
 from transforms.prepare import EncodedChunk
-from transforms.records import ChunkCoder
-from transforms.publish import abandon, build_manifest, check_rejections, create_file, publish
+from transforms.records import env_bytes
+from transforms.publish import (
+    abandon,
+    build_manifest,
+    check_rejections,
+    create_file,
+    delete_folder,
+    publish,
+)
+from transforms.runs import Run, ShardPart, read_slice, run_folder, shard_bounds, write_runs
 from transforms.spec import DatasetSpec, OutputSpec
 from transforms.split import binary_offsets, shard_of
 
@@ -43,22 +51,9 @@ _WBITS = {"gzip": 31, "zlib": 15}
 _DEFAULT_LEVEL = 6  # TensorFlow's default for compressed TFRecords
 _BUFFER = 1 << 20
 _BLOCK_RECORDS = 4096
-
-
-@dataclasses.dataclass
-class ShardPart:
-    """The records of one chunk that belong to one shard."""
-
-    order_hash: np.ndarray  # uint64
-    key: list[str] | None
-    order: list[tuple] | None  # provenance, for ties among a key's records (keyed datasets)
-    payload: pa.BinaryArray
-
-    def approx_bytes(self) -> int:
-        return binary(self.payload).nbytes + 16 * len(self.payload)
-
-
-coders.registry.register_coder(ShardPart, ChunkCoder)
+RUN_BYTES = 32 << 20  # encoded bytes a worker gathers before it sorts and spills them
+RUN_ENV = "SHARDFLOW_RUN_MB"  # overrides RUN_BYTES, in MB (fractions allowed)
+PIECE_BYTES = 8 << 20  # encoded bytes of a shard that its writer reads and sorts at a time
 
 
 def binary(payloads: Sequence[bytes] | pa.Array) -> pa.Array:
@@ -213,14 +208,20 @@ def sorted_records(parts: Iterable[ShardPart]) -> tuple[pa.Array, int]:
 
     Returns (payloads, duplicates dropped).
     """
+    payloads, ranked, duplicates = shard_order(parts)
+    return payloads.take(ranked).combine_chunks(), duplicates
+
+
+def shard_order(parts: Iterable[ShardPart]) -> tuple[pa.ChunkedArray, np.ndarray, int]:
+    """A shard's payloads (as they came), the indexes of its records in canonical order (first
+    record of each key only), and the number of duplicates dropped."""
     parts = list(parts)
     hashes = np.concatenate([np.asarray(p.order_hash, np.uint64) for p in parts] or [[]]).astype(
         np.uint64
     )
     arrays = [binary(p.payload) for p in parts]
-    size = sum(a.nbytes for a in arrays)
-    kind = pa.binary() if size < (1 << 31) - 1 else pa.large_binary()
-    payloads = pa.concat_arrays([a.cast(kind) for a in arrays]) if arrays else pa.array([], kind)
+    kind = pa.binary() if all(a.type == pa.binary() for a in arrays) else pa.large_binary()
+    payloads = pa.chunked_array([a.cast(kind) for a in arrays], kind)
     order = np.argsort(hashes, kind="stable")
     keyed = bool(parts) and parts[0].key is not None
     keys = [k for p in parts for k in p.key] if keyed else None
@@ -229,13 +230,13 @@ def sorted_records(parts: Iterable[ShardPart]) -> tuple[pa.Array, int]:
     # chance) are put in a canonical order: by key and provenance, or by content.
     runs = _equal_runs(hashes[order])
     if not runs and not keyed:
-        return payloads.take(order), 0
+        return payloads, order, 0
     ranked = order.tolist()
     tie_key = (lambda i: (keys[i], orders[i])) if keyed else (lambda i: payloads[i].as_py())
     for start, stop in runs:
         ranked[start:stop] = sorted(ranked[start:stop], key=tie_key)
     if not keyed:
-        return payloads.take(ranked), 0
+        return payloads, np.array(ranked, np.int64), 0
     out, duplicates, last_key = [], 0, None
     for i in ranked:
         if keys[i] == last_key:
@@ -243,7 +244,7 @@ def sorted_records(parts: Iterable[ShardPart]) -> tuple[pa.Array, int]:
             continue
         last_key = keys[i]
         out.append(i)
-    return payloads.take(out), duplicates
+    return payloads, np.array(out, np.int64), duplicates
 
 
 def _equal_runs(values: np.ndarray) -> list[tuple[int, int]]:
@@ -255,13 +256,84 @@ def _equal_runs(values: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.flatnonzero(edges == 1).tolist(), (np.flatnonzero(edges == -1) + 1).tolist()))
 
 
-class WriteShardFn(beam.DoFn):
-    """Writes the shards of a bundle from their grouped parts; yields each shard's file facts.
+class SpillRunsFn(beam.DoFn):
+    """Sorts encoded records into run files under the staging folder; yields a `Run` for each.
 
-    Shards are written on a few threads at once: compression, hashing and file writes release
-    the GIL, and each file's bytes depend only on its records. Once a shard fails, the bundle
-    has failed: shards not yet started are not written (each could otherwise spend a whole
-    retry deadline on a storage service that is down).
+    Records are gathered until about `budget` bytes (SHARDFLOW_RUN_MB, else RUN_BYTES), so that
+    runs are few and large and a worker holds no more than that.
+    """
+
+    def __init__(self, staging: str, keyed: bool, budget: int | None = None):
+        self._folder = run_folder(staging)
+        self._keyed = keyed
+        self._budget = budget or env_bytes(RUN_ENV, RUN_BYTES)
+
+    def start_bundle(self):
+        self._chunks: list[EncodedChunk] = []
+        self._size = 0
+
+    def process(self, chunk: EncodedChunk):
+        self._chunks.append(chunk)
+        self._size += chunk.approx_bytes()
+        if self._size >= self._budget:
+            yield from self._spill()
+
+    def finish_bundle(self):
+        for run in self._spill():
+            yield GlobalWindows.windowed_value(run)
+
+    def _spill(self) -> Iterator[Run]:
+        chunks, self._chunks, self._size = self._chunks, [], 0
+        return write_runs(chunks, self._folder, self._keyed)  # which holds the chunks from now
+
+
+def split_bytes(run: Run) -> tuple[int, int]:
+    return run.split, run.payload_bytes
+
+
+def shard_tasks(
+    counts: list[int], runs: list[Run]
+) -> Iterator[tuple[tuple[int, int, int, int], list[Run]]]:
+    """((split, shard, shards in the split, pieces), the split's runs) for every shard.
+
+    A shard is written in `pieces`, consecutive ranges of its order hashes of about PIECE_BYTES
+    each, so that its writer never holds the whole shard.
+    """
+    by_split: dict[int, list[Run]] = {}
+    for run in runs:
+        by_split.setdefault(run.split, []).append(run)
+    for split, count in enumerate(counts):
+        split_runs = sorted(by_split.get(split, []), key=lambda r: r.path)
+        shard_bytes = sum(r.payload_bytes for r in split_runs) / count
+        pieces = max(1, math.ceil(shard_bytes / PIECE_BYTES))
+        for shard in range(count):
+            yield (split, shard, count, pieces), split_runs
+
+
+def shard_pieces(shard: int, count: int, pieces: int) -> Iterator[tuple[int, int | None]]:
+    """[low, high) of each piece of a shard's order hashes, in order (high None: to the end).
+
+    Records with equal hashes (a key's duplicates) always fall in the same piece.
+    """
+    low, high = shard_bounds(shard, count)
+    end = 1 << 64 if high is None else high
+    bounds = [low + (end - low) * k // pieces for k in range(pieces)] + [high]
+    yield from zip(bounds[:-1], bounds[1:])
+
+
+def shard_parts(runs: list[Run], low: int, high: int | None) -> list[ShardPart]:
+    """The records with order hashes in [low, high), from the slices of the runs that hold them."""
+    parts = (read_slice(run, low, high) for run in runs)
+    return [part for part in parts if part is not None]
+
+
+class WriteShardFn(beam.DoFn):
+    """Writes shards from the runs of their split; yields each shard's file facts.
+
+    Shards are written on a few threads at once: reading, compression, hashing and file writes
+    release the GIL, and each file's bytes depend only on its records. Once a shard fails, the
+    bundle has failed: shards not yet started are not written (each could otherwise spend a
+    whole retry deadline on a storage service that is down).
     """
 
     def __init__(self, staging: str, split_names: list[str], output: OutputSpec):
@@ -276,11 +348,10 @@ class WriteShardFn(beam.DoFn):
         self._pending = []
         self._failed = threading.Event()  # a shard of this bundle failed
 
-    def process(self, element, counts):
-        (split, shard), parts = element
-        parts = list(parts)  # read on this thread: grouped values may be lazily fetched
+    def process(self, element):
+        (split, shard, count, pieces), runs = element
         self._pending.append(
-            self._pool.submit(self._write, split, shard, parts, counts, self._failed)
+            self._pool.submit(self._write, split, shard, count, pieces, list(runs), self._failed)
         )
 
     def finish_bundle(self):
@@ -291,16 +362,21 @@ class WriteShardFn(beam.DoFn):
     def teardown(self):
         self._pool.shutdown()
 
-    def _write(self, split, shard, parts, counts, failed: threading.Event) -> dict[str, Any]:
-        name = shard_name(self._splits[split], shard, counts[split], self._output.suffix)
+    def _write(self, split, shard, count, pieces, runs, failed) -> dict[str, Any]:
+        name = shard_name(self._splits[split], shard, count, self._output.suffix)
         if failed.is_set():
             raise RuntimeError(f"{name}: not written, another shard of its bundle failed")
         try:
-            payloads, duplicates = sorted_records(parts)
             writer = _writer(f"{self._staging}/{name}", self._output)
-            writer.write(payloads)
+            duplicates = 0
+            for low, high in shard_pieces(shard, count, pieces):
+                payloads, ranked, dropped = shard_order(shard_parts(runs, low, high))
+                duplicates += dropped
+                for start in range(0, len(ranked), _BLOCK_RECORDS):  # no second copy
+                    block = payloads.take(ranked[start : start + _BLOCK_RECORDS])
+                    writer.write(block.combine_chunks())
+                    progress.add("written", len(block))
             facts = writer.close()
-            progress.add("written", facts["records"])
         except BaseException:
             failed.set()
             raise
@@ -309,10 +385,6 @@ class WriteShardFn(beam.DoFn):
 
 def _writer(path: str, output: OutputSpec) -> RecordFileWriter:
     return RecordFileWriter(path, output.compression, output.compression_level)
-
-
-def write_empty_shard(staging: str, name: str, output: OutputSpec) -> dict[str, Any]:
-    return _writer(f"{staging}/{name}", output).close()
 
 
 def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, Any]:
@@ -338,13 +410,6 @@ def _location_key(loc: str) -> tuple:
     return (head, int(tail)) if tail.isdigit() else (loc, 0)
 
 
-def _split_bytes(chunk: EncodedChunk) -> Iterator[tuple[int, int]]:
-    lengths = pc.binary_length(binary(chunk.payload)).to_numpy()
-    sizes = np.bincount(chunk.split, weights=lengths)
-    for split in np.flatnonzero(sizes).tolist():
-        yield split, int(sizes[split])
-
-
 class WriteShards(beam.PTransform):
     """Writes encoded chunks as sized, sorted, deduplicated shards under `staging`.
 
@@ -360,25 +425,22 @@ class WriteShards(beam.PTransform):
         out = self._dataset.output
         num_splits = len(self._dataset.splits)
         shard_bytes = out.shard_size_mb * 1024 * 1024
+        runs = encoded | "SpillRuns" >> beam.ParDo(
+            SpillRunsFn(self._staging, self._dataset.key is not None)
+        ).with_output_types(Run)
         counts = (
-            encoded
-            | "MeasureSplits" >> beam.FlatMap(_split_bytes)
+            runs
+            | "MeasureSplits" >> beam.Map(split_bytes)
             | "SumSplitBytes" >> beam.CombinePerKey(sum)
             | "CollectSplitBytes" >> beam.combiners.ToDict()
             | "CountShards" >> beam.Map(shard_counts, num_splits, shard_bytes)
         )
         facts = (
-            encoded
-            | "RouteToShards"
-            >> beam.FlatMap(route_chunk, beam.pvalue.AsSingleton(counts)).with_output_types(
-                tuple[tuple[int, int], ShardPart]
-            )
-            | "GroupShards" >> beam.GroupByKey()
+            counts
+            | "PlanShards" >> beam.FlatMap(shard_tasks, beam.pvalue.AsList(runs))
+            | "SpreadShards" >> beam.Reshuffle()
             | "WriteShard"
-            >> beam.ParDo(
-                WriteShardFn(self._staging, list(self._dataset.split_names), out),
-                beam.pvalue.AsSingleton(counts),
-            )
+            >> beam.ParDo(WriteShardFn(self._staging, list(self._dataset.split_names), out))
         )
         return facts, counts
 
@@ -391,13 +453,15 @@ class _PublishFn(beam.DoFn):
     def process(self, _, shards, shard_count, rejected, counts, transform=None):
         out = self._dataset.output
         shards = list(shards)
-        written = {s["path"] for s in shards}
-        for split, n in zip(self._dataset.split_names, shard_count):
-            for index in range(n):
-                name = shard_name(split, index, n, out.suffix)
-                if name not in written:
-                    facts = write_empty_shard(self._staging, name, out)
-                    shards.append({"split": split, "path": name, "duplicates": 0, **facts})
+        expected = {
+            shard_name(split, index, n, out.suffix)
+            for split, n in zip(self._dataset.split_names, shard_count)
+            for index in range(n)
+        }
+        written = sorted(s["path"] for s in shards)
+        if sorted(expected) != written:  # every shard is written once, if empty, or the run fails
+            raise RuntimeError(f"shards written {written} differ from those planned {sorted(expected)}")
+        delete_folder(run_folder(self._staging))
         rejected = list(rejected)
         rejected_file = write_rejected(self._staging, rejected)
         reasons = Counter(r["reason"] for r in rejected)

@@ -1,15 +1,19 @@
-"""Large CSV and JSON Lines files read in byte ranges: the dataset is the one of a whole read,
-in process and with 2 worker processes (ranges are spread over them)."""
+"""Large CSV and JSON Lines files read in byte ranges, and a Parquet file in runs of row groups:
+the dataset is the one of a whole read, in process and with 2 worker processes (ranges are
+spread over them), whether the encoded records are spilled in one run per split or in many
+small ones."""
 
 from __future__ import annotations
 
 import random
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from pipelines.etl import run
 from tests.reliability.test_faults import etl, finish, tree
-from transforms import ranges
+from transforms import ranges, runs, write
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +31,15 @@ def write_inputs(folder) -> str:
     (folder / "big.csv").write_text("\n".join(rows) + "\n")
     lines = [f'{{"id": {3000 + i}, "name": "j{i}"}}' if i % 50 else "oops" for i in range(2000)]
     (folder / "big.jsonl").write_text("\n".join(lines) + "\n")
+    ids = list(range(5000, 8000))
+    table = pa.table({"id": ids, "name": [f"p{i}" * (i % 5) for i in ids]})
+    pq.write_table(table, folder / "big.parquet", row_group_size=400)
     cfg = folder / "c.yaml"
     cfg.write_text(
         "name: split\n"
         "sources: [{name: c, format: csv, path: big.csv},\n"
-        "          {name: j, format: jsonl, path: big.jsonl}]\n"
+        "          {name: j, format: jsonl, path: big.jsonl},\n"
+        "          {name: p, format: parquet, path: big.parquet}]\n"
         "key: id\n"
         "features: {id: {type: int}, name: {type: string}, score: {type: float, required: false}}\n"
         "splits: {train: 0.8, eval: 0.2}\n"
@@ -56,11 +64,22 @@ def test_ranges_give_the_bytes_of_whole_files_in_process_and_over_two_workers(
 
     monkeypatch.setattr(ranges, "plan", spy)
     monkeypatch.setenv(ranges.SPLIT_ENV, "0.01")  # ~10 KB ranges
+    monkeypatch.setenv(write.RUN_ENV, "0.02")  # runs of ~20 KB: each shard reads from many
+    spilled = []
+    write_runs = runs.write_runs
+
+    def spy_runs(*args, **kwargs):
+        spilled.extend(result := list(write_runs(*args, **kwargs)))
+        return iter(result)
+
+    monkeypatch.setattr(runs, "write_runs", spy_runs)
+    monkeypatch.setattr(write, "write_runs", spy_runs)
     assert run(["--config", cfg, "--overwrite"]) == 0
-    assert len(planned) == 2 and min(planned) > 1, planned  # both files were cut
+    assert len(planned) == 3 and min(planned) > 1, planned  # every file was cut
+    assert len([r for r in spilled if r.split == 0]) > 5, spilled
     assert tree(tmp_path / "out") == whole
 
     finish(etl(tmp_path / "c.yaml", "--overwrite", "--direct_num_workers", "2",
                "--direct_running_mode", "multi_processing",
-               env={ranges.SPLIT_ENV: "0.01"}))  # fmt: skip
+               env={ranges.SPLIT_ENV: "0.01", write.RUN_ENV: "0.02"}))  # fmt: skip
     assert tree(tmp_path / "out") == whole

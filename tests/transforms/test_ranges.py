@@ -1,4 +1,5 @@
-"""Large CSV / JSON Lines files read in byte ranges give exactly the records of a whole read."""
+"""Large CSV / JSON Lines files read in byte ranges, and Parquet files in runs of row groups,
+give exactly the records of a whole read."""
 
 from __future__ import annotations
 
@@ -135,3 +136,36 @@ def test_ranges_cover_the_file_at_record_ends(tmp_path):
         (13, 21, 5, 2),  # records 2 and 3 (the next cut at or after 13 + 6); record 2 is on
         (21, None, 5, 4),  # line 4, line 2 of "header + range": moved by 2
     ]
+
+
+@pytest.mark.parametrize("group_rows", [1, 7, 100])
+def test_parquet_row_group_ranges_give_the_records_of_the_whole_file(tmp_path, group_rows):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(group_rows)
+    n = 230
+    table = pa.table({
+        "id": list(range(n)),
+        "name": [None if i % 11 == 0 else f"n{i}" * rng.randrange(5) for i in range(n)],
+        "point": [{"x": float(i), "tags": [f"t{i}"] * (i % 3)} for i in range(n)],
+    })  # fmt: skip
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(table, path, row_group_size=group_rows)
+    source = _source("parquet")
+    whole = _whole(path, source)
+    assert len(whole) == n
+    for split in (1, 300, 2000):
+        got, parts = _split(path, source, split)
+        assert got == whole
+        if group_rows < n and split == 1:
+            assert parts == -(-n // group_rows)  # a range per row group
+    one_group = str(tmp_path / "one.parquet")
+    pq.write_table(table, one_group)
+    assert ranges.plan(one_group, 10**9, source, 1) == [ranges.Range(one_group)]
+
+
+def test_an_unreadable_parquet_file_is_planned_whole_and_its_parser_says_why(tmp_path):
+    path = tmp_path / "bad.parquet"
+    path.write_bytes(b"PAR1" + b"\0" * 100)
+    assert ranges.plan(str(path), 104, _source("parquet"), 1) == [ranges.Range(str(path))]
