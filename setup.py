@@ -1,7 +1,8 @@
 """Packaging for shardflow: the ETL (pipelines/, transforms/), the trainer and the deploy tools.
 
-Extras: `etl` (Beam, tfx-bsl, tf.Transform), `trainer` (TensorFlow only, never Beam), `test`,
-and `all`. The Dataflow workers install this same file (`--setup_file ./setup.py`).
+Extras: `etl` (Beam, tfx-bsl, tf.Transform), `trainer` (TensorFlow only, never Beam), `deploy`
+(the Google clients of the deploy tools), `test`, and `all`. The Dataflow workers install this
+same file (`--setup_file ./setup.py`).
 """
 
 from setuptools import find_packages, setup
@@ -19,7 +20,14 @@ COMMON = [
 ]
 ETL = [BEAM, TFT, TFX_BSL, TENSORFLOW, "pillow", "xxhash>=3.0", "pg8000>=1.31", "fastavro>=1.9"]
 TRAINER = [TENSORFLOW, TFT, "tf-keras==2.21.0", "tensorboard==2.21.0"]
-TEST = ["pytest", "pytest-timeout", "gcp-storage-emulator"]
+# Deploy tools (`shardflow submit`, `launch-training`, schedules): the Google clients they build
+# requests with. Beam's [gcp] extra brings the first two already; pinned here for the tools.
+DEPLOY = [
+    "google-cloud-aiplatform==1.165.1",
+    "google-cloud-dataflow-client==0.13.0",
+    "google-cloud-scheduler==2.21.0",
+]
+TEST = ["pytest", "pytest-timeout", "gcp-storage-emulator", "dockerfile==3.4.0"]
 
 setup(
     name="shardflow",
@@ -32,8 +40,9 @@ setup(
     extras_require={
         "etl": ETL,
         "trainer": TRAINER,
+        "deploy": DEPLOY,
         "test": TEST,
-        "all": sorted(set(ETL + TRAINER)),
+        "all": sorted(set(ETL + TRAINER + DEPLOY)),
     },
     entry_points={"console_scripts": ["shardflow = pipelines.cli:main"]},
 )

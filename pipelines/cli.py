@@ -16,11 +16,13 @@ COMMANDS = {
     "train": ("trainer.task", "main", "train and export a model on a dataset"),
     "inspect": ("trainer.inspect", "main", "summarize a dataset and print some examples"),
     "predict": ("trainer.predict", "main", "serve examples of a split with an exported model"),
+    "submit": ("deploy.dataflow.submit", "main", "launch the ETL's Dataflow flex template"),
+    "launch-training": ("deploy.vertex.launch", "main", "run the trainer as a Vertex AI job"),
 }
 
 USAGE = "usage: shardflow {%s} [ARGS ...]\n\n%s" % (
     ",".join(COMMANDS),
-    "\n".join(f"  {name:<10} {help_}" for name, (_, _, help_) in COMMANDS.items()),
+    "\n".join(f"  {name:<16} {help_}" for name, (_, _, help_) in COMMANDS.items()),
 )
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import datetime
 import hashlib
 import math
 import os
+import posixpath
 import re
 from typing import Any
 
@@ -81,13 +83,69 @@ class ConfigError(ValueError):
         self.field = field
 
 
-def load_config(path: str, output: str | None = None) -> DatasetSpec:
-    """Reads, validates and resolves the config at `path`; `output` overrides `output.path`."""
+DATE_TOKENS = ("{date}", "{YYYY}", "{MM}", "{DD}")
+
+
+def has_date_template(path: str | None) -> bool:
+    """True when a path holds one of DATE_TOKENS."""
+    return path is not None and any(token in path for token in DATE_TOKENS)
+
+
+def fill_date(path: str, day: datetime.date) -> str:
+    """`{date}` → 2026-11-25, `{YYYY}` → 2026, `{MM}` → 11, `{DD}` → 25; other text as it is."""
+    values = (day.isoformat(), f"{day.year:04d}", f"{day.month:02d}", f"{day.day:02d}")
+    for token, value in zip(DATE_TOKENS, values):
+        path = path.replace(token, value)
+    return path
+
+
+def _fill_dates(raw: Any, output: str | None, day: datetime.date | None) -> str | None:
+    """Puts `day` into the date templates of the source paths and the output path of a parsed
+    config (in place) and of `output`; returns `output`. Without a day, a template is an error."""
+    places = []
+    if isinstance(raw, dict):
+        for i, src in enumerate(raw.get("sources") or []):
+            if isinstance(src, dict) and isinstance(src.get("path"), str):
+                places.append((f"sources[{i}].path", src, "path"))
+        if isinstance(raw.get("output"), dict) and isinstance(raw["output"].get("path"), str):
+            places.append(("output.path", raw["output"], "path"))
+    if output is not None:
+        places.append(("--output", None, output))
+    for where, holder, key in places:
+        text = holder[key] if holder is not None else key
+        if not has_date_template(text):
+            continue
+        if day is None:
+            raise ConfigError(
+                where, f"{text!r} holds a date template: give --date YYYY-MM-DD or --from/--to"
+            )
+        if holder is not None:
+            holder[key] = fill_date(text, day)
+    return fill_date(output, day) if output is not None and day is not None else output
+
+
+def read_text(path: str) -> bytes:
+    """The bytes of a local or gs:// file; ConfigError naming --config when it cannot be read."""
     try:
+        if is_remote(path):
+            from apache_beam.io.filesystems import FileSystems
+
+            with FileSystems.open(path) as f:
+                return f.read()
         with open(path, "rb") as f:
-            text = f.read()
+            return f.read()
     except OSError as e:
-        raise ConfigError("--config", f"cannot read {path!r}: {e.strerror}") from None
+        raise ConfigError("--config", f"cannot read {path!r}: {e.strerror or e}") from None
+    except Exception as e:  # a gs:// read that failed in the client library
+        raise ConfigError("--config", f"cannot read {path!r}: {type(e).__name__}: {e}") from None
+
+
+def load_config(
+    path: str, output: str | None = None, date: datetime.date | None = None
+) -> DatasetSpec:
+    """Reads, validates and resolves the config at `path` (local or gs://); `output` overrides
+    `output.path`; `date` fills the date templates of the source and output paths."""
+    text = read_text(path)
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -99,9 +157,14 @@ def load_config(path: str, output: str | None = None) -> DatasetSpec:
                 "--config", f"{path!r}{where}: {e.problem} (only plain YAML is allowed)"
             ) from None
         raise ConfigError("--config", f"{path!r} is not valid YAML{where}") from None
-    base_dir = os.path.dirname(os.path.abspath(path))
+    base_dir = path.rsplit("/", 1)[0] if is_remote(path) else os.path.dirname(os.path.abspath(path))
+    output = _fill_dates(raw, output, date)
     spec = parse_config(raw, base_dir=base_dir, output=output)
-    return dataclasses.replace(spec, config_sha256=hashlib.sha256(text).hexdigest())
+    return dataclasses.replace(
+        spec,
+        config_sha256=hashlib.sha256(text).hexdigest(),
+        date=date.isoformat() if date is not None else None,
+    )
 
 
 def parse_config(raw: Any, base_dir: str, output: str | None = None) -> DatasetSpec:
@@ -512,6 +575,9 @@ def _top_level_names(body: list[ast.stmt]) -> set[str]:
 def _resolve(path: str, base_dir: str) -> str:
     if is_remote(path) or os.path.isabs(path):
         return path
+    if is_remote(base_dir):  # a gs:// config: relative to its folder
+        scheme, _, rest = base_dir.partition("://")
+        return f"{scheme}://{posixpath.normpath(posixpath.join(rest, path))}"
     return os.path.normpath(os.path.join(base_dir, path))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import datetime
 import json
 import logging
 import os
@@ -120,27 +121,130 @@ def _check_inputs(dataset: DatasetSpec, overwrite: bool = False) -> list[str]:
     return files
 
 
-def run(argv: list[str] | None = None) -> int:
+_MAX_DATES = 3660  # a backfill of ten years at most: beyond, a typo is likelier than a wish
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardflow etl",
         description="Reads the sources of a dataset config and writes sharded TFRecords. "
         "Unknown --flags are Beam pipeline options (--runner, --direct_num_workers, ...).",
     )
-    parser.add_argument("--config", required=True, help="dataset config (YAML)")
+    parser.add_argument("--config", required=True, help="dataset config (YAML; local or gs://)")
     parser.add_argument("--output", help="overrides output.path of the config")
     parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace the dataset already at OUTPUT (atomically, once the new one is complete)",
     )
-    args, beam_args = parser.parse_known_args(argv)
+    parser.add_argument(
+        "--skip-complete",
+        action="store_true",
+        help="do nothing (exit 0) when OUTPUT already holds a complete dataset: for retried or "
+        "scheduled runs",
+    )
+    dates = parser.add_argument_group(
+        "date partitions: {date}, {YYYY}, {MM}, {DD} in source and output paths"
+    )
+    dates.add_argument(
+        "--date", type=_day, metavar="YYYY-MM-DD",
+        help="the date to process (also `today` or `yesterday`, in UTC)",
+    )  # fmt: skip
+    dates.add_argument(
+        "--from", dest="first", type=_day, metavar="YYYY-MM-DD",
+        help="backfill: first date (with --to); one dataset per date, dates already complete "
+        "are skipped unless --overwrite",
+    )  # fmt: skip
+    dates.add_argument("--to", dest="last", type=_day, metavar="YYYY-MM-DD", help="last date")
+    return parser
+
+
+def _day(text: str) -> datetime.date:
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    if text in ("today", "yesterday"):
+        return today if text == "today" else today - datetime.timedelta(days=1)
     try:
-        dataset = load_config(args.config, args.output)
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            raise ValueError
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
+
+
+def _dates(args: argparse.Namespace) -> list[datetime.date | None]:
+    """The dates to process: [None] without date flags. Raises ConfigError for a bad mix."""
+    if args.date is not None:
+        if args.first is not None or args.last is not None:
+            raise ConfigError("--date", "give either --date or --from/--to, not both")
+        return [args.date]
+    if args.first is None and args.last is None:
+        return [None]
+    if args.first is None or args.last is None:
+        raise ConfigError("--from" if args.first is None else "--to", "--from and --to go together")
+    if args.last < args.first:
+        raise ConfigError("--to", f"{args.last} is before --from {args.first}")
+    days = (args.last - args.first).days + 1
+    if days > _MAX_DATES:
+        raise ConfigError("--to", f"{days} dates; a backfill covers at most {_MAX_DATES}")
+    return [args.first + datetime.timedelta(days=i) for i in range(days)]
+
+
+def run(argv: list[str] | None = None) -> int:
+    args, beam_args = build_parser().parse_known_args(argv)
+    try:
+        dates = _dates(args)
+        if len(dates) > 1:
+            return _backfill(args, beam_args, dates)
+        dataset = load_config(args.config, args.output, dates[0])
+        if args.skip_complete and not args.overwrite and holds_dataset(dataset.output.path):
+            print(f"shardflow etl: {dataset.output.path} is complete; skipped")
+            return 0
         inputs = _check_inputs(dataset, args.overwrite)
     except ConfigError as e:
         print(f"shardflow etl: error: {e}", file=sys.stderr)
         return 2
+    return _run_dataset(dataset, inputs, beam_args)
 
+
+def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[datetime.date]) -> int:
+    """Runs the dataset of every date in turn: complete ones are skipped (unless --overwrite;
+    as with --skip-complete), a failed date does not stop the others. Exit 0 when every date is
+    done, else 1."""
+    first = load_config(args.config, args.output, dates[0])  # a bad config: exit 2 at once
+    probe = load_config(args.config, args.output, dates[0] + datetime.timedelta(days=1))
+    if probe.output.path == first.output.path:
+        raise ConfigError(
+            "--output" if args.output else "output.path",
+            f"{first.output.path!r} has no date template ({{date}} or {{YYYY}}, {{MM}}, "
+            "{DD}): every date would write the same dataset",
+        )
+    done, skipped, failed = 0, 0, []
+    for i, day in enumerate(dates, 1):
+        print(f"shardflow etl: {day} ({i} of {len(dates)})", flush=True)
+        try:
+            dataset = load_config(args.config, args.output, day)
+            if not args.overwrite and holds_dataset(dataset.output.path):
+                print(f"shardflow etl: {day}: {dataset.output.path} is complete; skipped")
+                skipped += 1
+                continue
+            inputs = _check_inputs(dataset, overwrite=True)
+        except ConfigError as e:
+            print(f"shardflow etl: {day}: error: {e}", file=sys.stderr)
+            failed.append(day)
+            continue
+        if _run_dataset(dataset, inputs, beam_args) == 0:
+            done += 1
+        else:
+            failed.append(day)
+    summary = f"{done} written, {skipped} skipped (complete), {len(failed)} failed"
+    if failed:
+        print(f"shardflow etl: backfill: {summary}: {', '.join(map(str, failed))}", file=sys.stderr)
+        return 1
+    print(f"shardflow etl: backfill: {summary}")
+    return 0
+
+
+def _run_dataset(dataset: DatasetSpec, inputs: list[str], beam_args: list[str]) -> int:
     options = pipeline_options(beam_args)
     staging = staging_path(dataset.output.path, uuid.uuid4().hex[:12])
     started = time.monotonic()

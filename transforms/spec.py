@@ -158,6 +158,7 @@ class DatasetSpec:
     label: str | None = None
     transform: TransformSpec | None = None
     config_sha256: str = ""
+    date: str | None = None  # the partition date (YYYY-MM-DD) of a date-templated config
 
     @property
     def source_names(self) -> tuple[str, ...]:
