@@ -1,7 +1,8 @@
 """Packaging for shardflow: the ETL (pipelines/, transforms/), the trainer and the deploy tools.
 
-Extras: `etl` (Beam, tfx-bsl, tf.Transform), `trainer` (TensorFlow only, never Beam), `deploy`
-(the Google clients of the deploy tools), `test`, and `all`. The Dataflow workers install this
+Extras: `etl` (Beam, tfx-bsl, tf.Transform), `trainer` (TensorFlow only, never Beam),
+`transform` (what the trainer needs for datasets with a tf.Transform output: tf.Transform, and
+so Beam), `deploy` (the Google clients of the deploy tools), `test`, and `all`. The Dataflow workers install this
 same file (`--setup_file ./setup.py`).
 """
 
@@ -12,14 +13,24 @@ BEAM = "apache-beam[gcp]==2.77.0"
 TFT = "tensorflow-transform==1.21.0"
 TFX_BSL = "tfx-bsl==1.21.0"
 
+# Small libraries the ETL's workers import. They are install_requires, not the `etl` extra:
+# a Dataflow job given `--setup_file ./setup.py` installs this package on Beam's worker image
+# without extras (that image has Beam, pyarrow and fastavro, not these).
 COMMON = [
     "pyyaml>=6.0",
     "pyarrow",
     "google-cloud-storage",
     "google-crc32c",
+    "xxhash>=3.0",
+    "pillow",
+    "pg8000>=1.31",
+    "fastavro>=1.9",
 ]
-ETL = [BEAM, TFT, TFX_BSL, TENSORFLOW, "pillow", "xxhash>=3.0", "pg8000>=1.31", "fastavro>=1.9"]
-TRAINER = [TENSORFLOW, TFT, "tf-keras==2.21.0", "tensorboard==2.21.0"]
+ETL = [BEAM, TFT, TFX_BSL, TENSORFLOW]
+TRAINER = [TENSORFLOW, "tf-keras==2.21.0", "tensorboard==2.21.0"]
+# Training on a dataset with a tf.Transform output reads it with tensorflow-transform, which
+# itself requires Apache Beam: a separate extra, so that the plain trainer installs no Beam.
+TRANSFORM = [TFT]
 # Deploy tools (`shardflow submit`, `launch-training`, schedules): the Google clients they build
 # requests with. Beam's [gcp] extra brings the first two already; pinned here for the tools.
 DEPLOY = [
@@ -40,9 +51,10 @@ setup(
     extras_require={
         "etl": ETL,
         "trainer": TRAINER,
+        "transform": TRANSFORM,
         "deploy": DEPLOY,
         "test": TEST,
-        "all": sorted(set(ETL + TRAINER + DEPLOY)),
+        "all": sorted(set(ETL + TRAINER + TRANSFORM + DEPLOY)),
     },
     entry_points={"console_scripts": ["shardflow = pipelines.cli:main"]},
 )

@@ -6,6 +6,8 @@ there is more than one GPU, else the default (single device) strategy. `mirrored
 all local GPUs or, without a GPU, over all logical CPU devices (one unless configured otherwise).
 `tpu` fails fast, with one line, when the TPU cannot be reached: a `grpc://HOST:PORT` TPU_NAME is
 probed with a TCP connection first (TensorFlow's own connection would wait for it forever).
+Where Vertex AI describes the cluster only in its own CLUSTER_SPEC, TF_CONFIG is derived from it
+(`adopt_cluster_spec`) before a strategy is made.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import logging
 import os
 import socket
+from collections.abc import MutableMapping
 from urllib.parse import urlsplit
 
 import tensorflow as tf
@@ -23,6 +26,13 @@ logger = logging.getLogger(__name__)
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 # Seconds to wait for a TCP connection to a grpc:// TPU address before giving up.
 TPU_CONNECT_TIMEOUT = 10.0
+# Vertex AI's worker pools, in their order in the job, and the TensorFlow task each one runs.
+VERTEX_TASK_TYPES = {
+    "workerpool0": "chief",
+    "workerpool1": "worker",
+    "workerpool2": "ps",
+    "workerpool3": "evaluator",
+}
 
 
 class StrategyError(RuntimeError):
@@ -33,6 +43,7 @@ def get_strategy(name: str) -> tf.distribute.Strategy:
     """The tf.distribute strategy for a --strategy value."""
     if name not in STRATEGIES:
         raise ValueError(f"--strategy: {name!r} is not one of {', '.join(STRATEGIES)}")
+    adopt_cluster_spec(os.environ)
     if name == "auto":
         name = _auto_choice()
         logger.info("--strategy auto chose %s", name)
@@ -57,6 +68,40 @@ def strategy_name(strategy: tf.distribute.Strategy) -> str:
         if isinstance(strategy, public):
             return name
     return type(strategy).__name__.lstrip("_")
+
+
+def tf_config_from_cluster_spec(cluster_spec: str) -> dict:
+    """The TF_CONFIG for a Vertex AI CLUSTER_SPEC: its worker pools named as TensorFlow tasks.
+
+    CLUSTER_SPEC is {"cluster": {"workerpool0": ["host:port"], "workerpool1": [...], ...},
+    "task": {"type": "workerpool1", "index": 0}, ...}: pool 0 is the chief, pool 1 the workers,
+    pool 2 parameter servers, pool 3 evaluators.
+    """
+    try:
+        spec = json.loads(cluster_spec)
+        pools, task = spec["cluster"], spec["task"]
+        cluster = {VERTEX_TASK_TYPES[pool]: list(hosts) for pool, hosts in pools.items() if hosts}
+        return {
+            "cluster": cluster,
+            "task": {"type": VERTEX_TASK_TYPES[task["type"]], "index": int(task["index"])},
+        }
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise StrategyError(
+            f"CLUSTER_SPEC: not a Vertex AI cluster description ({type(e).__name__}: {e})"
+        ) from None
+
+
+def adopt_cluster_spec(environ: MutableMapping[str, str]) -> dict | None:
+    """Sets TF_CONFIG from CLUSTER_SPEC when only CLUSTER_SPEC describes a cluster of more than
+    one task; returns the TF_CONFIG set, or None when nothing changed."""
+    if environ.get("TF_CONFIG") or not environ.get("CLUSTER_SPEC"):
+        return None
+    config = tf_config_from_cluster_spec(environ["CLUSTER_SPEC"])
+    if sum(len(hosts) for hosts in config["cluster"].values()) < 2:
+        return None  # one machine: no cluster for TensorFlow to join
+    environ["TF_CONFIG"] = json.dumps(config)
+    logger.info("TF_CONFIG set from Vertex AI's CLUSTER_SPEC: %s", environ["TF_CONFIG"])
+    return config
 
 
 def _auto_choice() -> str:

@@ -8,8 +8,10 @@ with a message naming the file; with --skip-corrupt the rest of each corrupt sha
 and the skipped records are counted in the log and metrics.json. With --profile-input it only
 measures the input pipeline and the model step apart and prints the result as a JSON line. A
 dataset with a tf.Transform output is read and served through that transform
-(trainer.transform). Exit status: 0 success, 2 for a bad command line or dataset, 1 for a
-failed run.
+(trainer.transform). On Vertex AI, the job's output locations apply: AIP_MODEL_DIR when there is
+no --model-dir, AIP_CHECKPOINT_DIR for the checkpoints and AIP_TENSORBOARD_LOG_DIR for the
+chief's TensorBoard logs (`output_dirs`). Exit status: 0 success, 2 for a bad command line or
+dataset, 1 for a failed run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import importlib.util
 import json
 import logging
 import math
+import os
 import re
 import sys
 import tempfile
@@ -76,6 +79,41 @@ class TrainConfig:
     skip_corrupt: bool = False
     input: InputFlags = InputFlags()
     checkpoint_every: int | None = None  # steps; None: at the end of every epoch
+    checkpoint_dir: str | None = None  # None: MODEL_DIR/checkpoints
+    logs_dir: str | None = None  # the chief's TensorBoard logs; None: MODEL_DIR/logs
+
+    @property
+    def checkpoints(self) -> str:
+        """Where the resumable checkpoints go."""
+        return self.checkpoint_dir or join(self.model_dir, "checkpoints")
+
+
+@dataclass(frozen=True)
+class OutputDirs:
+    """Where a run writes, when the environment (Vertex AI) names the places."""
+
+    model_dir: str | None
+    checkpoint_dir: str | None
+    logs_dir: str | None
+
+
+def output_dirs(model_dir: str | None, environ: Mapping[str, str]) -> OutputDirs:
+    """--model-dir, else AIP_MODEL_DIR; AIP_CHECKPOINT_DIR; AIP_TENSORBOARD_LOG_DIR.
+
+    Vertex AI sets the three AIP_ variables under a custom job's base output directory
+    (BASE/model/, BASE/checkpoints/, BASE/logs/); `shardflow launch-training` makes that
+    directory the --model-dir it passes, so a job writes the usual MODEL_DIR layout.
+    """
+
+    def env(name: str) -> str | None:
+        value = environ.get(name, "").strip()
+        return normalize_root(value) if value else None
+
+    return OutputDirs(
+        model_dir=normalize_root(model_dir) if model_dir else env("AIP_MODEL_DIR"),
+        checkpoint_dir=env("AIP_CHECKPOINT_DIR"),
+        logs_dir=env("AIP_TENSORBOARD_LOG_DIR"),
+    )
 
 
 class UsageError(ValueError):
@@ -89,7 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train and export a model on a shardflow dataset.",
     )
     p.add_argument("--data", required=True, metavar="DATASET_URI", help="dataset folder or gs://")
-    p.add_argument("--model-dir", metavar="URI", help="output folder (required unless profiling)")
+    p.add_argument(
+        "--model-dir",
+        metavar="URI",
+        help="output folder (default: AIP_MODEL_DIR when set; required unless profiling)",
+    )
     p.add_argument("--epochs", type=_positive, default=5, help="epochs to train in all (default 5)")
     p.add_argument("--batch-size", type=_positive, default=64, help="global batch (default 64)")
     p.add_argument(
@@ -185,15 +227,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: list[str] | None) -> TrainConfig:
-    """Parses the command line; argparse exits with status 2 on a bad one."""
+def parse_args(
+    argv: list[str] | None, environ: Mapping[str, str] | None = None
+) -> TrainConfig:
+    """Parses the command line (and Vertex AI's AIP_ variables of `environ`, default
+    os.environ); argparse exits with status 2 on a bad one."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.profile_input and not args.model_dir:
+    dirs = output_dirs(args.model_dir, os.environ if environ is None else environ)
+    if not args.profile_input and not dirs.model_dir:
         parser.error("--model-dir is required unless --profile-input is given")
     return TrainConfig(
         data=args.data,
-        model_dir=normalize_root(args.model_dir) if args.model_dir else None,
+        model_dir=dirs.model_dir,
         epochs=args.epochs,
         batch_size=args.batch_size,
         strategy=args.strategy,
@@ -213,6 +259,8 @@ def parse_args(argv: list[str] | None) -> TrainConfig:
             ram_budget_mb=args.input_ram_mb,
         ),
         checkpoint_every=args.checkpoint_every,
+        checkpoint_dir=dirs.checkpoint_dir,
+        logs_dir=dirs.logs_dir,
     )
 
 
@@ -433,13 +481,14 @@ def _fit_and_export(cfg, manifest, strategy, inputs, model, plan, steps, corrupt
     callbacks = [
         # delete_checkpoint=False: a later run with more --epochs resumes instead of restarting.
         tf_keras.callbacks.BackupAndRestore(
-            join(cfg.model_dir, "checkpoints"),
+            cfg.checkpoints,
             save_freq=cfg.checkpoint_every or "epoch",
             delete_checkpoint=False,
         ),
         throughput,
     ]
-    logs_dir = join(out_dir, "logs")
+    # Only the chief writes to the job's log folder; other workers keep theirs in out_dir.
+    logs_dir = cfg.logs_dir if chief and cfg.logs_dir else join(out_dir, "logs")
     if importlib.util.find_spec("tensorboard") is not None:
         callbacks.append(tf_keras.callbacks.TensorBoard(logs_dir))
     else:
@@ -494,7 +543,7 @@ def _fit_and_export(cfg, manifest, strategy, inputs, model, plan, steps, corrupt
             f.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
         print(f"model exported to {export_dir}")
         print(f"metrics written to {join(out_dir, 'metrics.json')}")
-        print(f"checkpoints in {join(cfg.model_dir, 'checkpoints')}")
+        print(f"checkpoints in {cfg.checkpoints}")
         if logs_dir:
             print(f"TensorBoard logs in {logs_dir}")
     else:

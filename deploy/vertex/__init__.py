@@ -1,0 +1,1 @@
+"""Vertex AI training: `shardflow launch-training` (launch.py) and the trainer image (Dockerfile)."""
