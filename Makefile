@@ -25,7 +25,7 @@ demo: $(STAMP)
 	@echo "dataset: $(DEMO_OUT)/penguins   model: $(DEMO_OUT)/model (export/, metrics.json, logs/)"
 
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests
+	PATH="$(CURDIR)/$(BIN):$$PATH" TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 $(PYTEST_ARGS) tests
 
 test-fast: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS) tests

@@ -21,7 +21,11 @@ import uuid
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (
+    GoogleCloudOptions,
+    PipelineOptions,
+    StandardOptions,
+)
 
 from pipelines.config import ConfigError, load_config
 from transforms import formats, progress
@@ -267,6 +271,10 @@ def _run_dataset(dataset: DatasetSpec, inputs: list[str], beam_args: list[str]) 
         discard(staging)
         print(f"shardflow etl: job failed: {_reason(e)}", file=sys.stderr)
         return 1
+    template = options.view_as(GoogleCloudOptions).template_location
+    if template:  # the job was written (a template, or a flex-template launch), not run
+        print(f"shardflow etl: {dataset.name}: job written to {template}; nothing was run")
+        return 0
     _report(dataset, time.monotonic() - started)
     return 0
 
