@@ -20,6 +20,7 @@ import time
 import uuid
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     GoogleCloudOptions,
@@ -32,16 +33,20 @@ from transforms import formats, progress
 from transforms.files import RECURSIVE_FORMATS, match_files
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
+from transforms.graph import pipeline_graph
 from transforms.publish import (
     MANIFEST,
+    REPORT,
     OutputError,
     check_output,
     discard,
     holds_dataset,
     staging_path,
+    write_atomically,
 )
 from transforms.sources import CountIgnoredFields, ReadSource
 from transforms.spec import DatasetSpec
+from transforms.stats import MergeStats
 from transforms.write import PublishDataset, WriteShards
 
 logger = logging.getLogger(__name__)
@@ -68,11 +73,12 @@ def build_etl(p: beam.Pipeline, dataset: DatasetSpec, staging: str) -> beam.PCol
     records = chunks | "MergeSources" >> beam.Flatten()
     counts.append(records | "CountIgnoredFields" >> beam.ParDo(CountIgnoredFields(dataset)))
     if dataset.combine == "join":
-        encoded, invalid, join_counts = records | "JoinSources" >> JoinByKey(dataset)
+        encoded, invalid, join_counts, stats = records | "JoinSources" >> JoinByKey(dataset)
         counts.append(join_counts)
     else:
-        encoded, invalid = records | "ValidateRecords" >> PrepareRecords(dataset)
+        encoded, invalid, stats = records | "ValidateRecords" >> PrepareRecords(dataset)
     rejected.append(invalid)
+    statistics = stats | "MergeStatistics" >> beam.CombineGlobally(MergeStats())
     transform = None
     if dataset.transform is not None:
         # Imported here: tf.Transform brings TensorFlow (seconds and hundreds of MB), which
@@ -86,7 +92,7 @@ def build_etl(p: beam.Pipeline, dataset: DatasetSpec, staging: str) -> beam.PCol
     all_rejected = rejected | "MergeRejected" >> beam.Flatten()
     totals = counts | "MergeCounts" >> beam.Flatten() | "SumCounts" >> beam.CombinePerKey(sum)
     return p | "Publish" >> PublishDataset(
-        dataset, staging, shards, shard_count, all_rejected, totals, transform
+        dataset, staging, shards, shard_count, all_rejected, totals, transform, statistics
     )
 
 
@@ -262,10 +268,12 @@ def _run_dataset(dataset: DatasetSpec, inputs: list[str], beam_args: list[str]) 
         flush=True,
     )
     logger.info("staging under %s", staging)
+    reporter = progress.Reporter(f"shardflow etl: {dataset.name}")
     try:
-        with progress.Reporter(f"shardflow etl: {dataset.name}"):
+        with reporter:
             with beam.Pipeline(options=options) as p:
                 build_etl(p, dataset, staging)
+                graph = pipeline_graph(p)
     except Exception as e:  # the job failed: report why, leave nothing half-written
         logger.debug("job failed", exc_info=True)
         discard(staging)
@@ -275,8 +283,52 @@ def _run_dataset(dataset: DatasetSpec, inputs: list[str], beam_args: list[str]) 
     if template:  # the job was written (a template, or a flex-template launch), not run
         print(f"shardflow etl: {dataset.name}: job written to {template}; nothing was run")
         return 0
+    timings = dict(reporter.timings(), runner=runner)
+    write_report(dataset.output.path, graph, timings)
     _report(dataset, time.monotonic() - started)
     return 0
+
+
+def write_report(output: str, graph: dict, timings: dict) -> None:
+    """Writes OUTPUT/report.html from the published dataset (its manifest, statistics and
+    rejected records), the job's graph and timings. The dataset is complete without it: a
+    report that cannot be written is a warning, not a failed run."""
+    from transforms.report import render  # only here: the report's code is only for this
+
+    try:
+        manifest = json.loads(_read(f"{output}/{MANIFEST}"))
+        entry = manifest.get("statistics")
+        statistics = json.loads(_read(f"{output}/{entry['path']}")) if entry else None
+        examples = rejected_examples(output, manifest)
+        page = render(manifest, statistics, graph, timings, examples).encode("utf-8")
+        write_atomically(f"{output}/{REPORT}", page, "text/html")
+    except Exception as e:  # noqa: BLE001 - see above
+        logger.warning("the run report was not written: %s: %s", type(e).__name__, e)
+
+
+def _read(path: str) -> bytes:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return f.read()
+
+
+def rejected_examples(output: str, manifest: dict, per_reason: int = 5) -> dict[str, list[dict]]:
+    """Up to `per_reason` rejected records of each reason (location and record), in file order."""
+    examples: dict[str, list[dict]] = {}
+    wanted = len(manifest["rejected"]["reasons"])
+    for entry in manifest["rejected"]["files"]:
+        with FileSystems.open(
+            f"{output}/{entry['path']}", compression_type=CompressionTypes.UNCOMPRESSED
+        ) as f:
+            for line in f:
+                record = json.loads(line)
+                found = examples.setdefault(record["reason"], [])
+                if len(found) < per_reason:
+                    found.append({"location": record["location"], "record": record["record"]})
+                if len(examples) == wanted and all(
+                    len(v) == per_reason for v in examples.values()
+                ):
+                    return examples
+    return examples
 
 
 def _reason(error: BaseException) -> str:

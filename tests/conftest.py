@@ -2,6 +2,7 @@
 session fixtures of the services some tests need (started on first use, once per session)."""
 
 from tests.services.beam_portable import beam_portable_services  # noqa: F401  (fixture)
+from tests.services.chromium import chromium  # noqa: F401  (fixture)
 from tests.services.gcs import gcs_emulator  # noqa: F401  (fixture)
 from tests.services.postgres import postgres_server  # noqa: F401  (fixture)
 

@@ -212,7 +212,8 @@ def test_manifest_ledger_files_and_rejections(dataset):
     assert bad_bill["location"].startswith(str(SAMPLE / "measurements.csv") + ":138")
     assert "137,Adelie,Dream,abc" in bad_bill["record"]
     assert sorted(os.listdir(dataset)) == [
-        "eval", "manifest.json", "rejected", "test", "train", "transform"
+        "eval", "manifest.json", "rejected", "report.html", "statistics.json", "test", "train",
+        "transform",
     ]
     transform = manifest["transform"]
     assert (transform["path"], transform["materialize"]) == ("transform", "raw")

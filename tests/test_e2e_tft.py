@@ -170,6 +170,8 @@ def test_manifest_points_to_the_transform_analyzed_on_the_written_train_split(ru
         "eval",
         "manifest.json",
         "rejected",
+        "report.html",
+        "statistics.json",
         "test",
         "train",
         "transform",

@@ -1,11 +1,13 @@
-"""`shardflow inspect DATASET_URI [--split NAME] [--take N]`: what a dataset holds.
+"""`shardflow inspect DATASET_URI [--split NAME|all] [--take N] [--stats]`: what a dataset holds.
 
 Prints a summary of the manifest (name, label, features, splits with records and files,
-rejected records, duplicates), then the first N examples of a split in file order, decoded with
+rejected records, duplicates); with --stats, the per-feature statistics of the split that the
+ETL wrote to DATASET/statistics.json (one line saying there are none for a dataset written
+without them); then the first N examples of the split in file order, decoded with
 the manifest's parse spec, one JSON object per line. A missing value of an optional feature is
 null; image and bytes values are shown by size, not content. Shards that hold tf.Transform
 outputs (manifest `transform.materialize: transformed`) are shown feature by feature as lists
-of the values each example holds.
+of the values each example holds. `--split all` does this for every split.
 """
 
 from __future__ import annotations
@@ -18,15 +20,31 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.features import parse_spec
-from trainer.manifest import FeatureSpec, Manifest, ManifestError, load_manifest
+from trainer.manifest import FeatureSpec, Manifest, ManifestError, join, load_manifest
+
+STATISTICS_NAME = "statistics.json"
+STATISTICS_FORMAT_VERSION = 1
+NUMBER_TYPES = ("int", "float")
+SIZE_TYPES = ("bytes", "image")
+TOP_SHOWN = 3  # top values shown per string feature
+VALUE_CHARS = 24  # of one shown value
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `shardflow inspect`."""
     p = argparse.ArgumentParser(prog="shardflow inspect", description=__doc__.splitlines()[0])
     p.add_argument("dataset", metavar="DATASET_URI", help="dataset folder or gs:// prefix")
-    p.add_argument("--split", default="train", help="split to show examples of (default: train)")
+    p.add_argument(
+        "--split",
+        default="train",
+        help="split to show statistics and examples of, or 'all' for every split (default: train)",
+    )
     p.add_argument("--take", type=int, default=5, help="number of examples to show (default: 5)")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="print the per-feature statistics of the split from DATASET/statistics.json",
+    )
     return p
 
 
@@ -41,16 +59,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         manifest = load_manifest(args.dataset)
-        files = manifest.split_files(args.split) if args.take else []
+        splits = list(manifest.splits) if args.split == "all" else [args.split]
+        files = {s: manifest.split_files(s) for s in splits} if args.take or args.stats else {}
+        statistics = load_statistics(manifest.root) if args.stats else None
     except ManifestError as e:
         print(f"shardflow inspect: {e}", file=sys.stderr)
         return 2
     for line in summary(manifest):
         print(line)
+    if args.stats:
+        if statistics is None:
+            print(f"statistics: none, {manifest.root} has no {STATISTICS_NAME} (an older dataset)")
+        else:
+            for split in splits:
+                for line in statistics_table(manifest, statistics, split):
+                    print(line)
     if args.take:
-        print(f"first {args.take} examples of split {args.split!r}:")
-        for example in take_examples(manifest, files, args.take):
-            print(json.dumps(example, ensure_ascii=False))
+        for split in splits:
+            print(f"first {args.take} examples of split {split!r}:")
+            for example in take_examples(manifest, files[split], args.take):
+                print(json.dumps(example, ensure_ascii=False))
     return 0
 
 
@@ -86,6 +114,103 @@ def summary(manifest: Manifest) -> list[str]:
             f"(shards hold {manifest.transform.materialize} examples)"
         )
     return lines
+
+
+def load_statistics(root: str) -> dict | None:
+    """DATASET/statistics.json as written by the ETL, or None when the dataset has none."""
+    path = join(root, STATISTICS_NAME)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path, "r") as f:
+        text = f.read()
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ManifestError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("splits"), dict):
+        raise ManifestError(f"{path}: splits: missing or not an object")
+    version = raw.get("format_version")
+    if version != STATISTICS_FORMAT_VERSION:
+        raise ManifestError(
+            f"{path}: format_version: {version!r} is not supported "
+            f"(this shardflow reads {STATISTICS_FORMAT_VERSION})"
+        )
+    return raw
+
+
+def statistics_table(manifest: Manifest, statistics: dict, split: str) -> list[str]:
+    """Aligned lines of a split's feature statistics: one table per kind of feature.
+
+    Numbers: min, max, mean, std; strings: distinct values (`~` when estimated) and the top
+    values with their counts; bytes and images: size in bytes, min, mean and max.
+    """
+    stats = statistics["splits"].get(split)
+    if stats is None:
+        return [f"statistics of split {split!r}: none in {STATISTICS_NAME}"]
+    features = stats.get("features") or {}
+    names = [n for n in manifest.features if n in features]
+    names += [n for n in features if n not in manifest.features]
+    lines = [f"statistics of split {split!r} ({stats.get('records', 0)} records validated):"]
+    numbers, strings, sizes = [], [], []
+    for name in names:
+        s = features[name]
+        kind = s.get("type", "")
+        common = [name, kind, _percent(s.get("missing_rate"))]
+        if kind in NUMBER_TYPES:
+            numbers.append(common + [_stat(s.get(k)) for k in ("min", "max", "mean", "std")])
+        elif kind in SIZE_TYPES:
+            size = s.get("size") or {}
+            sizes.append(common + [_stat(size.get(k)) for k in ("min", "mean", "max")])
+        else:
+            distinct = _stat(s.get("distinct"))
+            if s.get("distinct") is not None and not s.get("distinct_exact", True):
+                distinct = "~" + distinct
+            top = ", ".join(
+                f"{json.dumps(_short(str(t.get('value'))), ensure_ascii=False)} {t.get('count')}"
+                for t in (s.get("top") or [])[:TOP_SHOWN]
+            )
+            strings.append(common + [distinct, top])
+    head = ["feature", "type", "missing"]
+    if numbers:
+        lines += _aligned([head + ["min", "max", "mean", "std"], *numbers], left=2)
+    if strings:
+        lines += _aligned([head + ["distinct", "top values"], *strings], left=2, last_left=True)
+    if sizes:
+        lines += _aligned([head + ["size min", "size mean", "size max"], *sizes], left=2)
+    return lines
+
+
+def _aligned(rows: list[list[str]], left: int, last_left: bool = False) -> list[str]:
+    """Rows as indented lines of columns; the first `left` columns (and the last one when
+    `last_left`) are left-aligned, the others right-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = []
+        for i, (cell, width) in enumerate(zip(row, widths)):
+            last = i == len(row) - 1
+            if last and last_left:
+                cells.append(cell)
+            else:
+                cells.append(cell.ljust(width) if i < left else cell.rjust(width))
+        lines.append(("  " + "  ".join(cells)).rstrip())
+    return lines
+
+
+def _stat(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _percent(rate) -> str:
+    return "-" if rate is None else f"{100 * rate:.1f}%"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 1] + "…"
 
 
 def take_examples(manifest: Manifest, files: list[str], n: int) -> list[dict]:

@@ -15,11 +15,12 @@ from typing import Iterable, Iterator
 
 import apache_beam as beam
 
-from transforms.prepare import Batch, EncodedChunk, KeyMaker, Preparer
-from transforms.records import COUNTS, REJECTED, RawChunk, gc_paused, location
+from transforms.prepare import Batch, EncodedChunk, KeyMaker, Preparer, bundle_stats
+from transforms.records import COUNTS, REJECTED, STATS, RawChunk, gc_paused, location
 from transforms.schema import SourceColumns
 from transforms.spec import DatasetSpec
 from transforms.split import record_hash
+from transforms.stats import DatasetStats
 
 JOIN_BUCKETS = 64
 
@@ -132,11 +133,18 @@ class _JoinBucketFn(beam.DoFn):
     def setup(self):
         self._preparer = Preparer(self._dataset)
 
+    def start_bundle(self):
+        self._stats = DatasetStats()
+
+    def finish_bundle(self):
+        yield from bundle_stats(self._stats)
+
     def process(self, element):
         _, groups = element
         with gc_paused():
             batch, duplicates, joined = join_bucket(groups, list(self._dataset.source_names))
-            encoded, rejected = self._preparer.prepare(batch)
+            encoded, rejected, stats = self._preparer.prepare(batch)
+            self._stats.merge(stats)
         for r in rejected:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
         yield beam.pvalue.TaggedOutput(COUNTS, ("duplicates", duplicates))
@@ -148,7 +156,7 @@ class _JoinBucketFn(beam.DoFn):
 class JoinByKey(beam.PTransform):
     """Joins chunks of all sources on the key, then validates and encodes the joined records.
 
-    Returns (encoded, rejected, counts) with counts `duplicates` and `joined`.
+    Returns (encoded, rejected, counts, statistics) with counts `duplicates` and `joined`.
     """
 
     def __init__(self, dataset: DatasetSpec):
@@ -165,7 +173,7 @@ class JoinByKey(beam.PTransform):
             | "JoinAndEncode"
             >> beam.ParDo(_JoinBucketFn(self._dataset))
             .with_output_types(EncodedChunk)
-            .with_outputs(REJECTED, COUNTS, main="encoded")
+            .with_outputs(REJECTED, COUNTS, STATS, main="encoded")
         )
         rejected = (keyed[REJECTED], joined[REJECTED]) | "MergeRejected" >> beam.Flatten()
-        return joined.encoded, rejected, joined[COUNTS]
+        return joined.encoded, rejected, joined[COUNTS], joined[STATS]

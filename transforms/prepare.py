@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 import numpy as np
 import pyarrow as pa
 from apache_beam import coders
 
 from transforms import encode
-from transforms.records import REJECTED, ChunkCoder, RawChunk, gc_paused, location, rejection
+from transforms.records import REJECTED, STATS, ChunkCoder, RawChunk, gc_paused, location, rejection
 from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
 from transforms.spec import DatasetSpec
 from transforms.split import SplitAssigner, binary_values, record_hashes
+from transforms.stats import DatasetStats, chunk_stats
 
 
 @dataclasses.dataclass
@@ -126,10 +128,13 @@ class Preparer:
         }
         self._validator = Validator(dataset.features, dataset.source_names, delimiters)
         self._features = dataset.features
+        self._names = [f.name for f in dataset.features]
+        self._types = [f.type for f in dataset.features]
         self._assign = SplitAssigner([fraction for _, fraction in dataset.splits])
         self._keyed = dataset.key is not None
 
-    def prepare(self, batch: Batch) -> tuple[EncodedChunk, list[dict]]:
+    def prepare(self, batch: Batch) -> tuple[EncodedChunk, list[dict], DatasetStats]:
+        """(the valid records encoded, the rejected ones, the statistics of the valid ones)."""
         columns, reasons = self._validator.validate(batch.size, batch.tables)
         rejected = []
         for i, reason in sorted(reasons.items()):
@@ -144,14 +149,17 @@ class Preparer:
             empty = np.zeros(0, np.uint64)
             keyed = [] if self._keyed else None
             payloads = pa.array([], pa.binary())
-            return EncodedChunk(empty.astype(np.int16), empty, keyed, keyed, payloads), rejected
-        payloads = encode.encode_columns([f.name for f in self._features], columns)
+            encoded = EncodedChunk(empty.astype(np.int16), empty, keyed, keyed, payloads)
+            return encoded, rejected, DatasetStats()
+        payloads = encode.encode_columns(self._names, columns)
         keys = [batch.keys[i] for i in kept] if self._keyed else None
         split_hashes, order_hashes = record_hashes(
             [k.encode("utf-8") for k in keys] if self._keyed else binary_values(payloads)
         )
         order = [batch.order(i) for i in kept] if self._keyed else None
-        return EncodedChunk(self._assign(split_hashes), order_hashes, keys, order, payloads), rejected
+        splits = self._assign(split_hashes)
+        stats = chunk_stats(self._names, self._types, columns, splits)
+        return EncodedChunk(splits, order_hashes, keys, order, payloads), rejected, stats
 
 
 class _PrepareChunkFn(beam.DoFn):
@@ -165,20 +173,36 @@ class _PrepareChunkFn(beam.DoFn):
         self._key_maker = KeyMaker(self._dataset) if self._dataset.key is not None else None
         self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
 
+    def start_bundle(self):
+        self._stats = DatasetStats()
+
     def process(self, chunk: RawChunk):
         with gc_paused():
             batch, rejected = batch_of_chunk(
                 chunk, self._source_index[chunk.source], self._key_maker
             )
-            encoded, invalid = self._preparer.prepare(batch)
+            encoded, invalid, stats = self._preparer.prepare(batch)
+            self._stats.merge(stats)
         for r in rejected + invalid:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
         if len(encoded):
             yield encoded
 
+    def finish_bundle(self):
+        yield from bundle_stats(self._stats)
+
+
+def bundle_stats(stats: DatasetStats) -> Iterator[beam.pvalue.TaggedOutput]:
+    """A bundle's merged statistics, as the STATS output of its finish_bundle (once per bundle:
+    far fewer elements than one per chunk)."""
+    if stats.records:
+        yield beam.pvalue.TaggedOutput(STATS, GlobalWindows.windowed_value(stats))
+
 
 class PrepareRecords(beam.PTransform):
-    """Validates, encodes and assigns splits to chunks of records. Returns (encoded, rejected)."""
+    """Validates, encodes and assigns splits to chunks of records.
+
+    Returns (encoded, rejected, statistics: DatasetStats of bundles, to be merged)."""
 
     def __init__(self, dataset: DatasetSpec):
         super().__init__()
@@ -187,5 +211,5 @@ class PrepareRecords(beam.PTransform):
     def expand(self, chunks):
         out = chunks | "ValidateAndEncode" >> beam.ParDo(
             _PrepareChunkFn(self._dataset)
-        ).with_output_types(EncodedChunk).with_outputs(REJECTED, main="encoded")
-        return out.encoded, out[REJECTED]
+        ).with_output_types(EncodedChunk).with_outputs(REJECTED, STATS, main="encoded")
+        return out.encoded, out[REJECTED], out[STATS]

@@ -27,6 +27,7 @@ INTERVAL_ENV = "SHARDFLOW_PROGRESS_SECONDS"  # overrides the reporting interval
 TERMINAL_INTERVAL_S = 5.0
 LOG_INTERVAL_S = 60.0
 _FLUSH_INTERVAL_S = 1.0
+_SAMPLE_INTERVAL_S = 0.5  # how often the counts are sampled for the stage timings
 COUNTS = ("read", "rejected", "written")
 
 _counts: Counter = Counter()
@@ -94,6 +95,9 @@ class Reporter:
         self._folder: str | None = None
         self._started = 0.0
         self._thread: threading.Thread | None = None
+        # per count: (seconds into the run of its first change, of its last change, its value)
+        self._seen: dict[str, tuple[float, float, int]] = {}
+        self._ended = 0.0
 
     def __enter__(self) -> Reporter:
         self._folder = tempfile.mkdtemp(prefix="shardflow-progress-")
@@ -109,11 +113,36 @@ class Reporter:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self._sample(totals(self._folder))
+        self._ended = time.monotonic() - self._started
         os.environ.pop(ENV, None)
         shutil.rmtree(self._folder, ignore_errors=True)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
+        next_line = self._interval
+        while not self._stop.wait(min(self._interval, _SAMPLE_INTERVAL_S)):
             seconds = time.monotonic() - self._started
-            text = line(totals(self._folder), seconds)
-            print(f"{self._prefix}: {text}", file=self._stream, flush=True)
+            counts = totals(self._folder)
+            self._sample(counts)
+            if seconds >= next_line:
+                next_line += self._interval
+                print(f"{self._prefix}: {line(counts, seconds)}", file=self._stream, flush=True)
+
+    def _sample(self, counts: Counter) -> None:
+        now = time.monotonic() - self._started
+        for name in ("read", "written"):
+            value = counts.get(name, 0)
+            first, last, before = self._seen.get(name, (None, None, 0))
+            if value != before:
+                self._seen[name] = (now if first is None else first, now, value)
+
+    def timings(self) -> dict:
+        """The run's elapsed time and, as far as this machine saw them, its two stages: reading
+        (with validation, encoding and spilling, which go along) and writing the shards."""
+        stages = []
+        for name, label in (("read", "read, validate and encode"), ("written", "write shards")):
+            first, last, value = self._seen.get(name, (None, None, 0))
+            if value:
+                start = 0.0 if name == "read" else first
+                stages.append({"name": label, "records": value, "seconds": round(last - start, 3)})
+        return {"elapsed_s": round(self._ended, 3), "stages": stages}

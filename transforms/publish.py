@@ -39,6 +39,7 @@ from transforms.spec import DatasetSpec
 logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
+REPORT = "report.html"  # written after publication, from the published dataset
 PUBLISHING = ".shardflow-publishing"  # on object stores: a publication of ours is under way
 FORMAT_VERSION = 1
 
@@ -345,3 +346,21 @@ def delete_folder(folder: str) -> None:
             _delete([folder + "/"])
     elif FileSystems.exists(folder):
         _delete([folder])
+
+
+def write_atomically(path: str, data: bytes, mime_type: str) -> None:
+    """Writes a whole file at once: a local one under a temporary name, then renamed; an object
+    (gs://) is created whole by its upload anyway."""
+    if is_remote(path):
+        with create_file(path, mime_type) as f:
+            f.write(data)
+        return
+    temporary = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(temporary, "wb") as f:
+            f.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise

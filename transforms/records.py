@@ -25,6 +25,7 @@ from transforms import progress
 CHUNK_ROWS = 8192
 REJECTED = "rejected"
 COUNTS = "counts"
+STATS = "statistics"
 
 
 @dataclasses.dataclass

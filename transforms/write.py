@@ -52,6 +52,7 @@ _DEFAULT_LEVEL = 6  # TensorFlow's default for compressed TFRecords
 _BUFFER = 1 << 20
 _BLOCK_RECORDS = 4096
 RUN_BYTES = 32 << 20  # encoded bytes a worker gathers before it sorts and spills them
+STATISTICS = "statistics.json"
 RUN_ENV = "SHARDFLOW_RUN_MB"  # overrides RUN_BYTES, in MB (fractions allowed)
 PIECE_BYTES = 8 << 20  # encoded bytes of a shard that its writer reads and sorts at a time
 
@@ -404,6 +405,14 @@ def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, An
     return {"path": name, "records": len(rejected), "bytes": size, "sha256": sha.hexdigest()}
 
 
+def write_json(staging: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Writes one JSON file of the dataset; returns its manifest entry (path, bytes, sha256)."""
+    data = (json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    with create_file(f"{staging}/{name}", "application/json") as f:
+        f.write(data)
+    return {"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
 def _location_key(loc: str) -> tuple:
     """Sorts `file:12` before `file:100`."""
     head, _, tail = loc.rpartition(":")
@@ -450,7 +459,7 @@ class _PublishFn(beam.DoFn):
         self._dataset = dataset
         self._staging = staging
 
-    def process(self, _, shards, shard_count, rejected, counts, transform=None):
+    def process(self, _, shards, shard_count, rejected, counts, transform=None, statistics=None):
         out = self._dataset.output
         shards = list(shards)
         expected = {
@@ -468,6 +477,9 @@ class _PublishFn(beam.DoFn):
         manifest = build_manifest(
             self._dataset, shards, rejected_file, reasons, dict(counts), transform
         )
+        if statistics is not None:
+            body = statistics.to_json(self._dataset.split_names)
+            manifest["statistics"] = write_json(self._staging, STATISTICS, body)
         check_rejections(self._dataset, manifest)
         publish(self._staging, out.path, manifest)
         yield manifest
@@ -483,15 +495,15 @@ class PublishDataset(beam.PTransform):
 
     def __init__(
         self, dataset: DatasetSpec, staging: str, shards, shard_count, rejected, counts,
-        transform=None,
+        transform=None, statistics=None,
     ):
         super().__init__()
         self._dataset = dataset
         self._staging = staging
-        self._inputs = (shards, shard_count, rejected, counts, transform)
+        self._inputs = (shards, shard_count, rejected, counts, transform, statistics)
 
     def expand(self, pbegin):
-        shards, shard_count, rejected, counts, transform = self._inputs
+        shards, shard_count, rejected, counts, transform, statistics = self._inputs
         side_inputs = [
             beam.pvalue.AsList(shards),
             beam.pvalue.AsSingleton(shard_count),
@@ -500,9 +512,12 @@ class PublishDataset(beam.PTransform):
         ]
         if transform is not None:
             side_inputs.append(beam.pvalue.AsSingleton(transform))
+        extra = {}
+        if statistics is not None:
+            extra["statistics"] = beam.pvalue.AsSingleton(statistics)
         return (
             pbegin
             | "Start" >> beam.Create([None])
             | "WriteManifestAndPublish"
-            >> beam.ParDo(_PublishFn(self._dataset, self._staging), *side_inputs)
+            >> beam.ParDo(_PublishFn(self._dataset, self._staging), *side_inputs, **extra)
         )

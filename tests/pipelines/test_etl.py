@@ -63,7 +63,7 @@ def test_prepare_records_encodes_valid_records_and_rejects_invalid_ones(tmp_path
     dataset = _config(tmp_path)
     with TestPipeline(runner="FnApiRunner") as p:
         chunks, _, _ = p | ReadSource(dataset.sources[0])
-        encoded, rejected = chunks | PrepareRecords(dataset)
+        encoded, rejected, _ = chunks | PrepareRecords(dataset)
         keys = encoded | beam.FlatMap(lambda c: list(zip(c.key, [len(p) > 0 for p in c.payload.to_pylist()])))
         assert_that(
             keys,
@@ -111,7 +111,7 @@ def test_join_run_publishes_a_balanced_manifest(tmp_path):
     }
     assert manifest["rejected"]["records"] == 3
     assert not os.path.exists(staging)
-    assert sorted(os.listdir(out)) == ["eval", "manifest.json", "rejected", "train"]
+    assert sorted(os.listdir(out)) == ["eval", "manifest.json", "rejected", "statistics.json", "train"]
 
 
 def test_union_of_a_folder_and_a_glob_writes_sized_shards(tmp_path):

@@ -70,8 +70,10 @@ def finish(proc: subprocess.Popen) -> str:
 
 
 def tree(folder: Path) -> dict[str, bytes]:
-    """Relative path → bytes of every file; the manifest without its `created` time."""
+    """Relative path → bytes of every file; the manifest without its `created` time, and without
+    report.html (it records the run's own times)."""
     files = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    files.pop("report.html", None)
     manifest = json.loads(files["manifest.json"])
     del manifest["created"]
     files["manifest.json"] = json.dumps(manifest, sort_keys=True).encode()

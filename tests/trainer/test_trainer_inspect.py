@@ -1,7 +1,9 @@
 """`shardflow inspect` (trainer/inspect.py)."""
 
 import json
+from pathlib import Path
 
+import pytest
 import tensorflow as tf
 
 from tests.trainer.trainer_testdata import make_rows, to_example, write_dataset
@@ -106,3 +108,107 @@ def test_inspect_shows_transformed_shards_as_value_lists(tmp_path, capsys):
          "tags": [1, 0]},
         {"flipper_mm": [-1.5], "island": [0], "photo": [], "species": ["Gentoo"], "tags": []},
     ]  # fmt: skip
+
+
+def _number(missing: int, lo, hi, mean, std, kind: str = "float") -> dict:
+    bins = [] if lo is None else [{"low": lo, "high": hi, "count": 16 - missing}]
+    return {"type": kind, "records": 16, "missing": missing, "missing_rate": missing / 16,
+            "values": 16 - missing, "min": lo, "max": hi, "mean": mean, "std": std,
+            "histogram": bins}  # fmt: skip
+
+
+def _string(missing: int, top: list[tuple[str, int]], distinct: int, exact: bool = True) -> dict:
+    return {"type": "string", "records": 16, "missing": missing, "missing_rate": missing / 16,
+            "values": 16 - missing, "distinct": distinct, "distinct_exact": exact,
+            "top": [{"value": v, "count": c} for v, c in top],
+            "length": {"min": 4, "max": 9, "mean": 5.5}}  # fmt: skip
+
+
+STATISTICS = {
+    "format_version": 1,
+    "splits": {
+        "train": {
+            "records": 16,
+            "features": {
+                "species": _string(0, [("Adelie", 9), ("Gentoo", 5), ("Chinstrap", 2)], 3),
+                "id": _number(0, 0, 15, 7.5, 4.60977, kind="int"),
+                "bill_length_mm": _number(1, 32.1, 59.6, 45.92, 7.98123),
+                "body_mass_g": _number(16, None, None, None, None),
+                "island": _string(0, [("Biscoe", 7), ("Dream", 5), ("Torgersen", 4)], 3),
+                "tags": _string(6, [("calm", 6), ("a much longer tag than anyone writes", 5),
+                                    ("loud", 4), ("young", 1)], 40, exact=False),
+                "photo": {"type": "image", "records": 16, "missing": 8, "missing_rate": 0.5,
+                          "values": 8, "size": {"min": 11, "max": 12, "mean": 11.5}},
+            },
+        },
+        "eval": {
+            "records": 4,
+            "features": {"year": _number(0, 2007, 2009, 2008.25, 0.829156, kind="int")},
+        },
+    },
+}  # fmt: skip
+TRAIN_TABLE = [
+    "statistics of split 'train' (16 records validated):",
+    "  feature         type   missing   min   max   mean      std",
+    "  id              int       0.0%     0    15    7.5  4.60977",
+    "  bill_length_mm  float     6.2%  32.1  59.6  45.92  7.98123",
+    "  body_mass_g     float   100.0%     -     -      -        -",
+    "  feature  type    missing  distinct  top values",
+    '  island   string     0.0%         3  "Biscoe" 7, "Dream" 5, "Torgersen" 4',
+    '  tags     string    37.5%       ~40  "calm" 6, "a much longer tag than …" 5, "loud" 4',
+    '  species  string     0.0%         3  "Adelie" 9, "Gentoo" 5, "Chinstrap" 2',
+    "  feature  type   missing  size min  size mean  size max",
+    "  photo    image    50.0%        11       11.5        12",
+]
+
+
+@pytest.fixture
+def with_statistics(tmp_path) -> Path:
+    """A 20-row dataset (train 16, eval 4) with a statistics.json."""
+    write_dataset(tmp_path, make_rows(20), splits={"train": 1, "eval": 1})
+    (tmp_path / "statistics.json").write_text(json.dumps(STATISTICS))
+    return tmp_path
+
+
+def test_inspect_stats_prints_the_split_statistics_after_the_summary(with_statistics, capsys):
+    assert main([str(with_statistics), "--stats", "--take", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[lines.index("duplicates: 1") + 1 :] == TRAIN_TABLE
+
+
+def test_inspect_stats_of_every_split_then_examples(with_statistics, capsys):
+    assert main([str(with_statistics), "--stats", "--split", "all", "--take", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("duplicates: 1") + 1
+    assert lines[start : start + len(TRAIN_TABLE)] == TRAIN_TABLE
+    assert lines[start + len(TRAIN_TABLE) :] == [
+        "statistics of split 'eval' (4 records validated):",
+        "  feature  type  missing   min   max     mean       std",
+        "  year     int      0.0%  2007  2009  2008.25  0.829156",
+        "first 1 examples of split 'train':",
+        lines[-3],
+        "first 1 examples of split 'eval':",
+        lines[-1],
+    ]
+    assert json.loads(lines[-3])["id"] == 0
+    assert json.loads(lines[-1])["id"] == 16
+
+
+def test_inspect_stats_of_a_dataset_without_statistics_is_one_line(tmp_path, capsys):
+    write_dataset(tmp_path, make_rows(10), splits={"train": 1})
+    assert main([str(tmp_path), "--stats", "--take", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[lines.index("duplicates: 1") + 1 :] == [
+        f"statistics: none, {tmp_path} has no statistics.json (an older dataset)"
+    ]
+
+
+def test_inspect_stats_with_an_unknown_split_or_a_bad_file_exits_2(with_statistics, capsys):
+    assert main([str(with_statistics), "--stats", "--take", "0", "--split", "test"]) == 2
+    assert "no split 'test' in the manifest (splits: eval, train)" in capsys.readouterr().err
+    (with_statistics / "statistics.json").write_text(json.dumps(dict(STATISTICS, format_version=2)))
+    assert main([str(with_statistics), "--stats"]) == 2
+    assert capsys.readouterr().err == (
+        f"shardflow inspect: {with_statistics}/statistics.json: format_version: 2 is not "
+        "supported (this shardflow reads 1)\n"
+    )

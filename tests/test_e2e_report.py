@@ -1,0 +1,142 @@
+"""The ETL's run report and statistics for a fixture run: the numbers are the manifest's and the
+shards', and the page renders in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines.etl import run
+from tests.services.chromium import distinct_colours
+
+ROWS = 400
+
+
+class _Page(HTMLParser):
+    """The `data-value` of every element with an id, the ids of SVG groups and paths."""
+
+    def __init__(self):
+        super().__init__()
+        self.values: dict[str, str] = {}
+        self.ids: set[str] = set()
+        self.nodes: list[str] = []
+        self.edges: list[tuple[str, str]] = []
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+            if "data-value" in a:
+                self.values[a["id"]] = a["data-value"]
+        if tag == "g" and "node" in (a.get("class") or "").split():
+            self.nodes.append(a.get("data-node"))
+        if tag == "path" and "edge" in (a.get("class") or "").split():
+            self.edges.append((a.get("data-from"), a.get("data-to")))
+        if tag in ("script", "link", "img") or "src" in a or (a.get("href") or "").startswith("http"):
+            self.external.append(tag)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("report")
+    rng = np.random.default_rng(11)
+    lines = ["id,size,colour,label"]
+    for i in range(ROWS):
+        size = "" if i % 10 == 0 else f"{rng.normal(50, 10):.3f}"
+        colour = ["red", "green", "blue"][i % 3] if i % 7 else ""
+        lines.append(f"{i},{size},{colour},{'yes' if i % 4 else 'no'}")
+    lines += ["oops,1,red,yes", "401,2,red"]  # rejected: not an int, a missing field
+    (folder / "rows.csv").write_text("\n".join(lines) + "\n")
+    (folder / "c.yaml").write_text(
+        "name: report\n"
+        "sources: [{name: rows, format: csv, path: rows.csv}]\n"
+        "features:\n"
+        "  id: {type: int}\n"
+        "  size: {type: float, required: false}\n"
+        "  colour: {type: string, required: false}\n"
+        "  label: {type: string, values: ['yes', 'no']}\n"
+        "label: label\n"
+        "splits: {train: 0.75, eval: 0.25}\n"
+        "output: {path: out, compression: none}\n"
+    )
+    assert run(["--config", str(folder / "c.yaml")]) == 0
+    return folder / "out"
+
+
+def _written(dataset: Path, split: str) -> list[dict]:
+    """The split's records, read back with TensorFlow."""
+    import tensorflow as tf
+
+    files = sorted(str(p) for p in (dataset / split).glob("*.tfrecord"))
+    out = []
+    for record in tf.data.TFRecordDataset(files):
+        features = tf.train.Example.FromString(record.numpy()).features.feature
+        out.append({
+            "size": list(features["size"].float_list.value),
+            "colour": [v.decode() for v in features["colour"].bytes_list.value],
+            "label": [v.decode() for v in features["label"].bytes_list.value],
+        })  # fmt: skip
+    return out
+
+
+def test_statistics_describe_the_written_records(dataset):
+    statistics = json.loads((dataset / "statistics.json").read_text())
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    entry = manifest["statistics"]
+    assert entry["path"] == "statistics.json"
+    assert entry["bytes"] == (dataset / "statistics.json").stat().st_size
+    for split in ("train", "eval"):
+        records = _written(dataset, split)
+        stats = statistics["splits"][split]
+        assert stats["records"] == manifest["splits"][split]["records"] == len(records)
+        sizes = [r["size"][0] for r in records if r["size"]]
+        size = stats["features"]["size"]
+        assert size["missing"] == len(records) - len(sizes)
+        exact = np.float32(sizes).astype(np.float64)  # the values written, as float32
+        assert size["mean"] == pytest.approx(exact.mean(), rel=1e-12)
+        assert size["std"] == pytest.approx(exact.std(), rel=1e-9)
+        assert (size["min"], size["max"]) == (float(min(np.float32(sizes))), float(max(np.float32(sizes))))
+        assert sum(bar["count"] for bar in size["histogram"]) == len(sizes)
+        colours = [r["colour"][0] for r in records if r["colour"]]
+        top = {t["value"]: t["count"] for t in stats["features"]["colour"]["top"]}
+        assert top == {c: colours.count(c) for c in set(colours)}
+        labels = {t["value"]: t["count"] for t in stats["features"]["label"]["top"]}
+        assert labels == {v: sum(r["label"] == [v] for r in records) for v in ("yes", "no")}
+
+
+def test_the_report_holds_the_manifests_numbers_and_the_graph(dataset):
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    statistics = json.loads((dataset / "statistics.json").read_text())
+    page = _Page()
+    page.feed((dataset / "report.html").read_text())
+    v = page.values
+    assert int(v["summary-read"]) == manifest["sources"]["rows"]["records"] == ROWS + 2
+    assert int(v["summary-rejected"]) == manifest["rejected"]["records"] == 2
+    assert int(v["summary-duplicates"]) == manifest["duplicates"] == 0
+    assert int(v["source-rows-records"]) == ROWS + 2
+    for split, facts in manifest["splits"].items():
+        assert int(v[f"split-{split}-records"]) == facts["records"]
+        assert int(v[f"shards-{split}-count"]) == len(facts["files"])
+        assert int(v[f"shards-{split}-bytes"]) == sum(f["bytes"] for f in facts["files"])
+        mean = statistics["splits"][split]["features"]["size"]["mean"]
+        assert float(v[f"stat-{split}-size-mean"]) == pytest.approx(mean)
+        assert f"hist-{split}-size" in page.ids and f"top-{split}-colour" in page.ids
+        assert f"label-{split}" in page.ids  # the label's balance
+    assert float(v["summary-elapsed"]) > 0
+    assert int(v["stage-0-records"]) == ROWS + 2  # read, validated and encoded
+    assert page.external == []
+    steps = {"Read[rows]", "MergeSources", "ValidateRecords", "WriteShards", "Publish"}
+    html = (dataset / "report.html").read_text()
+    assert all(step in html for step in steps)
+    assert len(page.nodes) >= len(steps) and len(page.edges) >= len(steps) - 1
+
+
+@pytest.mark.slow
+def test_the_report_renders_in_headless_chromium(dataset, chromium, tmp_path):
+    png = chromium.screenshot(dataset / "report.html", tmp_path / "report.png", 1200, 2400)
+    assert distinct_colours(png) > 16

@@ -1,0 +1,647 @@
+"""The ETL's run report: one self-contained HTML page (OUTPUT/report.html) describing a run.
+
+`render` is a pure function of the dataset's manifest, its statistics (statistics.json), the
+pipeline graph, the stage timings and a few rejected records per reason. The page has no
+external CSS, scripts, fonts or images: it opens offline, from a bucket or an e-mail attachment.
+Charts are hand-written inline SVG. Every text from the data is HTML-escaped. Numbers that a
+reader (or a test) looks up carry stable ids, e.g. `id="split-train-records"`, and the raw
+value in `data-value`; the ids are listed in `render`'s docstring.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import statistics as pystats
+from collections.abc import Iterable
+from typing import Any
+
+NUMBER_TYPES = ("int", "float")
+SIZE_TYPES = ("bytes", "image")
+MAX_EXAMPLES = 5  # rejected records shown per reason
+MAX_RECORD_CHARS = 400  # of one rejected record's text
+BAR_W, BAR_H = 240, 48  # histogram and shard chart area, px
+ROW_H = 16  # one bar of a top-values chart, px
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
+max-width:1100px;padding:0 1em;color:#222}
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;margin-top:2em}
+table{border-collapse:collapse;margin:.5em 0}
+th,td{padding:.2em .7em;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+.muted{color:#777}pre{background:#f6f6f6;padding:.4em;white-space:pre-wrap;margin:.2em 0}
+svg text{font:11px sans-serif;fill:#333}.bar{fill:#4a7bd0}.node rect{fill:#eef3fb;stroke:#4a7bd0}
+.edge{fill:none;stroke:#777;stroke-width:1.2}dl.summary{display:grid;
+grid-template-columns:max-content auto;gap:.1em 1.5em}dl.summary dd{margin:0}
+"""
+
+
+def render(
+    manifest: dict[str, Any],
+    statistics: dict[str, Any] | None = None,
+    graph: dict[str, Any] | None = None,
+    timings: dict[str, Any] | None = None,
+    rejected_examples: dict[str, list[dict[str, Any]]] | None = None,
+) -> str:
+    """The run report as one HTML page.
+
+    Sections (element ids): `summary`, `sources`, `splits`, `rejected`, `shards`, `features`
+    and `label-balance` (with statistics), `timings` (with timings), `graph` (with a graph).
+    Numbers (text formatted, raw value in `data-value`):
+    `summary-{created,runner,elapsed,read,written,rejected,duplicates,joined,throughput}`,
+    `source-{S}-records`, `source-{S}-ignored-{FIELD}`, `split-{P}-records`,
+    `split-{P}-validated` (statistics' count before duplicates were dropped),
+    `shards-{P}-{count,bytes,min,median,max}`, `stat-{P}-{F}-{STAT}` for STAT in records,
+    missing, missing_rate, values, min, max, mean, std, distinct, length_{min,max,mean},
+    size_{min,max,mean}; `stage-{I}-{records,seconds,rate}`.
+    Rows: `tr[data-reason]` in `#rejected` (count cell `td[data-value]`), `tr[data-stage]`.
+    Charts (`svg[id]`, bars `rect.bar[data-count]`): `hist-{P}-{F}`, `top-{P}-{F}`,
+    `shards-{P}-chart`, `label-{P}-chart`; `svg#pipeline-graph` holds `g.node[data-node]` and
+    `path.edge[data-from][data-to]`. P, S, F are split, source and feature names.
+    """
+    name = str(manifest.get("name", "dataset"))
+    date = manifest.get("date") or str(manifest.get("created", ""))[:10]
+    title = f"{name} — {date}" if date else name
+    sections = [
+        _summary(manifest, timings),
+        _sources(manifest),
+        _splits(manifest, statistics),
+        _rejected(manifest, rejected_examples or {}),
+        _shards(manifest),
+    ]
+    if statistics is not None:
+        sections.append(_features(manifest, statistics))
+        sections.append(_label_balance(manifest, statistics))
+    if timings is not None:
+        sections.append(_timings(timings))
+    if graph is not None:
+        sections.append(_graph(graph))
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e('shardflow run report: ' + title)}</title>"
+        f"<style>{_CSS}</style></head>\n<body>\n"
+        f"<h1>{_e(title)}</h1>\n"
+        '<p class="muted">shardflow run report</p>\n'
+        + "\n".join(s for s in sections if s)
+        + "\n</body></html>\n"
+    )
+
+
+# --- sections ------------------------------------------------------------------------------
+
+
+def _summary(manifest: dict, timings: dict | None) -> str:
+    read = sum(s.get("records", 0) for s in manifest.get("sources", {}).values())
+    written = sum(s.get("records", 0) for s in manifest.get("splits", {}).values())
+    rows = [("created", "Created", str(manifest.get("created", "")), manifest.get("created"))]
+    if manifest.get("date"):
+        rows.append(("date", "Date", str(manifest["date"]), manifest["date"]))
+    elapsed = None
+    if timings is not None:
+        elapsed = timings.get("elapsed_s")
+        rows.append(("runner", "Runner", str(timings.get("runner", "")), timings.get("runner")))
+        rows.append(("elapsed", "Elapsed", _seconds(elapsed), elapsed))
+    rows += [
+        ("read", "Records read", _int(read), read),
+        ("written", "Records written", _int(written), written),
+        ("rejected", "Rejected", _int(_rejected_count(manifest)), _rejected_count(manifest)),
+        ("duplicates", "Duplicates dropped", _int(manifest.get("duplicates", 0)),
+         manifest.get("duplicates", 0)),
+    ]  # fmt: skip
+    if "joined" in manifest:
+        rows.append(("joined", "Joined into others", _int(manifest["joined"]), manifest["joined"]))
+    if elapsed:
+        rate = read / elapsed
+        rows.append(("throughput", "Throughput", f"{_int(round(rate))} records/s", rate))
+    items = "".join(
+        f"<dt>{_e(label)}</dt><dd{_attrs(id=_id('summary', key), data_value=raw)}>{_e(text)}</dd>"
+        for key, label, text, raw in rows
+    )
+    extra = []
+    for key in ("label", "key", "combine"):
+        if manifest.get(key) is not None:
+            value = manifest[key]
+            text = ", ".join(value) if isinstance(value, list) else str(value)
+            extra.append(f"<dt>{_e(key.capitalize())}</dt><dd>{_e(text)}</dd>")
+    return _section("summary", "Summary", f'<dl class="summary">{items}{"".join(extra)}</dl>')
+
+
+def _sources(manifest: dict) -> str:
+    rows = []
+    for name, source in manifest.get("sources", {}).items():
+        ignored = source.get("ignored_fields") or {}
+        fields = ", ".join(
+            f'{_e(field)} (<span{_attrs(id=_id("source", name, "ignored", field), data_value=n)}>'
+            f"{_int(n)}</span>)"
+            for field, n in ignored.items()
+        )
+        rows.append(
+            [
+                _e(name),
+                _e(source.get("format", "")),
+                _num_cell(_id("source", name, "records"), source.get("records", 0)),
+                fields or '<span class="muted">none</span>',
+            ]
+        )
+    table = _table(["source", "format", "records", "ignored fields (records holding one)"],
+                   rows, numeric=(2,))  # fmt: skip
+    return _section("sources", "Records per source", table)
+
+
+def _splits(manifest: dict, statistics: dict | None) -> str:
+    validated = {
+        name: s.get("records")
+        for name, s in ((statistics or {}).get("splits") or {}).items()
+        if s.get("records") is not None
+    }
+    splits = manifest.get("splits", {})
+    differs = any(validated.get(n, s.get("records")) != s.get("records") for n, s in splits.items())
+    header = ["split", "records", "share", "files"]
+    if differs:
+        header.insert(2, "validated (before dropping duplicates)")
+    total = sum(s.get("records", 0) for s in splits.values()) or 1
+    rows = []
+    for name, split in splits.items():
+        records = split.get("records", 0)
+        row = [
+            _e(name),
+            _num_cell(_id("split", name, "records"), records),
+            f"{100 * records / total:.1f} %",
+            _int(len(split.get("files", []))),
+        ]
+        if differs:
+            row.insert(2, _num_cell(_id("split", name, "validated"), validated.get(name)))
+        rows.append(row)
+    numeric = (1, 2, 3, 4) if differs else (1, 2, 3)
+    return _section("splits", "Records per split", _table(header, rows, numeric=numeric))
+
+
+def _rejected(manifest: dict, examples: dict[str, list[dict]]) -> str:
+    rejected = manifest.get("rejected") or {}
+    reasons = rejected.get("reasons") or {}
+    if not reasons:
+        return _section("rejected", "Rejected records", "<p>No record was rejected.</p>")
+    rows = []
+    for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        shown = "".join(_example(x) for x in (examples.get(reason) or [])[:MAX_EXAMPLES])
+        if shown:
+            shown = f"<details><summary>examples</summary>{shown}</details>"
+        rows.append(
+            f"<tr{_attrs(data_reason=reason)}><td>{_e(reason)}</td>"
+            f'<td class="n"{_attrs(data_value=count)}>{_int(count)}</td><td>{shown}</td></tr>'
+        )
+    files = ", ".join(_e(f.get("path", "")) for f in rejected.get("files") or [])
+    body = (
+        f"<p>{_int(_rejected_count(manifest))} records rejected"
+        + (f", written to {files}" if files else "")
+        + ".</p><table><tr><th>reason</th><th class=\"n\">records</th><th></th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    return _section("rejected", "Rejected records", body)
+
+
+def _example(example: dict) -> str:
+    record = example.get("record")
+    text = record if isinstance(record, str) else json.dumps(record, ensure_ascii=False)
+    if len(text) > MAX_RECORD_CHARS:
+        text = text[:MAX_RECORD_CHARS] + "…"
+    return f"<div><code>{_e(str(example.get('location', '')))}</code><pre>{_e(text)}</pre></div>"
+
+
+def _shards(manifest: dict) -> str:
+    rows = []
+    for name, split in manifest.get("splits", {}).items():
+        sizes = [f.get("bytes", 0) for f in split.get("files", [])]
+        cells = [_e(name), _num_cell(_id("shards", name, "count"), len(sizes))]
+        cells.append(_bytes_cell(_id("shards", name, "bytes"), sum(sizes)))
+        for stat, value in (
+            ("min", min(sizes, default=None)),
+            ("median", pystats.median(sizes) if sizes else None),
+            ("max", max(sizes, default=None)),
+        ):
+            cells.append(_bytes_cell(_id("shards", name, stat), value))
+        cells.append(_bar_chart(_id("shards", name, "chart"), sizes, [
+            f"{f.get('path', '')}: {_bytes(f.get('bytes', 0))}, {_int(f.get('records', 0))} records"
+            for f in split.get("files", [])
+        ]))  # fmt: skip
+        rows.append(cells)
+    header = ["split", "shards", "total", "smallest", "median", "largest", "shard sizes"]
+    return _section("shards", "Shards", _table(header, rows, numeric=(1, 2, 3, 4, 5)))
+
+
+def _features(manifest: dict, statistics: dict) -> str:
+    parts = []
+    manifest_splits = manifest.get("splits", {})
+    for split, stats in (statistics.get("splits") or {}).items():
+        features = stats.get("features") or {}
+        validated = stats.get("records")
+        written = (manifest_splits.get(split) or {}).get("records")
+        counts = f"{_int(validated)} records validated"
+        if written is not None and written != validated:
+            counts += f", {_int(written)} written after dropping duplicates"
+        parts.append(f"<h3>{_e(split)}</h3><p>{counts}.</p>")
+        numbers = {f: s for f, s in features.items() if s.get("type") in NUMBER_TYPES}
+        strings = {f: s for f, s in features.items() if s.get("type") == "string"}
+        sizes = {f: s for f, s in features.items() if s.get("type") in SIZE_TYPES}
+        if numbers:
+            parts.append(_number_table(split, numbers))
+        if strings:
+            parts.append(_string_table(split, strings))
+        if sizes:
+            parts.append(_size_table(split, sizes))
+    return _section("features", "Feature statistics", "".join(parts))
+
+
+def _common_cells(split: str, feature: str, s: dict) -> list[str]:
+    return [
+        _e(feature),
+        _e(s.get("type", "")),
+        _stat_cell(split, feature, "missing", s.get("missing")),
+        _stat_cell(split, feature, "missing_rate", s.get("missing_rate"),
+                   _percent(s.get("missing_rate"))),
+    ]  # fmt: skip
+
+
+def _number_table(split: str, features: dict[str, dict]) -> str:
+    rows = []
+    for feature, s in features.items():
+        cells = _common_cells(split, feature, s)
+        cells += [_stat_cell(split, feature, k, s.get(k)) for k in ("min", "max", "mean", "std")]
+        cells.append(_histogram(_id("hist", split, feature), s.get("histogram") or []))
+        rows.append(cells)
+    header = ["number", "type", "missing", "missing rate", "min", "max", "mean", "std",
+              "histogram"]  # fmt: skip
+    return _table(header, rows, numeric=(2, 3, 4, 5, 6, 7))
+
+
+def _string_table(split: str, features: dict[str, dict]) -> str:
+    rows = []
+    for feature, s in features.items():
+        cells = _common_cells(split, feature, s)
+        distinct = _int(s.get("distinct"))
+        if s.get("distinct") is not None and not s.get("distinct_exact", True):
+            distinct = "≈ " + distinct
+        cells.append(_stat_cell(split, feature, "distinct", s.get("distinct"), distinct))
+        length = s.get("length") or {}
+        spans = [_stat_span(split, feature, f"length_{k}", length.get(k))
+                 for k in ("min", "mean", "max")]  # fmt: skip
+        cells.append(" / ".join(spans))
+        top = s.get("top") or []
+        cells.append(_top_values(_id("top", split, feature), top))
+        rows.append(cells)
+    header = ["string", "type", "missing", "missing rate", "distinct", "length min / mean / max",
+              "top values"]  # fmt: skip
+    return _table(header, rows, numeric=(2, 3, 4))
+
+
+def _size_table(split: str, features: dict[str, dict]) -> str:
+    rows = []
+    for feature, s in features.items():
+        cells = _common_cells(split, feature, s)
+        size = s.get("size") or {}
+        cells += [_stat_cell(split, feature, f"size_{k}", size.get(k), _bytes(size.get(k)))
+                  for k in ("min", "mean", "max")]  # fmt: skip
+        rows.append(cells)
+    header = ["bytes", "type", "missing", "missing rate", "size min", "size mean", "size max"]
+    return _table(header, rows, numeric=(2, 3, 4, 5, 6))
+
+
+def _label_balance(manifest: dict, statistics: dict) -> str:
+    label = manifest.get("label")
+    if not label:
+        return ""
+    parts = []
+    for split, stats in (statistics.get("splits") or {}).items():
+        s = (stats.get("features") or {}).get(label)
+        if s is None:
+            continue
+        chart_id = _id("label", split, "chart")
+        if s.get("type") in NUMBER_TYPES:
+            chart = _histogram(chart_id, s.get("histogram") or [])
+        else:
+            chart = _top_values(chart_id, s.get("top") or [], total=s.get("values"))
+        parts.append(f'<div id="{_id("label", split)}"><h3>{_e(split)}</h3>{chart}</div>')
+    if not parts:
+        return ""
+    body = f"<p>Label: <code>{_e(label)}</code></p>" + "".join(parts)
+    return _section("label-balance", "Label balance", body)
+
+
+def _timings(timings: dict) -> str:
+    rows = []
+    for i, stage in enumerate(timings.get("stages") or []):
+        records, seconds = stage.get("records"), stage.get("seconds")
+        rate = records / seconds if records is not None and seconds else None
+        rows.append(
+            f"<tr{_attrs(data_stage=stage.get('name', ''))}><td>{_e(stage.get('name', ''))}</td>"
+            + _num_cell(_id("stage", str(i), "records"), records)
+            + f'<td class="n"{_attrs(id=_id("stage", str(i), "seconds"), data_value=seconds)}>'
+            f"{_e(_seconds(seconds))}</td>"
+            + f'<td class="n"{_attrs(id=_id("stage", str(i), "rate"), data_value=rate)}>'
+            f"{_e(_int(round(rate)) if rate is not None else '–')}</td></tr>"
+        )
+    body = (
+        f"<p>Runner: {_e(timings.get('runner', ''))}; elapsed "
+        f"{_e(_seconds(timings.get('elapsed_s')))}.</p>"
+        '<table><tr><th>stage</th><th class="n">records</th><th class="n">seconds</th>'
+        '<th class="n">records/s</th></tr>' + "".join(rows) + "</table>"
+    )
+    return _section("timings", "Timings", body)
+
+
+def _graph(graph: dict) -> str:
+    return _section("graph", "Pipeline graph", graph_svg(graph))
+
+
+# --- charts --------------------------------------------------------------------------------
+
+
+def _histogram(chart_id: str, bins: list[dict]) -> str:
+    """Vertical bars, one per bin, heights proportional to the counts; bounds below."""
+    if not bins:
+        return '<span class="muted">no values</span>'
+    top = max(b.get("count", 0) for b in bins) or 1
+    width = BAR_W / len(bins)
+    bars = []
+    for i, b in enumerate(bins):
+        count = b.get("count", 0)
+        h = round(BAR_H * count / top, 2)
+        tip = f"[{_float(b.get('low'))}, {_float(b.get('high'))}): {_int(count)}"
+        bars.append(
+            f'<rect class="bar"{_attrs(data_count=count)} x="{i * width:.2f}" '
+            f'y="{BAR_H - h:.2f}" width="{max(width - 1, 0.5):.2f}" height="{h}">'
+            f"<title>{_e(tip)}</title></rect>"
+        )
+    low, high = _float(bins[0].get("low")), _float(bins[-1].get("high"))
+    labels = (
+        f'<text x="0" y="{BAR_H + 12}">{_e(low)}</text>'
+        f'<text x="{BAR_W}" y="{BAR_H + 12}" text-anchor="end">{_e(high)}</text>'
+    )
+    return (
+        f'<svg class="histogram" id="{chart_id}" width="{BAR_W}" height="{BAR_H + 16}" '
+        f'viewBox="0 0 {BAR_W} {BAR_H + 16}">{"".join(bars)}{labels}</svg>'
+    )
+
+
+def _top_values(chart_id: str, top: list[dict], total: int | None = None) -> str:
+    """Horizontal bars, one per value in the given order, with the value and its count."""
+    if not top:
+        return '<span class="muted">no values</span>'
+    label_w, bar_w = 130, 160
+    most = max(t.get("count", 0) for t in top) or 1
+    rows = []
+    for i, t in enumerate(top):
+        value, count = str(t.get("value", "")), t.get("count", 0)
+        y = i * ROW_H
+        w = round(bar_w * count / most, 2)
+        text = _int(count) + (f" ({100 * count / total:.1f} %)" if total else "")
+        rows.append(
+            f'<text x="{label_w - 4}" y="{y + 12}" text-anchor="end">{_e(_short(value, 20))}'
+            f"<title>{_e(value)}</title></text>"
+            f'<rect class="bar"{_attrs(data_value=value, data_count=count)} x="{label_w}" '
+            f'y="{y + 2}" width="{w}" height="{ROW_H - 4}"/>'
+            f'<text x="{label_w + w + 4}" y="{y + 12}">{_e(text)}</text>'
+        )
+    width, height = label_w + bar_w + 90, ROW_H * len(top)
+    return (
+        f'<svg class="top-values" id="{chart_id}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">{"".join(rows)}</svg>'
+    )
+
+
+def _bar_chart(chart_id: str, values: list[int], tips: list[str]) -> str:
+    """Vertical bars of `values` (e.g. shard sizes) in their order, with a tooltip each."""
+    if not values:
+        return ""
+    top = max(values) or 1
+    width = BAR_W / len(values)
+    bars = "".join(
+        f'<rect class="bar"{_attrs(data_count=v)} x="{i * width:.2f}" '
+        f'y="{BAR_H - BAR_H * v / top:.2f}" width="{max(width - 1, 0.5):.2f}" '
+        f'height="{BAR_H * v / top:.2f}"><title>{_e(tip)}</title></rect>'
+        for i, (v, tip) in enumerate(zip(values, tips))
+    )
+    return (
+        f'<svg class="bars" id="{chart_id}" width="{BAR_W}" height="{BAR_H}" '
+        f'viewBox="0 0 {BAR_W} {BAR_H}">{bars}</svg>'
+    )
+
+
+def graph_layers(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
+    """Layer of each node of a DAG: the length of the longest path from a source to it."""
+    preds: dict[str, list[str]] = {n: [] for n in nodes}
+    succs: dict[str, list[str]] = {n: [] for n in nodes}
+    for a, b in edges:
+        preds[b].append(a)
+        succs[a].append(b)
+    layer = {n: 0 for n in nodes}
+    waiting = {n: len(preds[n]) for n in nodes}
+    ready = [n for n in nodes if not waiting[n]]
+    while ready:
+        n = ready.pop(0)
+        for m in succs[n]:
+            layer[m] = max(layer[m], layer[n] + 1)
+            waiting[m] -= 1
+            if not waiting[m]:
+                ready.append(m)
+    if any(waiting.values()):
+        raise ValueError("the pipeline graph has a cycle")
+    return layer
+
+
+def graph_svg(graph: dict) -> str:
+    """The graph as inline SVG: layers top to bottom, boxes with labels, curved arrows."""
+    labels = {n["id"]: str(n.get("label", n["id"])) for n in graph.get("nodes", [])}
+    if not labels:
+        return '<p class="muted">The graph has no steps.</p>'
+    edges = [(a, b) for a, b in graph.get("edges", []) if a in labels and b in labels]
+    layer = graph_layers(list(labels), edges)
+    rows: dict[int, list[str]] = {}
+    for n in labels:  # graph order within a layer, then ordered by the parents' positions
+        rows.setdefault(layer[n], []).append(n)
+    position: dict[str, float] = {}
+    for depth in sorted(rows):
+        row = rows[depth]
+        if depth:
+            parents = {n: [position[a] for a, b in edges if b == n] for n in row}
+            row.sort(key=lambda n: sum(parents[n]) / len(parents[n]) if parents[n] else 0)
+        for i, n in enumerate(row):
+            position[n] = i - (len(row) - 1) / 2
+    box_w = min(max((len(t) for t in labels.values()), default=8) * 6.6 + 20, 260)
+    box_h, gap_x, gap_y, margin = 26, 24, 34, 8
+    widest = max((len(r) for r in rows.values()), default=1)
+    width = widest * (box_w + gap_x) + 2 * margin
+    height = len(rows) * (box_h + gap_y) - gap_y + 2 * margin
+    centre = {
+        n: (width / 2 + position[n] * (box_w + gap_x), margin + layer[n] * (box_h + gap_y))
+        for n in labels
+    }
+    max_chars = int((box_w - 12) / 6.6)
+    parts = [
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#777"/>'
+        "</marker></defs>"
+    ]
+    # Arrows leave and enter a box at spread points, ordered by the other end's position, so
+    # that the edges of a node with many inputs or outputs stay apart.
+    port_out = _ports(edges, centre, box_w, outgoing=True)
+    port_in = _ports(edges, centre, box_w, outgoing=False)
+    for a, b in edges:
+        x1, y1 = port_out[a, b], centre[a][1] + box_h
+        x2, y2 = port_in[a, b], centre[b][1]
+        bend = (y2 - y1) / 2
+        parts.append(
+            f'<path class="edge"{_attrs(data_from=a, data_to=b)} marker-end="url(#arrow)" '
+            f'd="M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 + bend:.1f} {x2:.1f},{y2 - bend:.1f} '
+            f'{x2:.1f},{y2:.1f}"/>'
+        )
+    for n, label in labels.items():
+        x, y = centre[n]
+        parts.append(
+            f'<g class="node"{_attrs(data_node=n)}><title>{_e(label)}</title>'
+            f'<rect x="{x - box_w / 2:.1f}" y="{y:.1f}" width="{box_w:.1f}" height="{box_h}" '
+            f'rx="4"/><text x="{x:.1f}" y="{y + 17:.1f}" text-anchor="middle">'
+            f"{_e(_short(label, max_chars))}</text></g>"
+        )
+    return (
+        f'<svg id="pipeline-graph" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}">{"".join(parts)}</svg>'
+    )
+
+
+def _ports(
+    edges: list[tuple[str, str]],
+    centre: dict[str, tuple[float, float]],
+    box_w: float,
+    outgoing: bool,
+) -> dict[tuple[str, str], float]:
+    """The x where each edge leaves its source box (`outgoing`) or enters its target box."""
+    by_node: dict[str, list[tuple[str, str]]] = {}
+    for edge in edges:
+        by_node.setdefault(edge[0] if outgoing else edge[1], []).append(edge)
+    ports = {}
+    for node, node_edges in by_node.items():
+        other = 1 if outgoing else 0
+        node_edges.sort(key=lambda e: centre[e[other]][0])
+        step = min(14.0, (box_w - 16) / max(len(node_edges), 1))
+        for i, edge in enumerate(node_edges):
+            ports[edge] = centre[node][0] + (i - (len(node_edges) - 1) / 2) * step
+    return ports
+
+
+# --- small helpers -------------------------------------------------------------------------
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _id(*parts: str) -> str:
+    """A stable element id: the parts joined by '-', characters outside [A-Za-z0-9_.] as '_'."""
+    return "-".join(re.sub(r"[^A-Za-z0-9_.]", "_", str(p)) for p in parts)
+
+
+def _attrs(**attrs: Any) -> str:
+    """` name="value"` for each attribute that is not None; data_x becomes data-x."""
+    return "".join(
+        f' {k.replace("_", "-")}="{_e(_raw(v))}"' for k, v in attrs.items() if v is not None
+    )
+
+
+def _raw(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _section(section_id: str, title: str, body: str) -> str:
+    return f'<section id="{section_id}"><h2>{_e(title)}</h2>\n{body}\n</section>'
+
+
+def _table(header: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...] = ()) -> str:
+    """A table of already-escaped cells; cells that are whole `<td ...>` elements stay as is."""
+
+    def cell(i: int, html_: str) -> str:
+        if html_.startswith("<td"):
+            return html_
+        return f'<td class="n">{html_}</td>' if i in numeric else f"<td>{html_}</td>"
+
+    head = "".join(
+        f'<th class="n">{_e(h)}</th>' if i in numeric else f"<th>{_e(h)}</th>"
+        for i, h in enumerate(header)
+    )
+    body = "".join(
+        "<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _num_cell(element_id: str, value: Any) -> str:
+    return f'<td class="n"{_attrs(id=element_id, data_value=value)}>{_e(_int(value))}</td>'
+
+
+def _bytes_cell(element_id: str, value: Any) -> str:
+    return f'<td class="n"{_attrs(id=element_id, data_value=value)}>{_e(_bytes(value))}</td>'
+
+
+def _stat_cell(split: str, feature: str, stat: str, value: Any, text: str | None = None) -> str:
+    shown = text if text is not None else _number(value)
+    element_id = _id("stat", split, feature, stat)
+    return f'<td class="n"{_attrs(id=element_id, data_value=value)}>{_e(shown)}</td>'
+
+
+def _stat_span(split: str, feature: str, stat: str, value: Any) -> str:
+    element_id = _id("stat", split, feature, stat)
+    return f"<span{_attrs(id=element_id, data_value=value)}>{_e(_number(value))}</span>"
+
+
+def _rejected_count(manifest: dict) -> int:
+    return (manifest.get("rejected") or {}).get("records", 0)
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return "–" if value is None else str(value)
+    return _float(value)  # no thousands separator: a year reads 2007, not 2,007
+
+
+def _int(value: Any) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+def _float(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.6g}"
+
+
+def _percent(rate: float | None) -> str:
+    return "–" if rate is None else f"{100 * rate:.2f} %"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 120:
+        return f"{int(value // 60)} min {value % 60:.0f} s"
+    return f"{value:.1f} s"
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "–"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(value) < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: max(n - 1, 1)] + "…"

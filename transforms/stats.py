@@ -1,0 +1,358 @@
+"""Per-split, per-feature statistics of the records an ETL run writes (`statistics.json`).
+
+Computed column-wise on the validated columns of each chunk (every feature is a list column:
+`list<int64|float32|binary>`, an empty list where a record has no value), as partial statistics
+that merge by addition, so any runner can combine them in any order:
+
+- every feature: records, records without a value (`missing`), values (list features hold
+  several per record);
+- numbers: min, max, mean and standard deviation (from exact sums of the values and their
+  squares, so that the merge order cannot change a digit), and a histogram: of equal-width bars
+  from exact value counts while a feature has at most `NUMBER_DISTINCT` distinct values, else
+  on buckets of `asinh(x)` of width 1/8 (about 12% of a value wide: fine near zero,
+  logarithmic far from it; mergeable without knowing the range in advance), with at most
+  `HISTOGRAM_BARS` bars;
+- strings: the count of each distinct value, exact up to `MAX_DISTINCT` distinct values per
+  feature and split (then the rarest are dropped and `distinct_exact` is false), and lengths;
+- bytes and images: sizes.
+
+The statistics describe the records validated into each split, before the writer drops the
+later duplicates of a key (the manifest counts those).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+from typing import Any, Sequence
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from apache_beam import coders
+
+from transforms.records import ChunkCoder
+
+FORMAT_VERSION = 1
+MAX_DISTINCT = 10_000
+NUMBER_DISTINCT = 1_000  # numbers: exact counts (even histograms) up to this many values
+TOP_VALUES = 20
+HISTOGRAM_BARS = 20
+_BUCKETS_PER_UNIT = 8  # buckets per unit of asinh(x)
+_UNIT_BITS = 1126  # exact sums count 2**-1126: every float64 (and its square's parts) is a multiple
+_NUMBER_TYPES = ("int", "float")
+_TEXT_TYPES = ("string",)
+
+
+@dataclasses.dataclass
+class FeatureStats:
+    """Mergeable statistics of one feature in one split."""
+
+    type: str
+    records: int = 0
+    missing: int = 0
+    values: int = 0
+    # numbers (finite values only)
+    low: float | None = None
+    high: float | None = None
+    total: int = 0  # exact sum of the values, in units of 2**-_UNIT_BITS
+    total_sq: int = 0  # exact sum of their squares, in the same units
+    buckets: dict[int, int] = dataclasses.field(default_factory=dict)
+    # strings: value counts; bytes and images: sizes (strings: lengths)
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    truncated: bool = False
+    size_low: int | None = None
+    size_high: int | None = None
+    size_total: int = 0
+
+    def merge(self, other: FeatureStats) -> None:
+        if other.low is not None:
+            self.low = other.low if self.low is None else min(self.low, other.low)
+            self.high = other.high if self.high is None else max(self.high, other.high)
+        self.total += other.total
+        self.total_sq += other.total_sq
+        if self.type in _NUMBER_TYPES:  # exact value counts while there are few values
+            self.truncated |= other.truncated
+            _add(self.counts, other.counts)
+            if self.truncated or len(self.counts) > NUMBER_DISTINCT:
+                self.counts, self.truncated = {}, True
+        self.records += other.records
+        self.missing += other.missing
+        self.values += other.values
+        _add(self.buckets, other.buckets)
+        if self.type not in _NUMBER_TYPES:
+            _add(self.counts, other.counts)
+            self.truncated |= other.truncated
+            if len(self.counts) > MAX_DISTINCT:
+                self._truncate()
+        if other.size_low is not None:
+            self.size_low = other.size_low if self.size_low is None else min(self.size_low, other.size_low)
+            self.size_high = max(self.size_high or 0, other.size_high)
+        self.size_total += other.size_total
+
+    def _finite(self) -> int:
+        return sum(self.buckets.values())
+
+    def _truncate(self) -> None:
+        kept = sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))[: MAX_DISTINCT // 2]
+        self.counts = dict(kept)
+        self.truncated = True
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": self.type,
+            "records": self.records,
+            "missing": self.missing,
+            "missing_rate": round(self.missing / self.records, 6) if self.records else 0.0,
+            "values": self.values,
+        }
+        if self.type in _NUMBER_TYPES:
+            n = self._finite()
+            cast = int if self.type == "int" else float
+            unit = 1 << _UNIT_BITS
+            variance = (
+                Fraction(self.total_sq * n * unit - self.total * self.total, n * n * unit * unit)
+                if n
+                else None
+            )
+            out.update(
+                min=cast(self.low) if self.low is not None else None,
+                max=cast(self.high) if self.high is not None else None,
+                mean=float(Fraction(self.total, n * unit)) if n else None,
+                std=math.sqrt(max(float(variance), 0.0)) if n else None,
+                histogram=(
+                    even_histogram(self.counts, self.low, self.high)
+                    if self.counts and not self.truncated
+                    else histogram(self.buckets, self.low, self.high)
+                ),
+            )
+            if self.counts and not self.truncated:
+                out["distinct"] = len(self.counts)
+        elif self.type in _TEXT_TYPES:
+            top = sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_VALUES]
+            out.update(
+                distinct=len(self.counts),
+                distinct_exact=not self.truncated,
+                top=[{"value": v, "count": c} for v, c in top],
+                length=self._sizes(),
+            )
+        else:
+            out["size"] = self._sizes()
+        return out
+
+    def _sizes(self) -> dict[str, Any]:
+        if self.size_low is None:
+            return {"min": None, "max": None, "mean": None}
+        return {
+            "min": self.size_low,
+            "max": self.size_high,
+            "mean": self.size_total / self.values if self.values else None,
+        }
+
+
+def _add(into: dict, other: dict) -> None:
+    for key, count in other.items():
+        into[key] = into.get(key, 0) + count
+
+
+@dataclasses.dataclass
+class DatasetStats:
+    """Statistics of every split: split index → feature name → FeatureStats, plus records."""
+
+    splits: dict[int, dict[str, FeatureStats]] = dataclasses.field(default_factory=dict)
+    records: dict[int, int] = dataclasses.field(default_factory=dict)
+
+    def merge(self, other: DatasetStats) -> DatasetStats:
+        for split, features in other.splits.items():
+            mine = self.splits.setdefault(split, {})
+            for name, stats in features.items():
+                if name in mine:
+                    mine[name].merge(stats)
+                else:
+                    mine[name] = stats
+        _add(self.records, other.records)
+        return self
+
+    def approx_bytes(self) -> int:
+        return 1024 + sum(
+            64 * (len(s.buckets) + len(s.counts)) for f in self.splits.values() for s in f.values()
+        )
+
+    def to_json(self, split_names: Sequence[str]) -> dict[str, Any]:
+        return {
+            "format_version": FORMAT_VERSION,
+            "splits": {
+                name: {
+                    "records": self.records.get(i, 0),
+                    "features": {
+                        f: s.to_json() for f, s in sorted(self.splits.get(i, {}).items())
+                    },
+                }
+                for i, name in enumerate(split_names)
+            },
+        }
+
+
+coders.registry.register_coder(DatasetStats, ChunkCoder)
+
+
+def chunk_stats(
+    names: Sequence[str], types: Sequence[str], columns: Sequence[pa.Array], split: np.ndarray
+) -> DatasetStats:
+    """The statistics of one chunk's validated columns (one list array per feature), by split."""
+    out = DatasetStats()
+    for s in np.unique(split).tolist():
+        mask = pa.array(split == s)
+        out.records[s] = int(np.count_nonzero(split == s))
+        out.splits[s] = {
+            name: column_stats(kind, column.filter(mask))
+            for name, kind, column in zip(names, types, columns)
+        }
+    return out
+
+
+def column_stats(kind: str, column: pa.ListArray) -> FeatureStats:
+    """The statistics of one feature's list column."""
+    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+    stats = FeatureStats(
+        type=kind,
+        records=len(column),
+        missing=int(np.count_nonzero(lengths == 0)),
+        values=int(lengths.sum()),
+    )
+    flat = pc.list_flatten(column)
+    if not len(flat):
+        return stats
+    if kind in _NUMBER_TYPES:
+        values = flat.to_numpy(zero_copy_only=False)
+        if kind == "int":  # exact bounds: int64 beyond 2**53 does not survive float64
+            stats.low, stats.high = int(values.min()), int(values.max())
+        exact = values.astype(np.float64)
+        if kind == "int" and len(values) and int(np.abs(values).max()) >= 1 << 26:
+            exact = None  # squares beyond float64's 53 bits: summed as Python ints below
+        values = values.astype(np.float64)
+        finite = np.isfinite(values)
+        values = values[finite]
+        if len(values):
+            if kind != "int":
+                stats.low, stats.high = float(values.min()), float(values.max())
+            if exact is not None:  # float32 values and small ints: x and x*x exact in float64
+                stats.total = exact_sum(values)
+                stats.total_sq = exact_sum(values * values)
+            else:
+                ints = [int(v) for v in flat.to_pylist()]
+                stats.total = sum(ints) << _UNIT_BITS
+                stats.total_sq = sum(v * v for v in ints) << _UNIT_BITS
+            distinct, counts = np.unique(values, return_counts=True)
+            if len(distinct) <= NUMBER_DISTINCT:
+                cast = int if kind == "int" else float
+                stats.counts = {cast(v): c for v, c in zip(distinct.tolist(), counts.tolist())}
+            else:
+                stats.truncated = True
+            keys, counts = np.unique(_bucket(values), return_counts=True)
+            stats.buckets = dict(zip(keys.tolist(), counts.tolist()))
+        return stats
+    sizes = pc.binary_length(flat).to_numpy(zero_copy_only=False)
+    stats.size_low, stats.size_high, stats.size_total = int(sizes.min()), int(sizes.max()), int(sizes.sum())
+    if kind in _TEXT_TYPES:
+        counted = pc.value_counts(flat)
+        values = counted.field("values").to_pylist()
+        counts = counted.field("counts").to_pylist()
+        stats.counts = {
+            v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v: c
+            for v, c in zip(values, counts)
+        }
+        if len(stats.counts) > MAX_DISTINCT:
+            stats._truncate()
+    return stats
+
+
+def exact_sum(values: np.ndarray) -> int:
+    """The exact sum of float64 values, as an integer count of 2**-_UNIT_BITS.
+
+    Sums of floats depend on the order of the additions, which depends on how a runner split
+    and merged the work; these sums do not, so statistics.json is byte-identical on a rerun.
+    Each value is its 53-bit integer significand shifted by its exponent; significands of one
+    exponent are summed in int64, 512 at a time (512 * 2**53 < 2**63).
+    """
+    significands, exponents = np.frexp(values)
+    ints = (significands * 2.0**53).astype(np.int64)
+    total = 0
+    for e in np.unique(exponents).tolist():
+        group = ints[exponents == e]
+        shift = e - 53 + _UNIT_BITS
+        for start in range(0, len(group), 512):
+            total += int(group[start : start + 512].sum()) << shift
+    return total
+
+
+def _bucket(values: np.ndarray) -> np.ndarray:
+    return np.floor(np.arcsinh(values) * _BUCKETS_PER_UNIT).astype(np.int64)
+
+
+def even_histogram(counts: dict, low: float, high: float) -> list[dict]:
+    """Bars of equal width over [low, high] from exact value counts: one per value when there
+    are at most HISTOGRAM_BARS values of an int feature, else HISTOGRAM_BARS bars."""
+    values = sorted(counts)
+    if low == high or len(values) == 1:
+        return [{"low": low, "high": high, "count": sum(counts.values())}]
+    bars = min(HISTOGRAM_BARS, len(values))
+    if all(isinstance(v, int) for v in values) and high - low + 1 <= HISTOGRAM_BARS:
+        bars = int(high - low + 1)  # one bar per integer
+        width = 1
+        edges = [low + i for i in range(bars + 1)]
+    else:
+        width = (high - low) / bars
+        edges = [low + i * width for i in range(bars)] + [high]
+    totals = [0] * bars
+    for v in values:
+        totals[min(int((v - low) / width), bars - 1)] += counts[v]
+    return [
+        {"low": edges[i], "high": edges[i + 1], "count": totals[i]} for i in range(bars)
+    ]
+
+
+def histogram(buckets: dict[int, int], low: float | None, high: float | None) -> list[dict]:
+    """At most HISTOGRAM_BARS bars of [low, high) and counts, from the asinh buckets (the first
+    and last bar end at the smallest and largest value)."""
+    if not buckets or low is None:
+        return []
+    keys = sorted(buckets)
+    first, last = keys[0], keys[-1]
+    per_bar = max(1, math.ceil((last - first + 1) / HISTOGRAM_BARS))
+    bars: dict[int, int] = {}
+    for key in keys:
+        bar = (key - first) // per_bar
+        bars[bar] = bars.get(bar, 0) + buckets[key]
+    out = []
+    for bar in range((last - first) // per_bar + 1):
+        start, stop = first + bar * per_bar, first + (bar + 1) * per_bar
+        out.append(
+            {
+                "low": max(low, math.sinh(start / _BUCKETS_PER_UNIT)),
+                "high": min(high, math.sinh(stop / _BUCKETS_PER_UNIT)),
+                "count": bars.get(bar, 0),
+            }
+        )
+    return out
+
+
+class MergeStats(beam.CombineFn):
+    """Merges the chunks' DatasetStats into one."""
+
+    def create_accumulator(self) -> DatasetStats:
+        return DatasetStats()
+
+    def add_input(self, accumulator: DatasetStats, stats: DatasetStats) -> DatasetStats:
+        return accumulator.merge(stats)
+
+    def merge_accumulators(self, accumulators) -> DatasetStats:
+        merged = DatasetStats()
+        for accumulator in accumulators:
+            merged.merge(accumulator)
+        return merged
+
+    def extract_output(self, accumulator: DatasetStats) -> DatasetStats:
+        return accumulator
