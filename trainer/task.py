@@ -3,8 +3,10 @@
 Trains the manifest's label on the `train` split with model.fit on a tf.distribute strategy,
 validates on `eval` when the dataset has one, checkpoints every epoch so that a killed run (or a
 rerun with more --epochs) resumes, writes MODEL_DIR/metrics.json and exports the serving
-SavedModel to MODEL_DIR/export. A corrupt shard (a CRC or decompression error) fails the run
-with a message naming the file; with --skip-corrupt the rest of each corrupt shard is skipped,
+SavedModel to MODEL_DIR/export; the chief also keeps the per-epoch history (MODEL_DIR/history.csv,
+appended to by resumed runs) and writes a self-contained HTML run report (MODEL_DIR/report.html,
+trainer.report). A corrupt shard (a CRC or decompression error) fails the run with a message
+naming the file; with --skip-corrupt the rest of each corrupt shard is skipped,
 and the skipped records are counted in the log and metrics.json. With --profile-input it only
 measures the input pipeline and the model step apart and prints the result as a JSON line. A
 dataset with a tf.Transform output is read and served through that transform
@@ -49,6 +51,7 @@ from trainer.manifest import (
 )
 from trainer.plan import InputFlags, InputPlan, plan_input
 from trainer.model import ModelConfig, Moments, build_model, compute_moments, model_features
+from trainer.report import HISTORY, HistoryLogger, summarize_manifest, write_report
 from trainer.strategy import STRATEGIES, StrategyError, get_strategy, strategy_name
 from trainer.transform import Transform, load_transform
 
@@ -387,6 +390,8 @@ class _Throughput(tf_keras.callbacks.Callback):
         self.initial_step: int | None = None  # the optimizer's steps when fit starts
         self.steps = 0
         self.seconds = 0.0
+        self.epoch_steps = 0  # timed steps of the current epoch
+        self.epoch_seconds = 0.0
         self._started = 0.0
         self._skip_next = True
 
@@ -397,6 +402,7 @@ class _Throughput(tf_keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         if self.first_epoch is None:
             self.first_epoch = epoch
+        self.epoch_steps, self.epoch_seconds = 0, 0.0
 
     def on_train_batch_begin(self, batch, logs=None):
         self._started = time.perf_counter()
@@ -405,8 +411,17 @@ class _Throughput(tf_keras.callbacks.Callback):
         if self._skip_next:
             self._skip_next = False
             return
-        self.seconds += time.perf_counter() - self._started
+        seconds = time.perf_counter() - self._started
+        self.seconds += seconds
         self.steps += 1
+        self.epoch_seconds += seconds
+        self.epoch_steps += 1
+
+    def epoch_examples_per_sec(self, batch_size: int) -> float:
+        """Of the current epoch's timed steps; NaN when none was timed."""
+        if not self.epoch_seconds:
+            return math.nan
+        return self.epoch_steps * batch_size / self.epoch_seconds
 
 
 def train(cfg: TrainConfig, manifest: Manifest) -> dict:
@@ -487,6 +502,16 @@ def _fit_and_export(cfg, manifest, strategy, inputs, model, plan, steps, corrupt
         ),
         throughput,
     ]
+    if chief:
+        # Before BackupAndRestore: a run killed between an epoch's row and its checkpoint redoes
+        # the epoch and writes its row again (the report keeps the later one); never loses one.
+        callbacks.insert(
+            0,
+            HistoryLogger(
+                join(out_dir, HISTORY),
+                functools.partial(throughput.epoch_examples_per_sec, cfg.batch_size),
+            ),
+        )
     # Only the chief writes to the job's log folder; other workers keep theirs in out_dir.
     logs_dir = cfg.logs_dir if chief and cfg.logs_dir else join(out_dir, "logs")
     if importlib.util.find_spec("tensorboard") is not None:
@@ -543,6 +568,8 @@ def _fit_and_export(cfg, manifest, strategy, inputs, model, plan, steps, corrupt
             f.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
         print(f"model exported to {export_dir}")
         print(f"metrics written to {join(out_dir, 'metrics.json')}")
+        report = write_report(out_dir, metrics, summarize_manifest(manifest))
+        print(f"run report written to {report} (per-epoch history in {join(out_dir, HISTORY)})")
         print(f"checkpoints in {cfg.checkpoints}")
         if logs_dir:
             print(f"TensorBoard logs in {logs_dir}")

@@ -167,7 +167,9 @@ def test_multi_worker_non_chief_leaves_nothing_in_the_model_dir(two_workers):
 
     # Worker 1 wrote its (collective) export and logs to a local temporary folder and removed
     # it; BackupAndRestore keeps only the chief's checkpoints.
-    assert {p.name for p in model_dir.iterdir()} == {"checkpoints", "export", "logs", "metrics.json"}
+    assert {p.name for p in model_dir.iterdir()} == {
+        "checkpoints", "export", "history.csv", "logs", "metrics.json", "report.html"
+    }  # fmt: skip
     assert [p.name for p in (model_dir / "checkpoints").iterdir()] == ["chief"]
 
 

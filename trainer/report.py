@@ -1,0 +1,346 @@
+"""The run report: per-epoch history in MODEL_DIR/history.csv and one page, MODEL_DIR/report.html.
+
+During training the chief appends one row per epoch to history.csv (`HistoryLogger`, a Keras
+CSVLogger that also records the epoch's training examples per second), so a resumed run (the
+same --model-dir, more --epochs) adds its epochs to those of the runs before it. At the end,
+`write_report` renders metrics.json, the history and a summary of the manifest into a single
+self-contained HTML page: inline CSS and hand-written SVG charts, no scripts, no external
+files, so it opens offline and can be copied anywhere. Both files are written with
+tf.io.gfile, so local folders and gs:// work alike.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import math
+from collections.abc import Callable, Sequence
+
+import tensorflow as tf
+import tf_keras
+
+from trainer.manifest import Manifest, join
+
+HISTORY = "history.csv"
+REPORT = "report.html"
+RATE = "examples_per_sec"  # the history column of the epoch's training examples per second
+
+Number = float | int | None
+
+
+class HistoryLogger(tf_keras.callbacks.CSVLogger):
+    """Appends each epoch's logs and its training examples per second to a CSV file.
+
+    `rate` returns the examples per second of the epoch that just ended (it is called at the
+    end of each epoch). The logs Keras passes on are left untouched, so the rate does not
+    show up in model.fit's History. CSVLogger opens the file with tf.io.gfile in append mode;
+    on gs:// TensorFlow appends by uploading the whole object again at every epoch's flush,
+    which is cheap for a file of one short row per epoch.
+    """
+
+    def __init__(self, path: str, rate: Callable[[], float]):
+        super().__init__(path, append=True)
+        self._rate = rate
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, {**(logs or {}), RATE: self._rate()})
+
+
+def summarize_manifest(manifest: Manifest) -> dict:
+    """The few facts about the dataset the report shows."""
+    return {
+        "name": manifest.name,
+        "label": manifest.label,
+        "features": len(manifest.features),
+        "compression": manifest.compression,
+        "splits": {name: split.records for name, split in sorted(manifest.splits.items())},
+        "rejected_records": manifest.rejected_records,
+    }
+
+
+def read_history(path: str) -> list[dict]:
+    """The rows of a history.csv, one per epoch in epoch order; [] when there is no file.
+
+    Values are floats (None where an epoch has none); `epoch` is Keras's 0-based index. When
+    an epoch was recorded twice (a run killed between the row and its checkpoint), the later
+    row wins.
+    """
+    if not tf.io.gfile.exists(path):
+        return []
+    with tf.io.gfile.GFile(path, "r") as f:
+        rows = list(csv.DictReader(f))
+    by_epoch = {}
+    for row in rows:
+        values = {k: _float(v) for k, v in row.items() if k != "epoch"}
+        by_epoch[int(row["epoch"])] = {"epoch": int(row["epoch"]), **values}
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def write_report(model_dir: str, metrics: dict, manifest_summary: dict | None = None) -> str:
+    """Renders MODEL_DIR/report.html from `metrics` and MODEL_DIR/history.csv; returns its path."""
+    history = read_history(join(model_dir, HISTORY))
+    path = join(model_dir, REPORT)
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(render(metrics, history, manifest_summary))
+    return path
+
+
+def render(metrics: dict, history: list[dict], manifest_summary: dict | None = None) -> str:
+    """One self-contained HTML page: the run summary, final metrics, charts and epoch table.
+
+    `metrics` is what metrics.json holds, `history` what `read_history` returns.
+    """
+    title = f"Training run on {metrics.get('dataset', '?')}"
+    sections = [_summary(metrics), _final_metrics(metrics)]
+    if manifest_summary:
+        sections.append(_dataset(manifest_summary))
+    if history:
+        sections.append(_charts(history))
+        sections.append(_epoch_table(history))
+    else:
+        sections.append("<p>No per-epoch history was recorded (no history.csv).</p>")
+    return _PAGE.format(title=_esc(title), style=_STYLE, body="\n".join(sections))
+
+
+_STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; color: #222; margin: 24px; max-width: 1180px; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
+table { border-collapse: collapse; margin: 8px 0; }
+th, td { border: 1px solid #ccc; padding: 3px 10px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+thead th { background: #f0f0f0; }
+.summary td, .dataset td { text-align: left; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; }
+figure { margin: 0; border: 1px solid #ddd; padding: 4px; }
+figcaption { font-weight: bold; padding: 2px 6px; }
+svg text { font: 11px system-ui, sans-serif; fill: #333; }
+"""
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>{style}</style>
+</head>
+<body>
+<h1>{title}</h1>
+{body}
+</body>
+</html>
+"""
+
+# Chart geometry (SVG user units) and series colours: train solid blue, validation dashed red.
+_W, _H = 560, 300
+_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 34, 44
+_TRAIN = ("#1f77b4", "")
+_VAL = ("#d62728", "6 4")
+_RATE_STYLE = ("#2ca02c", "")
+
+
+def _summary(metrics: dict) -> str:
+    epochs, first = metrics.get("epochs"), metrics.get("initial_epoch") or 0
+    if epochs is not None and first >= epochs:
+        this_run = "none: all were done by earlier runs"
+    else:
+        this_run = f"{first + 1} to {epochs}"
+    rows = [  # (heading, metrics.json key: the cell's data-key, value)
+        ("Dataset", "dataset", metrics.get("dataset")),
+        ("Label", "label", metrics.get("label")),
+        ("Task", "task", metrics.get("task")),
+        ("Strategy", "strategy", metrics.get("strategy")),
+        ("Replicas", "replicas", metrics.get("replicas")),
+        ("Epochs", "epochs", epochs),
+        ("Epochs trained by this run", "this_run", this_run),
+        ("Steps per epoch", "steps_per_epoch", metrics.get("steps_per_epoch")),
+        ("Steps in all", "steps", metrics.get("steps")),
+        ("Global batch size", "batch_size", metrics.get("batch_size")),
+        ("Examples/s (this run)", RATE, metrics.get(RATE)),
+    ]
+    if metrics.get("skipped_records"):
+        rows.append(("Corrupt records skipped", "skipped_records", metrics["skipped_records"]))
+    body = "".join(f"<tr><th>{_esc(name)}</th>{_cell(v, key)}</tr>" for name, key, v in rows)
+    return f'<h2>Run</h2>\n<table class="summary">{body}</table>'
+
+
+def _final_metrics(metrics: dict) -> str:
+    train, evaluation = metrics.get("train") or {}, metrics.get("eval") or {}
+    names = sorted(set(train) | set(evaluation), key=_metric_order)
+    if not names:
+        return "<h2>Final metrics</h2>\n<p>None recorded.</p>"
+    rows = "".join(
+        f"<tr><td>{_esc(n)}</td>{_cell(train.get(n), f'train.{n}')}"
+        f"{_cell(evaluation.get(n), f'eval.{n}')}</tr>"
+        for n in names
+    )
+    head = "<thead><tr><th>metric</th><th>train</th><th>eval</th></tr></thead>"
+    return f'<h2>Final metrics</h2>\n<table class="final">{head}<tbody>{rows}</tbody></table>'
+
+
+def _dataset(summary: dict) -> str:
+    splits = ", ".join(f"{name} {records}" for name, records in summary.get("splits", {}).items())
+    rows = [
+        ("Name", summary.get("name")),
+        ("Label", summary.get("label")),
+        ("Features", summary.get("features")),
+        ("Compression", summary.get("compression")),
+        ("Records per split", splits),
+        ("Rejected records", summary.get("rejected_records")),
+    ]
+    body = "".join(f"<tr><th>{_esc(k)}</th>{_cell(v)}</tr>" for k, v in rows)
+    return f'<h2>Dataset</h2>\n<table class="dataset">{body}</table>'
+
+
+def _metric_names(history: list[dict]) -> list[str]:
+    """The metrics of the history without their val_ prefix, loss first."""
+    keys = {k for row in history for k in row} - {"epoch", RATE}
+    return sorted({k.removeprefix("val_") for k in keys}, key=_metric_order)
+
+
+def _metric_order(name: str) -> tuple[bool, str]:
+    return (name != "loss", name)
+
+
+def _charts(history: list[dict]) -> str:
+    epochs = [row["epoch"] + 1 for row in history]
+    figures = []
+    for name in _metric_names(history):
+        series = [
+            (label, [row.get(key) for row in history], style)
+            for label, key, style in (("train", name, _TRAIN), ("validation", f"val_{name}", _VAL))
+            if any(_finite(row.get(key)) for row in history)
+        ]
+        figures.append(_line_chart(name, epochs, series))
+    rate = [row.get(RATE) for row in history]
+    figures.append(_line_chart("examples/s", epochs, [("train", rate, _RATE_STYLE)]))
+    return '<h2>Per epoch</h2>\n<div class="charts">\n' + "\n".join(figures) + "\n</div>"
+
+
+def _epoch_table(history: list[dict]) -> str:
+    columns = [k for n in _metric_names(history) for k in (n, f"val_{n}")]
+    columns = [c for c in columns if any(row.get(c) is not None for row in history)] + [RATE]
+    head = "".join(f"<th>{_esc(c)}</th>" for c in ["epoch", *columns])
+    rows = "".join(
+        f'<tr data-epoch="{row["epoch"] + 1}"><td>{row["epoch"] + 1}</td>'
+        + "".join(_cell(row.get(c), c) for c in columns)
+        + "</tr>"
+        for row in history
+    )
+    return (
+        f'<h2>Epochs</h2>\n<table class="epochs"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _line_chart(
+    name: str, epochs: Sequence[int], series: Sequence[tuple[str, Sequence[Number], tuple]]
+) -> str:
+    """An SVG line chart of `series` (label, values, (colour, dash)) over `epochs`."""
+    values = [v for _, vs, _ in series for v in vs if _finite(v)]
+    x_ticks = _ticks(min(epochs), max(epochs), integer=True)
+    y_ticks = _ticks(min(values), max(values)) if values else [0.0, 1.0]
+    x0, x1, y0, y1 = x_ticks[0], x_ticks[-1], y_ticks[0], y_ticks[-1]
+    right, bottom = _W - _RIGHT, _H - _BOTTOM
+
+    def px(x: float) -> float:
+        return _LEFT + (x - x0) / ((x1 - x0) or 1) * (right - _LEFT)
+
+    def py(y: float) -> float:
+        return bottom - (y - y0) / ((y1 - y0) or 1) * (bottom - _TOP)
+
+    parts = [
+        f'<line x1="{_LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#333"/>',
+        f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{bottom}" stroke="#333"/>',
+    ]
+    for t in x_ticks:
+        x = px(t)
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + 5}" stroke="#333"/>'
+            f'<text x="{x:.1f}" y="{bottom + 18}" text-anchor="middle">{_fmt(t)}</text>'
+        )
+    for t in y_ticks:
+        y = py(t)
+        parts.append(
+            f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#e4e4e4"/>'
+            f'<line x1="{_LEFT - 5}" y1="{y:.1f}" x2="{_LEFT}" y2="{y:.1f}" stroke="#333"/>'
+            f'<text x="{_LEFT - 8}" y="{y + 4:.1f}" text-anchor="end">{_fmt(t)}</text>'
+        )
+    parts.append(
+        f'<text x="{(_LEFT + right) / 2}" y="{_H - 8}" text-anchor="middle">epoch</text>'
+        f'<text transform="translate(14 {(_TOP + bottom) / 2}) rotate(-90)" '
+        f'text-anchor="middle">{_esc(name)}</text>'
+    )
+    for i, (label, vs, (colour, dash)) in enumerate(series):
+        points = [(px(e), py(v), e, v) for e, v in zip(epochs, vs) if _finite(v)]
+        dashes = f' stroke-dasharray="{dash}"' if dash else ""
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y, _, _ in points)
+        parts.append(
+            f'<polyline class="series" data-series="{_esc(label)}" points="{path}" fill="none" '
+            f'stroke="{colour}" stroke-width="2"{dashes}/>'
+        )
+        parts.extend(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}">'
+            f"<title>{_esc(label)}, epoch {e}: {_fmt(v)}</title></circle>"
+            for x, y, e, v in points
+        )
+        lx = right - 110 * (len(series) - i)  # the legend, top right, one entry per series
+        parts.append(
+            f'<line x1="{lx}" y1="14" x2="{lx + 24}" y2="14" stroke="{colour}" '
+            f'stroke-width="2"{dashes}/><text x="{lx + 30}" y="18">{_esc(label)}</text>'
+        )
+    body = "\n".join(parts)
+    return (
+        f'<figure class="chart" data-metric="{_esc(name)}"><figcaption>{_esc(name)}</figcaption>'
+        f'<svg width="{_W}" height="{_H}" '
+        f'viewBox="0 0 {_W} {_H}" role="img" aria-label="{_esc(name)} per epoch">\n'
+        f"{body}\n</svg></figure>"
+    )
+
+
+def _ticks(lo: float, hi: float, count: int = 5, integer: bool = False) -> list[float]:
+    """Round tick values (steps of 1, 2 or 5 times a power of ten) that cover [lo, hi]."""
+    if hi - lo <= 1e-12 * max(1.0, abs(hi)):
+        pad = 1.0 if integer else (abs(lo) * 0.1 or 1.0)
+        lo, hi = lo - pad, hi + pad
+    raw = (hi - lo) / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    if integer:
+        step = max(1, round(step))
+    start, stop = math.floor(lo / step), math.ceil(hi / step)
+    return [round(i * step, 12) for i in range(start, stop + 1)]
+
+
+def _cell(value, key: str | None = None) -> str:
+    """A table cell showing `value`; numbers carry their exact value in data-value."""
+    attrs = f' data-key="{_esc(key)}"' if key else ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        attrs += f' data-value="{value!r}"'
+    return f"<td{attrs}>{_esc(_fmt(value))}</td>"
+
+
+def _fmt(value) -> str:
+    """Numbers with 4 significant digits (whole numbers from 10,000 on); missing ones as '–'."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int) or abs(value) >= 1e4:
+        return f"{value:.0f}"
+    return f"{value:.4g}"
+
+
+def _float(text: str | None) -> float | None:
+    # CSVLogger writes NA for a key an epoch does not have.
+    if text is None or text.strip() in ("", "NA"):
+        return None
+    return float(text)
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _esc(text) -> str:
+    return html.escape(str(text), quote=True)
+
