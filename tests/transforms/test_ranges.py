@@ -144,7 +144,7 @@ def test_parquet_row_group_ranges_give_the_records_of_the_whole_file(tmp_path, g
     import pyarrow.parquet as pq
 
     rng = random.Random(group_rows)
-    n = 230
+    n = 40 if group_rows == 1 else 230  # a range per row group: each opens the file
     table = pa.table({
         "id": list(range(n)),
         "name": [None if i % 11 == 0 else f"n{i}" * rng.randrange(5) for i in range(n)],
