@@ -179,8 +179,9 @@ def test_manifest_on_gcs_lists_every_object_with_its_checksum(published):
     manifest = json.loads(files["manifest.json"])
     listed = [f for split in manifest["splits"].values() for f in split["files"]]
     assert len(listed) > 2  # several shards: the publish copies many objects
-    listed += manifest["rejected"]["files"]
-    assert sorted(f["path"] for f in listed) == sorted(set(files) - {"manifest.json"})
+    listed += manifest["rejected"]["files"] + [manifest["statistics"]]
+    unlisted = {"manifest.json", "report.html"}  # the report is written after publication
+    assert sorted(f["path"] for f in listed) == sorted(set(files) - unlisted)
     for f in listed:
         data = files[f["path"]]
         assert (len(data), hashlib.sha256(data).hexdigest()) == (f["bytes"], f["sha256"])
@@ -206,7 +207,9 @@ def test_manifest_on_gcs_lists_every_object_with_its_checksum(published):
 def test_publish_writes_the_manifest_last_and_leaves_no_staging_objects(client, published):
     _, _, generations = published
     manifest = generations[PREFIX + "manifest.json"]
-    assert all(g < manifest for name, g in generations.items() if name != PREFIX + "manifest.json")
+    last = {PREFIX + "manifest.json", PREFIX + "report.html"}  # the report follows publication
+    assert all(g < manifest for name, g in generations.items() if name not in last)
+    assert generations[PREFIX + "report.html"] > manifest
     assert sorted(objects(client, "out/")) == sorted(objects(client, PREFIX))
 
 
@@ -227,12 +230,13 @@ def test_rerun_replaces_the_dataset_with_identical_bytes_and_no_stale_objects(
     again = download(client, PREFIX, tmp_path / "again")
     assert sorted(again) == sorted(first)  # the stale shard is gone
     for name in first:
-        if name != "manifest.json":
+        if name not in ("manifest.json", "report.html"):  # the report holds the run's times
             assert again[name] == first[name], name
     assert without_created(again["manifest.json"]) == without_created(first["manifest.json"])
     generations = objects(client, PREFIX)
     assert min(generations.values()) > max(first_generations.values())  # all written anew
-    assert max(generations, key=generations.get) == PREFIX + "manifest.json"
+    dataset = {n: g for n, g in generations.items() if n != PREFIX + "report.html"}
+    assert max(dataset, key=dataset.get) == PREFIX + "manifest.json"
     assert sorted(objects(client, "out/")) == sorted(generations)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.features import parse_spec
-from trainer.manifest import FeatureSpec, Manifest, ManifestError, join, load_manifest
+from trainer.manifest import FeatureSpec, Manifest, ManifestError, join, load_manifest, read_json
 
 STATISTICS_NAME = "statistics.json"
 STATISTICS_FORMAT_VERSION = 1
@@ -121,12 +121,7 @@ def load_statistics(root: str) -> dict | None:
     path = join(root, STATISTICS_NAME)
     if not tf.io.gfile.exists(path):
         return None
-    with tf.io.gfile.GFile(path, "r") as f:
-        text = f.read()
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ManifestError(f"{path}: not valid JSON: {e}") from None
+    raw = read_json(path)
     if not isinstance(raw, dict) or not isinstance(raw.get("splits"), dict):
         raise ManifestError(f"{path}: splits: missing or not an object")
     version = raw.get("format_version")

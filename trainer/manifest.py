@@ -168,13 +168,17 @@ def load_manifest(dataset_uri: str) -> Manifest:
             f"{dataset_uri}: no manifest.json at {path}, "
             "the run is incomplete or this is not a shardflow dataset"
         )
+    return parse_manifest(read_json(path), root, where=path)
+
+
+def read_json(path: str) -> Any:
+    """The JSON document of a local or gs:// file; ManifestError when it is not valid JSON."""
     with tf.io.gfile.GFile(path, "r") as f:
         text = f.read()
     try:
-        raw = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise ManifestError(f"{path}: not valid JSON: {e}") from None
-    return parse_manifest(raw, root, where=path)
 
 
 def parse_manifest(raw: Any, root: str, where: str = MANIFEST_NAME) -> Manifest:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import html
 import math
+import os
 from collections.abc import Callable, Sequence
 
 import tensorflow as tf
@@ -41,6 +42,11 @@ class HistoryLogger(tf_keras.callbacks.CSVLogger):
     def __init__(self, path: str, rate: Callable[[], float]):
         super().__init__(path, append=True)
         self._rate = rate
+
+    def on_train_begin(self, logs=None):
+        # the model folder may not exist yet (Vertex AI's AIP_MODEL_DIR is created by the run)
+        tf.io.gfile.makedirs(os.path.dirname(self.filename))
+        super().on_train_begin(logs)
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, {**(logs or {}), RATE: self._rate()})

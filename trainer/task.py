@@ -82,6 +82,7 @@ class TrainConfig:
     skip_corrupt: bool = False
     input: InputFlags = InputFlags()
     checkpoint_every: int | None = None  # steps; None: at the end of every epoch
+    tensorboard_profile: tuple[int, int] | None = None  # batches traced by the profiler
     checkpoint_dir: str | None = None  # None: MODEL_DIR/checkpoints
     logs_dir: str | None = None  # the chief's TensorBoard logs; None: MODEL_DIR/logs
 
@@ -217,6 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="batches timed by --profile-input (default 50)",
     )
     p.add_argument(
+        "--tensorboard-profile",
+        type=_batch_range,
+        metavar="FIRST,LAST",
+        help="trace training batches FIRST to LAST (counted from 1 at the start of this run) "
+        "with TensorFlow's profiler into the TensorBoard logs (Profile tab: step time, the "
+        "tf.data input pipeline, ops)",
+    )
+    p.add_argument(
         "--steps-per-epoch",
         type=_positive,
         help="default: ceil(train records / batch size)",
@@ -262,6 +271,7 @@ def parse_args(
             ram_budget_mb=args.input_ram_mb,
         ),
         checkpoint_every=args.checkpoint_every,
+        tensorboard_profile=args.tensorboard_profile,
         checkpoint_dir=dirs.checkpoint_dir,
         logs_dir=dirs.logs_dir,
     )
@@ -515,7 +525,8 @@ def _fit_and_export(cfg, manifest, strategy, inputs, model, plan, steps, corrupt
     # Only the chief writes to the job's log folder; other workers keep theirs in out_dir.
     logs_dir = cfg.logs_dir if chief and cfg.logs_dir else join(out_dir, "logs")
     if importlib.util.find_spec("tensorboard") is not None:
-        callbacks.append(tf_keras.callbacks.TensorBoard(logs_dir))
+        profile = cfg.tensorboard_profile if chief and cfg.tensorboard_profile else 0
+        callbacks.append(tf_keras.callbacks.TensorBoard(logs_dir, profile_batch=profile))
     else:
         # TensorFlow 2.21 no longer depends on tensorboard, and tf.summary needs it.
         logs_dir = None
@@ -740,6 +751,16 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
+
+
+def _batch_range(text: str) -> tuple[int, int]:
+    try:
+        first, last = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not FIRST,LAST (e.g. 5,8)") from None
+    if not 1 <= first <= last:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= FIRST <= LAST")
+    return first, last
 
 
 def _units(text: str) -> tuple[int, ...]:

@@ -28,6 +28,8 @@ from google.cloud.dataflow_v1beta3 import (
 )
 from google.protobuf import json_format
 
+from deploy.args import positive_int
+
 DEFAULT_ENDPOINT = "dataflow.googleapis.com"
 # The REST binding of FlexTemplatesService.LaunchFlexTemplate (google/dataflow/v1beta3).
 LAUNCH_HTTP_RULE = {
@@ -104,8 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--temp-location", help="gs:// folder for temporary files")
     where.add_argument("--staging-location", help="gs:// folder for staged files")
     where.add_argument("--service-account", help="service account e-mail the workers run as")
-    where.add_argument("--num-workers", type=_positive, help="initial number of workers")
-    where.add_argument("--max-workers", type=_positive, help="maximum number of workers")
+    where.add_argument("--num-workers", type=positive_int, help="initial number of workers")
+    where.add_argument("--max-workers", type=positive_int, help="maximum number of workers")
     where.add_argument("--machine-type", help="worker machine type, e.g. n2-standard-4")
     where.add_argument("--network", help="Compute Engine network of the workers")
     where.add_argument("--subnetwork", help="subnetwork of the workers (regions/R/subnetworks/S)")
@@ -138,16 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
         "template spec --template, and exit",
     )
     return parser
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
 
 
 def _require(args: argparse.Namespace, *names: str) -> None:

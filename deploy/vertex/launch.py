@@ -33,6 +33,8 @@ from google.auth.credentials import AnonymousCredentials
 from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
 
+from deploy.args import positive_int
+
 PROG = "shardflow launch-training"
 # The trainer image's ENTRYPOINT (deploy/vertex/Dockerfile); set as the container's command too,
 # so the job runs the trainer whatever the image's own entry point is.
@@ -179,13 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     machines.add_argument(
         "--accelerator-count",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="accelerators per replica (default: 1 GPU; the default slice of a TPU type)",
     )
     machines.add_argument(
         "--replica-count",
-        type=_positive,
+        type=positive_int,
         default=1,
         metavar="N",
         help="machines in all: 1 chief plus N-1 workers, trained with --strategy multi_worker "
@@ -531,16 +533,6 @@ def _label_part(text: str, first_letter: bool = False) -> bool:
     if len(text) > 63 or (first_letter and not (text and text[0].islower())):
         return False
     return all(c.islower() or c.isdigit() or c in "_-" for c in text)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
 
 
 def _first_line(e: BaseException) -> str:

@@ -174,7 +174,7 @@ def resumed(trained, tmp_path_factory):
     first_run = list(csv.DictReader((resumed_dir / "history.csv").open()))
     data = json.loads((model_dir / "metrics.json").read_text())["dataset"]
     argv = ["--data", data, "--model-dir", str(resumed_dir), "--epochs", "3",
-            "--batch-size", "32", "--deterministic"]  # fmt: skip
+            "--batch-size", "32", "--deterministic", "--tensorboard-profile", "2,3"]  # fmt: skip
     assert main(argv) == 0
     return resumed_dir, first_run
 
@@ -185,6 +185,8 @@ def test_resumed_run_appends_its_epochs_and_the_report_matches_metrics_json(resu
     metrics = json.loads((model_dir / "metrics.json").read_text())
     rows = list(csv.DictReader((model_dir / "history.csv").open()))
 
+    # --tensorboard-profile: the profiler's trace of batches 2 and 3, for TensorBoard
+    assert list((model_dir / "logs" / "plugins" / "profile").glob("*/*.xplane.pb"))
     assert [r["epoch"] for r in first_run] == ["0"]
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]
     assert rows[0] == first_run[0]  # the first run's row is kept as it was
