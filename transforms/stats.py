@@ -204,69 +204,93 @@ def chunk_stats(
     """The statistics of one chunk's validated columns (one list array per feature), by split."""
     out = DatasetStats()
     for s in np.unique(split).tolist():
-        mask = pa.array(split == s)
         out.records[s] = int(np.count_nonzero(split == s))
-        out.splits[s] = {
-            name: column_stats(kind, column.filter(mask))
-            for name, kind, column in zip(names, types, columns)
-        }
+        out.splits[s] = {}
+    for name, kind, column in zip(names, types, columns):
+        for s, stats in feature_stats(kind, column, split).items():
+            out.splits[s][name] = stats
     return out
 
 
 def column_stats(kind: str, column: pa.ListArray) -> FeatureStats:
-    """The statistics of one feature's list column."""
-    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
-    stats = FeatureStats(
-        type=kind,
-        records=len(column),
-        missing=int(np.count_nonzero(lengths == 0)),
-        values=int(lengths.sum()),
-    )
+    """The statistics of one feature's list column (all in one split)."""
+    return feature_stats(kind, column, np.zeros(len(column), np.int16)).get(0) or FeatureStats(kind)
+
+
+def feature_stats(kind: str, column: pa.ListArray, split: np.ndarray) -> dict[int, FeatureStats]:
+    """The statistics of one feature's list column in each split: the column is read once, and
+    each split's values are picked out of it with numpy."""
+    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
     flat = pc.list_flatten(column)
-    if not len(flat):
-        return stats
+    value_split = np.repeat(split, lengths)
     if kind in _NUMBER_TYPES:
         values = flat.to_numpy(zero_copy_only=False)
-        if kind == "int":  # exact bounds: int64 beyond 2**53 does not survive float64
-            stats.low, stats.high = int(values.min()), int(values.max())
-        exact = values.astype(np.float64)
-        if kind == "int" and len(values) and int(np.abs(values).max()) >= 1 << 26:
-            exact = None  # squares beyond float64's 53 bits: summed as Python ints below
-        values = values.astype(np.float64)
-        finite = np.isfinite(values)
-        values = values[finite]
-        if len(values):
-            if kind != "int":
-                stats.low, stats.high = float(values.min()), float(values.max())
-            if exact is not None:  # float32 values and small ints: x and x*x exact in float64
-                stats.total = exact_sum(values)
-                stats.total_sq = exact_sum(values * values)
-            else:
-                ints = [int(v) for v in flat.to_pylist()]
-                stats.total = sum(ints) << _UNIT_BITS
-                stats.total_sq = sum(v * v for v in ints) << _UNIT_BITS
-            distinct, counts = np.unique(values, return_counts=True)
-            if len(distinct) <= NUMBER_DISTINCT:
-                cast = int if kind == "int" else float
-                stats.counts = {cast(v): c for v, c in zip(distinct.tolist(), counts.tolist())}
-            else:
-                stats.truncated = True
-            keys, counts = np.unique(_bucket(values), return_counts=True)
-            stats.buckets = dict(zip(keys.tolist(), counts.tolist()))
-        return stats
-    sizes = pc.binary_length(flat).to_numpy(zero_copy_only=False)
-    stats.size_low, stats.size_high, stats.size_total = int(sizes.min()), int(sizes.max()), int(sizes.sum())
-    if kind in _TEXT_TYPES:
-        counted = pc.value_counts(flat)
-        values = counted.field("values").to_pylist()
-        counts = counted.field("counts").to_pylist()
-        stats.counts = {
-            v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v: c
-            for v, c in zip(values, counts)
-        }
-        if len(stats.counts) > MAX_DISTINCT:
-            stats._truncate()
-    return stats
+    elif len(flat):
+        sizes = pc.binary_length(flat).to_numpy(zero_copy_only=False)
+        if kind in _TEXT_TYPES:
+            encoded = pc.dictionary_encode(flat)
+            codes = encoded.indices.to_numpy(zero_copy_only=False)
+            words = [
+                v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
+                for v in encoded.dictionary.to_pylist()
+            ]
+    out = {}
+    for s in np.unique(split).tolist():
+        rows = split == s
+        counts = lengths[rows]
+        stats = out[s] = FeatureStats(
+            type=kind,
+            records=int(np.count_nonzero(rows)),
+            missing=int(np.count_nonzero(counts == 0)),
+            values=int(counts.sum()),
+        )
+        if not stats.values:
+            continue
+        picked = value_split == s
+        if kind in _NUMBER_TYPES:
+            _number_stats(stats, kind, values[picked])
+            continue
+        size = sizes[picked]
+        stats.size_low, stats.size_high = int(size.min()), int(size.max())
+        stats.size_total = int(size.sum())
+        if kind in _TEXT_TYPES:
+            tally = np.bincount(codes[picked], minlength=len(words))
+            for i in np.flatnonzero(tally).tolist():
+                stats.counts[words[i]] = stats.counts.get(words[i], 0) + int(tally[i])
+            if len(stats.counts) > MAX_DISTINCT:
+                stats._truncate()
+    return out
+
+
+def _number_stats(stats: FeatureStats, kind: str, values: np.ndarray) -> None:
+    """Fills the number statistics of one split's values."""
+    big = False
+    if kind == "int":  # exact bounds: int64 beyond 2**53 does not survive float64
+        stats.low, stats.high = int(values.min()), int(values.max())
+        big = int(np.abs(values).max()) >= 1 << 26  # squares beyond float64's 53 bits
+    ints = values.tolist() if big else None
+    values = values.astype(np.float64)
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return
+    if kind != "int":
+        stats.low, stats.high = float(values.min()), float(values.max())
+    if big:  # summed as Python ints
+        stats.total = sum(ints) << _UNIT_BITS
+        stats.total_sq = sum(v * v for v in ints) << _UNIT_BITS
+    else:  # float32 values and small ints: x and x*x are exact in float64
+        stats.total = exact_sum(values)
+        stats.total_sq = exact_sum(values * values)
+    distinct, counts = np.unique(values, return_counts=True)
+    if len(distinct) <= NUMBER_DISTINCT:
+        cast = int if kind == "int" else float
+        stats.counts = {cast(v): c for v, c in zip(distinct.tolist(), counts.tolist())}
+    else:
+        stats.truncated = True
+    keys = _bucket(values)
+    lowest = int(keys.min())
+    tally = np.bincount(keys - lowest)
+    stats.buckets = {lowest + k: int(tally[k]) for k in np.flatnonzero(tally).tolist()}
 
 
 def exact_sum(values: np.ndarray) -> int:
@@ -274,17 +298,25 @@ def exact_sum(values: np.ndarray) -> int:
 
     Sums of floats depend on the order of the additions, which depends on how a runner split
     and merged the work; these sums do not, so statistics.json is byte-identical on a rerun.
-    Each value is its 53-bit integer significand shifted by its exponent; significands of one
-    exponent are summed in int64, 512 at a time (512 * 2**53 < 2**63).
+    Each value is its 53-bit integer significand times a power of two; the significands are cut
+    into two halves of at most 27 bits, and the halves of each exponent are summed by
+    `np.bincount` in float64, which is exact while a sum stays below 2**53 (fewer than 2**26
+    values in a call); the sums per exponent are then shifted into place as Python ints.
     """
+    if not len(values):
+        return 0
     significands, exponents = np.frexp(values)
-    ints = (significands * 2.0**53).astype(np.int64)
+    scaled = significands * 2.0**53  # integers, |scaled| < 2**53
+    high = np.trunc(scaled / 2.0**26)  # |high| < 2**27
+    low = scaled - high * 2.0**26  # |low| < 2**26
+    first = int(exponents.min())
+    slot = exponents - first
+    highs = np.bincount(slot, weights=high)
+    lows = np.bincount(slot, weights=low)
     total = 0
-    for e in np.unique(exponents).tolist():
-        group = ints[exponents == e]
-        shift = e - 53 + _UNIT_BITS
-        for start in range(0, len(group), 512):
-            total += int(group[start : start + 512].sum()) << shift
+    for i in np.flatnonzero((highs != 0) | (lows != 0)).tolist():
+        shift = first + i - 53 + _UNIT_BITS
+        total += (int(highs[i]) << (shift + 26)) + (int(lows[i]) << shift)
     return total
 
 
