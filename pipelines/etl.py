@@ -148,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace the dataset already at OUTPUT (atomically, once the new one is complete)",
     )
     parser.add_argument(
+        "--validate-only",
+        action="store_true",
+        help="check the config, the input paths and OUTPUT, then exit (0: all good, 2: what is "
+        "wrong) without reading a record",
+    )
+    parser.add_argument(
         "--skip-complete",
         action="store_true",
         help="do nothing (exit 0) when OUTPUT already holds a complete dataset: for retried or "
@@ -213,6 +219,9 @@ def run(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"shardflow etl: error: {e}", file=sys.stderr)
         return 2
+    if args.validate_only:
+        print(f"shardflow etl: {dataset.name}: config valid; {len(inputs)} input file(s)")
+        return 0
     return _run_dataset(dataset, inputs, beam_args)
 
 
