@@ -3,8 +3,21 @@
 Two parsers with one behaviour. Python's C `csv` module (strict mode) is the reference: quoted
 fields, embedded delimiters and newlines, CRLF and a header row are its job, and we add line
 tracking (a rejected record names its first line and carries its exact text), null markers, and
-rejection of rows whose field count does not match the header. Blank lines are not records; a
-UTF-8 byte order mark at the start of a file is dropped (it is not part of the first column's name).
+rejection of rows whose field count does not match the header. A UTF-8 byte order mark at the
+start of a file is dropped (it is not part of the first column's name).
+
+Blank lines are neither records nor the header, wherever they are (a file of blank lines has no
+records): a blank line is a line of nothing but spaces and tabs, outside quotes. A line holding
+the delimiter is a row of empty fields (with `delimiter: "\\t"`, a line of tabs), and so is
+not blank; in a one-column file a value of only spaces is a blank line, not a record.
+
+Header names are text: a byte the encoding cannot decode is written as a `\\xNN` escape (a
+header `id,na`, byte 0xFF, `me` gives the columns `id` and `na\\xffme`, backslash included),
+so such a column is one that nothing reads, counted among the source's ignored fields under that
+name, rather than a reason to refuse the file or its every record. A header that is a single
+column holding `;`, a tab or `|`, read with the default delimiter `,`, is a file written with
+another delimiter: the job fails (`FileError`) naming the delimiter to set, instead of
+rejecting every row.
 
 The fast path parses UTF-8 files with Arrow's multithreaded C++ CSV reader, a block of records at
 a time, straight into Arrow string columns. Record boundaries and line numbers come from a
@@ -21,6 +34,7 @@ import codecs
 import csv
 import io
 import itertools
+import json
 from typing import Any, BinaryIO, Iterator
 
 import numpy as np
@@ -28,7 +42,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from transforms.formats import OptionsReader
-from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
+from transforms.records import CHUNK_ROWS, RawChunk, location, printable, rejection
 from transforms.spec import OptionError, SourceSpec
 
 csv.field_size_limit(1 << 30)
@@ -36,6 +50,8 @@ _EMPTY_ONLY = frozenset([""])
 _READ_BYTES = 1 << 20
 _MAX_BLOCK = 16 << 20  # a chunk of long records may hold fewer than chunk_rows
 _QUOTE, _LF, _CR = ord('"'), ord("\n"), ord("\r")
+_BLANK = " \t"  # the characters of a blank line (but the delimiter), besides its line end
+_OTHER_DELIMITERS = ";\t|"  # what a one-column header read with `,` may really be split by
 ARROW = True  # False: every file goes through the csv module (the reference the tests compare)
 
 
@@ -102,6 +118,42 @@ def _check_columns(path: str, columns: list[str]) -> None:
         raise FileError(f"{path}: duplicate column names in {columns!r}")
 
 
+def _header_columns(path: str, header: list[str], delimiter: str) -> list[str]:
+    """The column names of a header row, undecodable bytes as `\\xNN` escapes; a `FileError` for
+    a header that says the file has another delimiter."""
+    names = [printable(name) for name in header]
+    if delimiter == "," and len(names) == 1:
+        held = [d for d in _OTHER_DELIMITERS if d in names[0]]
+        if held:
+            other = max(held, key=names[0].count)
+            raise FileError(
+                f"{path}: the header has one column {names[0]!r} holding {other!r}: "
+                f"set options.delimiter: {json.dumps(other)}"
+            )
+    return names
+
+
+def _blank_chars(delimiter: str) -> str:
+    """The characters of a blank line, line ends included: a line holding the delimiter is a
+    row of empty fields."""
+    return (_BLANK + "\r\n").replace(delimiter, "")
+
+
+def _blank_records(a: np.ndarray, starts: np.ndarray, ends: np.ndarray, delimiter: int):
+    """Which of the records `a[starts[i]:ends[i]]` (whole lines, sound quoting) are blank lines."""
+    blank_bytes = np.frombuffer(_blank_chars(chr(delimiter)).encode("ascii"), np.uint8)
+    blank = np.zeros(len(ends), bool)
+    if not len(ends):
+        return blank
+    # Only a record that starts with a blank character can be blank: most files have none, and
+    # then the test costs one gather.
+    maybe = np.flatnonzero(np.isin(a[np.minimum(starts, len(a) - 1)], blank_bytes))
+    if len(maybe):
+        other = np.concatenate(([0], np.cumsum(~np.isin(a, blank_bytes))))
+        blank[maybe] = other[ends[maybe]] == other[starts[maybe]]
+    return blank
+
+
 def _null_columns(rows: list[list[str]], columns: list[str], nulls: frozenset) -> dict[str, list]:
     values = {}
     for name, column in zip(columns, zip(*rows)):
@@ -134,17 +186,34 @@ def _python_records(
     window = _LineWindow(text)
     reader = csv.reader(window.lines, delimiter=opts["delimiter"], strict=True)
     nulls = frozenset(opts["null_values"])
+    blank_chars = _blank_chars(opts["delimiter"])
+
+    def blank(values: list[str], start: int, end: int) -> bool:
+        """Whether the row read from lines start..end is a blank line (a row of more than one
+        field is not: a line of one field is blank when it is nothing but blank characters)."""
+        if not values:
+            return True
+        return (
+            len(values) == 1
+            and end - start == 1
+            and not window.take(start, end)[0].strip(blank_chars)
+        )
+
     if columns is None:
         columns = opts["columns"]
         if opts["header"]:
             try:
+                start = reader.line_num
                 header = next(reader)
+                while len(header) <= 1 and blank(header, start, reader.line_num):
+                    start = reader.line_num
+                    header = next(reader)
             except StopIteration:
                 return
             except csv.Error as e:
                 raise FileError(f"{path}: unreadable CSV header: {e}") from None
             if columns is None:
-                columns = header
+                columns = _header_columns(path, header, opts["delimiter"])
         _check_columns(path, columns)
     width = len(columns)
     rows: list[list[str]] = []
@@ -174,14 +243,16 @@ def _python_records(
         try:
             for values in reader:
                 cur = reader.line_num
-                if len(values) == width:
+                if len(values) <= 1 and blank(values, prev, cur):
+                    pass  # a blank line is not a record
+                elif len(values) == width:
                     rows.append(values)
                     starts.append(prev)
                     ends.append(cur)
                     if len(rows) >= chunk_rows:
                         yield chunk()
                         rows, starts, ends = [], [], []
-                elif values:  # a blank line is not a record
+                else:
                     reason = f"csv: expected {width} fields, got {len(values)}"
                     where = location(path, line0 + prev + 1)
                     yield rejection(source.name, where, reason, window.text(prev, cur))
@@ -272,6 +343,19 @@ class _Scan:
             )
 
 
+def _emptied(a: np.ndarray, starts: np.ndarray, ends: np.ndarray, blank: np.ndarray):
+    """The bytes `a` of whole records without the spaces and tabs of its blank lines (their line
+    ends stay, so that each is an empty line); `a` itself when it has none."""
+    spaced = np.flatnonzero(blank & (a[starts] != _LF) & (a[starts] != _CR))
+    if not len(spaced):
+        return a
+    keep = np.ones(len(a), bool)
+    for i in spaced:
+        start, end = int(starts[i]), int(ends[i])
+        keep[start:end] = np.isin(a[start:end], (_CR, _LF))
+    return a[keep]
+
+
 class _Chained(io.RawIOBase):
     """A byte stream: some bytes already read, then the rest of a stream."""
 
@@ -321,24 +405,33 @@ class _ArrowCsv:
         line0 = 0
         if opts["header"]:
             want = _READ_BYTES
-            while True:
+            while True:  # until the first line that is not blank: the header
                 scan = _Scan(memoryview(buf), self._delimiter, self._eof)
-                if len(scan.ends) or self._eof:
+                if not scan.sound:
                     break
-                want *= 2
+                starts = np.concatenate(([0], scan.ends[:-1]))
+                a = np.frombuffer(buf, np.uint8)
+                filled = np.flatnonzero(~_blank_records(a, starts, scan.ends, self._delimiter))
+                if len(filled) or self._eof:
+                    break
+                want = max(want, len(buf)) * 2
                 buf = self._read_to(buf, want)
-            if not scan.sound or not len(scan.ends):
+            # records up to the end of the file: no quote left open at the end
+            whole = bool(len(scan.ends)) and int(scan.ends[-1]) == len(buf)
+            if not scan.sound or (not len(filled) and not whole):
                 yield from self._python_rest(buf, None, 0)
                 return
-            end = int(scan.ends[0])
+            if not len(filled):
+                return  # nothing but blank lines: no header, no records
+            start, end = int(starts[filled[0]]), int(scan.ends[filled[0]])
             try:
-                text = io.StringIO(buf[:end].decode("utf-8"), newline="")
+                text = io.StringIO(buf[start:end].decode("utf-8", "surrogateescape"), newline="")
                 header = next(csv.reader(text, delimiter=opts["delimiter"], strict=True), [])
-            except (csv.Error, UnicodeDecodeError):
+            except csv.Error:
                 yield from self._python_rest(buf, None, 0)
                 return
             if columns is None:
-                columns = header
+                columns = _header_columns(self._path, header, opts["delimiter"])
             line0 = int(np.searchsorted(scan.newlines, end))
             buf = buf[end:]
         _check_columns(self._path, columns)
@@ -363,10 +456,9 @@ class _ArrowCsv:
                 yield from self._python_rest(buf, columns, line0)
                 return
             starts = np.concatenate(([0], scan.ends[:-1]))
-            size = scan.ends - starts
             a = np.frombuffer(buf, np.uint8)
-            newline_only = (size == 1) | ((size == 2) & (a[np.minimum(starts, len(a) - 1)] == _CR))
-            nonblank = np.flatnonzero(~(newline_only & (a[scan.ends - 1] == _LF)))
+            blank = _blank_records(a, starts, scan.ends, self._delimiter)
+            nonblank = np.flatnonzero(~blank)
             if len(nonblank) >= self._chunk_rows:
                 last = int(nonblank[self._chunk_rows - 1])
             elif not self._eof and (len(buf) < _MAX_BLOCK or not len(scan.ends)):
@@ -378,7 +470,8 @@ class _ArrowCsv:
             keep = nonblank[nonblank <= last]
             lines = np.searchsorted(scan.newlines, starts[keep]) + (line0 + 1)
             yield from self._block(
-                buf[:cut], columns, read, convert, starts[keep], scan.ends[keep], lines, line0
+                buf[:cut], columns, read, convert, starts[keep], scan.ends[keep], lines, line0,
+                _emptied(a[:cut], starts[: last + 1], scan.ends[: last + 1], blank[: last + 1]),
             )
             line0 += int(np.searchsorted(scan.newlines, cut))
             buf = buf[cut:]
@@ -394,13 +487,15 @@ class _ArrowCsv:
                 self._eof = True
         return buf
 
-    def _block(self, block, columns, read, convert, starts, ends, lines, line0):
+    def _block(self, block, columns, read, convert, starts, ends, lines, line0, arrow_input):
+        """The records of `block` (at `starts`/`ends`); Arrow parses `arrow_input`, the block
+        with its blank lines emptied (Arrow skips empty lines, not lines of spaces)."""
         if not len(starts):
             return
         try:
             table = pacsv.read_csv(
-                pa.BufferReader(block), read_options=read, parse_options=self._parse_options,
-                convert_options=convert,
+                pa.BufferReader(pa.py_buffer(arrow_input)), read_options=read,
+                parse_options=self._parse_options, convert_options=convert,
             )
         except (pa.ArrowInvalid, UnicodeDecodeError):
             table = None

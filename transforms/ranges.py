@@ -149,10 +149,16 @@ def _record_ends(
             carry = buf
             continue
         line_of = np.searchsorted(newlines, ends)  # newlines before each end (in buf)
-        if want_header:
-            cuts.append((base + int(ends[0]), lines + int(line_of[0])))
-            want_header = False
-        while True:
+        if want_header:  # the first line that is not blank, as the parser finds it
+            bom = len(codecs.BOM_UTF8) if base == 0 and buf.startswith(codecs.BOM_UTF8) else 0
+            starts = np.concatenate(([bom], ends[:-1]))
+            filled = np.flatnonzero(~csv_format._blank_records(a, starts, ends, delimiter))
+            if len(filled):
+                header = int(filled[0])
+                cuts.append((base + int(ends[header]), lines + int(line_of[header])))
+                target = max(target, base + int(ends[header]))  # no cut inside the header
+                want_header = False
+        while not want_header:
             i = int(np.searchsorted(ends, target - base))
             if i >= len(ends):
                 break
@@ -167,7 +173,8 @@ def _record_ends(
 
 
 def _lone_cr(a: np.ndarray, eof: bool) -> bool:
-    """A CR not followed by LF: a line end for Python's text reader, not for the byte scan."""
+    """A CR not followed by LF: a JSON Lines file holding one is read whole. That is only
+    caution: the JSON Lines reader, like this scan, ends lines at LF alone."""
     cr = np.flatnonzero(a == csv_format._CR)
     inside = cr[cr + 1 < len(a)]
     return bool((a[inside + 1] != csv_format._LF).any()) or (eof and len(cr) > len(inside))

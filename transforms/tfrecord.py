@@ -15,12 +15,23 @@ Rejected as one record, ending the reading of the file (what follows cannot be f
   `tfrecord: corrupt record length`       the length's checksum fails
   `tfrecord: truncated record`            the file ends inside a record
   `tfrecord: corrupt compressed data`     the compressed stream cannot be inflated
+The length is checked against its checksum before anything is read for the record, and the data
+is read a bounded block at a time as the file yields it: a length that claims more than the rest
+of the file (2**62, say) makes that rest one truncated record, and memory never grows past what
+the file holds.
 
 Compression (option `compression`): names ending in `.gz`, `.bz2`, `.deflate`, `.zst`, `.xz`
 or `.lzma` are decompressed by Beam whatever the option. For other names, `auto` inflates `.zz`
 (shardflow's zlib suffix) as zlib and otherwise looks at the data: a valid TFRecord header is
 uncompressed data, else the gzip magic or a zlib header says which. `gzip`, `zlib` and `none`
-force the choice.
+force the choice. A compressed file that ends early is read like an uncompressed one that does:
+every record inflated whole is kept, the rest is one `tfrecord: truncated record`. Corrupt
+compressed data ends the file the same way, with `tfrecord: corrupt compressed data`; what the
+block of compressed input holding the damage (64 KB) would inflate to is lost with it. For `.gz`
+names this takes the reader's own inflater: the stream it is given (`transforms.files.open_file`,
+Python's gzip module) raises at the damage and drops what it had inflated in that read (up to a
+megabyte of records), so when it fails the reader inflates the file's bytes itself, from the
+start, and goes on from where the stream stopped.
 """
 
 from __future__ import annotations
@@ -31,8 +42,10 @@ from typing import Any, BinaryIO, Iterator
 
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
+from transforms.files import CorruptFile
 from transforms.formats import OptionsReader
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.spec import SourceSpec
@@ -116,10 +129,24 @@ def read_records(
 ) -> Iterator[tuple[int, int, bytes | None, str | None]]:
     """(record number, offset, data, None) per sound record; (number, offset, None, reason) per
     broken one. Offsets are in the uncompressed stream."""
+    if CompressionTypes.detect_compression_type(path) != CompressionTypes.GZIP:
+        yield from _read_records(stream, path, compression)
+        return
+    reinflating = _Reinflating(stream, path)
+    try:
+        yield from _read_records(reinflating, path, compression)
+    finally:
+        reinflating.close()
+
+
+def _read_records(stream, path: str, compression: str):
     try:
         head = stream.read(_HEADER.size)
     except zlib.error:  # a file Beam decompresses by extension
         yield 1, 0, None, CORRUPT_COMPRESSED
+        return
+    except EOFError:  # ... that ends within its first bytes (`_Reinflating`)
+        yield 1, 0, None, TRUNCATED
         return
     kind = _compression(path, compression, head)
     if kind != "none":
@@ -155,7 +182,11 @@ def _is_header(header: bytes) -> bool:
 
 
 class _Frames:
-    """The records of an uncompressed TFRecord stream, read in blocks of about a megabyte."""
+    """The records of an uncompressed TFRecord stream, read in blocks of about a megabyte.
+
+    Reads are never sized by a record's length: a long record takes several, so that a length
+    larger than the rest of the stream costs no more memory than that rest.
+    """
 
     def __init__(self, stream):
         self._stream = stream
@@ -196,7 +227,7 @@ class _Frames:
         """Makes `need` bytes available from the next record on; False if the stream ends first."""
         while len(self._buffer) - self._pos < need and not self._eof:
             try:
-                piece = self._stream.read(max(_READ_BYTES, need))
+                piece = self._stream.read(_READ_BYTES)
             except zlib.error:
                 self._eof, self._broken = True, CORRUPT_COMPRESSED
                 break
@@ -222,9 +253,9 @@ class _Prefixed:
         self._stream = stream
 
     def read(self, size: int) -> bytes:
-        if self._head:
+        if self._head:  # alone: a read of the stream that raises must not take it along
             head, self._head = self._head, b""
-            return head + self._stream.read(max(0, size - len(head)))
+            return head
         return self._stream.read(size)
 
 
@@ -258,3 +289,48 @@ class _Inflating:
             self._input = self._inflate.unused_data if self._inflate.eof else b""
             if out:
                 return out
+
+
+class _Reinflating:
+    """The decompressed stream of a `.gz` file, and, once it fails, the reader's own inflation
+    of the file's bytes from where that stream stopped.
+
+    Python's gzip module raises when the data ends early or is corrupt, and its buffered reads
+    drop what they had inflated in the failing read: records whole in the file would be lost.
+    `_Inflating` hands over what it inflates block by block and then raises EOFError for an early
+    end, zlib.error for corrupt data, which is what `_Frames` reports. From then on a read
+    returns what `_Inflating` gives, which may be more than `size`.
+    """
+
+    def __init__(self, stream: BinaryIO, path: str):
+        self._stream = stream
+        self._path = path
+        self._offset = 0  # bytes handed out so far
+        self._raw = None  # the file's compressed bytes, once the given stream failed
+        self._skip = 0  # inflated bytes to drop before going on from _offset
+
+    def read(self, size: int) -> bytes:
+        if self._raw is None:
+            try:
+                data = self._stream.read(size)
+            except CorruptFile:
+                self._raw = FileSystems.open(
+                    self._path, compression_type=CompressionTypes.UNCOMPRESSED
+                )
+                self._stream = _Inflating(self._raw, _WBITS["gzip"])
+                self._skip = self._offset
+                return self.read(size)
+        else:
+            data = self._stream.read(size)
+            while self._skip and data:
+                if len(data) > self._skip:
+                    data, self._skip = data[self._skip :], 0
+                else:
+                    self._skip -= len(data)
+                    data = self._stream.read(size)
+        self._offset += len(data)
+        return data
+
+    def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
