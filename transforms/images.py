@@ -5,8 +5,12 @@ extension is not in `extensions` (case-insensitive; default: the image formats T
 `tf.io.decode_image` reads) are skipped, like dot files: they are not records (counter
 `images/skipped_files`); with `extensions: "*"` every file is read, and one that is not an image
 is rejected. Every image is decoded with Pillow, which checks it whole; an undecodable or
-truncated one is rejected with the reason `image: not a decodable image` (`image: too many pixels
-to decode` beyond Pillow's decompression-bomb limit). Images are decoded one at a time.
+truncated one is rejected with the reason `image: not a decodable image`, and one whose header
+claims more pixels than Pillow's `Image.MAX_IMAGE_PIXELS` (89,478,485 by default) with `image:
+too many pixels to decode`, before any pixel is decoded (a few bytes of PNG can claim 10**10
+pixels: a decompression bomb). Images are decoded one at a time. `decode` is also the check of
+every `type: image` feature, whatever its source (`transforms.schema`), with the feature's name
+in the reasons.
 
 Fields of a record:
   `image`     the encoded image: the file's bytes, unchanged, unless `resize` or `encode` is set
@@ -38,9 +42,11 @@ rejected record shows its fields as JSON, with the image replaced by its size (`
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import unicodedata
+import warnings
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 from apache_beam.metrics import Metrics
@@ -68,8 +74,10 @@ ENCODINGS = ("png", "jpeg")
 DEFAULT_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".webp")
 ALL_FILES = "*"
 DEFAULT_QUALITY = 90
-UNDECODABLE = "image: not a decodable image"
-TOO_LARGE = "image: too many pixels to decode"
+_UNDECODABLE = "not a decodable image"
+_TOO_LARGE = "too many pixels to decode"
+UNDECODABLE = f"image: {_UNDECODABLE}"
+TOO_LARGE = f"image: {_TOO_LARGE}"
 NOT_UTF8_LABEL = "label: not valid UTF-8"
 NOT_UTF8_PATH = "filename: not valid UTF-8"
 CONTROL_LABEL = "label: holds a control character"
@@ -250,18 +258,38 @@ def image_fields(data: bytes, opts: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def decode(data: bytes) -> Image.Image:
-    """The decoded image (its first frame); RecordError when Pillow cannot decode it whole."""
+def decode(data: bytes, field: str = "image") -> Image.Image:
+    """The decoded image (its first frame). RecordError `{field}: not a decodable image` when
+    Pillow cannot decode it whole, `{field}: too many pixels to decode` when its header claims
+    more than `Image.MAX_IMAGE_PIXELS` pixels (no limit when that is None)."""
+    Image = _pillow()
+    try:
+        img = Image.open(io.BytesIO(data))  # reads the header only
+    except Image.DecompressionBombError:  # twice the limit: Pillow refuses on its own
+        raise RecordError(f"{field}: {_TOO_LARGE}") from None
+    except (OSError, SyntaxError, ValueError, EOFError):  # UnidentifiedImageError is an OSError
+        raise RecordError(f"{field}: {_UNDECODABLE}") from None
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit is not None and img.width * img.height > limit:
+        img.close()
+        raise RecordError(f"{field}: {_TOO_LARGE}")
+    try:
+        img.load()
+    except (OSError, SyntaxError, ValueError, EOFError):
+        img.close()
+        raise RecordError(f"{field}: {_UNDECODABLE}") from None
+    return img
+
+
+@functools.cache
+def _pillow():
+    """PIL.Image, imported on first use (workers that read no image never pay for it)."""
     from PIL import Image
 
-    try:
-        img = Image.open(io.BytesIO(data))
-        img.load()
-    except Image.DecompressionBombError:
-        raise RecordError(TOO_LARGE) from None
-    except (OSError, SyntaxError, ValueError, EOFError):  # UnidentifiedImageError is an OSError
-        raise RecordError(UNDECODABLE) from None
-    return img
+    # Between the limit and twice it, Pillow only warns (once per process, at whichever image
+    # came first); `decode` rejects every such image itself, so the warning says nothing more.
+    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+    return Image
 
 
 def _decoded_channels(img: Image.Image, data: bytes) -> int:

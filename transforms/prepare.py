@@ -60,7 +60,16 @@ coders.registry.register_coder(EncodedChunk, ChunkCoder)
 
 
 class KeyMaker:
-    """The canonical text of a record's key: typed like its feature when the key is a feature."""
+    """The canonical text of a record's key: typed like its feature when the key is a feature.
+
+    Otherwise: text as it is, bytes (TFRecord, Parquet binary) as UTF-8 text, numbers as `str`
+    gives them (`7`, `7.5`, `inf`), booleans as `True`/`False`, and lists and objects as their
+    ASCII JSON with sorted keys (bytes in them as UTF-8 text, other values as `str`: a TFRecord
+    field is a list of bytes, a Parquet one may hold dates or decimals). A key must be valid
+    text, because it is hashed and written as UTF-8: a value holding undecodable input (a lone
+    surrogate, e.g. a CSV byte that is not UTF-8 or a JSON `"\\udc80"` escape) rejects its
+    record with `KEY: not valid text`.
+    """
 
     def __init__(self, dataset: DatasetSpec):
         self.field = dataset.key
@@ -89,11 +98,28 @@ class KeyMaker:
         if value is None:
             raise RecordError(f"{self.field}: missing key")
         if self._feature is not None:
-            typed = coerce_feature(self._feature, value)[0]
-            return typed.decode("utf-8") if isinstance(typed, bytes) else str(typed)
-        if isinstance(value, (dict, list)):
-            return json.dumps(value, sort_keys=True)
-        return str(value)
+            value = coerce_feature(self._feature, value)[0]
+        if isinstance(value, bytes):
+            text = self._text(value)
+        elif isinstance(value, (dict, list)):
+            text = json.dumps(value, sort_keys=True, default=self._json)
+        else:
+            text = str(value)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise RecordError(f"{self.field}: not valid text") from None
+        return text
+
+    def _text(self, value: bytes) -> str:
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RecordError(f"{self.field}: not valid text") from None
+
+    def _json(self, value: Any) -> Any:
+        return self._text(value) if isinstance(value, bytes) else str(value)
 
 
 def batch_of_chunk(

@@ -3,16 +3,18 @@
 `render` is a pure function of the dataset's manifest, its statistics (statistics.json), the
 pipeline graph, the stage timings and a few rejected records per reason. The page has no
 external CSS, scripts, fonts or images: it opens offline, from a bucket or an e-mail attachment.
-Charts are hand-written inline SVG. Every text from the data is HTML-escaped. Numbers that a
-reader (or a test) looks up carry stable ids, e.g. `id="split-train-records"`, and the raw
-value in `data-value`; the ids are listed in `render`'s docstring.
+Charts are hand-written inline SVG. Every text from the data is HTML-escaped, and cut to
+`MAX_TEXT_CHARS` characters with its full size noted (`clip`), so that the page stays small
+whatever the data. Numbers that a reader (or a test) looks up carry stable ids, e.g.
+`id="split-train-records"`, and the raw value in `data-value`; the ids are listed in `render`'s
+docstring and made by `_id`, one id per name.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
-import re
 import statistics as pystats
 from collections.abc import Iterable
 from typing import Any
@@ -20,7 +22,8 @@ from typing import Any
 NUMBER_TYPES = ("int", "float")
 SIZE_TYPES = ("bytes", "image")
 MAX_EXAMPLES = 5  # rejected records shown per reason
-MAX_RECORD_CHARS = 400  # of one rejected record's text
+MAX_TEXT_CHARS = 400  # of any text from the data: a rejected record, a value, a field name
+MAX_ID_PART_CHARS = 200  # of one name in an element id, escaped; longer ones end in a digest
 BAR_W, BAR_H = 240, 48  # histogram and shard chart area, px
 ROW_H = 16  # one bar of a top-values chart, px
 
@@ -59,7 +62,10 @@ def render(
     Rows: `tr[data-reason]` in `#rejected` (count cell `td[data-value]`), `tr[data-stage]`.
     Charts (`svg[id]`, bars `rect.bar[data-count]`): `hist-{P}-{F}`, `top-{P}-{F}`,
     `shards-{P}-chart`, `label-{P}-chart`; `svg#pipeline-graph` holds `g.node[data-node]` and
-    `path.edge[data-from][data-to]`. P, S, F are split, source and feature names.
+    `path.edge[data-from][data-to]`. P, S, F are split, source and feature names, as `_id`
+    writes them: letters, digits, `_` and `.` as they are, any other character as `:` and the
+    hex of its UTF-8 bytes (`a b` → `a:20b`, `a-b` → `a:2db`, `größe` stays `größe`), so that
+    every name has its own id.
     """
     name = str(manifest.get("name", "dataset"))
     date = manifest.get("date") or str(manifest.get("created", ""))[:10]
@@ -134,7 +140,8 @@ def _sources(manifest: dict) -> str:
     for name, source in manifest.get("sources", {}).items():
         ignored = source.get("ignored_fields") or {}
         fields = ", ".join(
-            f'{_e(field)} (<span{_attrs(id=_id("source", name, "ignored", field), data_value=n)}>'
+            f"{_e(clip(field))} "
+            f'(<span{_attrs(id=_id("source", name, "ignored", field), data_value=n)}>'
             f"{_int(n)}</span>)"
             for field, n in ignored.items()
         )
@@ -207,9 +214,8 @@ def _rejected(manifest: dict, examples: dict[str, list[dict]]) -> str:
 def _example(example: dict) -> str:
     record = example.get("record")
     text = record if isinstance(record, str) else json.dumps(record, ensure_ascii=False)
-    if len(text) > MAX_RECORD_CHARS:
-        text = text[:MAX_RECORD_CHARS] + "…"
-    return f"<div><code>{_e(str(example.get('location', '')))}</code><pre>{_e(text)}</pre></div>"
+    where = clip(str(example.get("location", "")))
+    return f"<div><code>{_e(where)}</code><pre>{_e(clip(text))}</pre></div>"
 
 
 def _shards(manifest: dict) -> str:
@@ -324,7 +330,7 @@ def _label_balance(manifest: dict, statistics: dict) -> str:
             chart = _histogram(chart_id, s.get("histogram") or [])
         else:
             chart = _top_values(chart_id, s.get("top") or [], total=s.get("values"))
-        parts.append(f'<div id="{_id("label", split)}"><h3>{_e(split)}</h3>{chart}</div>')
+        parts.append(f"<div{_attrs(id=_id('label', split))}><h3>{_e(split)}</h3>{chart}</div>")
     if not parts:
         return ""
     body = f"<p>Label: <code>{_e(label)}</code></p>" + "".join(parts)
@@ -382,7 +388,7 @@ def _histogram(chart_id: str, bins: list[dict]) -> str:
         f'<text x="{BAR_W}" y="{BAR_H + 12}" text-anchor="end">{_e(high)}</text>'
     )
     return (
-        f'<svg class="histogram" id="{chart_id}" width="{BAR_W}" height="{BAR_H + 16}" '
+        f'<svg class="histogram" id="{_e(chart_id)}" width="{BAR_W}" height="{BAR_H + 16}" '
         f'viewBox="0 0 {BAR_W} {BAR_H + 16}">{"".join(bars)}{labels}</svg>'
     )
 
@@ -395,7 +401,7 @@ def _top_values(chart_id: str, top: list[dict], total: int | None = None) -> str
     most = max(t.get("count", 0) for t in top) or 1
     rows = []
     for i, t in enumerate(top):
-        value, count = str(t.get("value", "")), t.get("count", 0)
+        value, count = clip(str(t.get("value", ""))), t.get("count", 0)
         y = i * ROW_H
         w = round(bar_w * count / most, 2)
         text = _int(count) + (f" ({100 * count / total:.1f} %)" if total else "")
@@ -408,7 +414,7 @@ def _top_values(chart_id: str, top: list[dict], total: int | None = None) -> str
         )
     width, height = label_w + bar_w + 90, ROW_H * len(top)
     return (
-        f'<svg class="top-values" id="{chart_id}" width="{width}" height="{height}" '
+        f'<svg class="top-values" id="{_e(chart_id)}" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}">{"".join(rows)}</svg>'
     )
 
@@ -426,7 +432,7 @@ def _bar_chart(chart_id: str, values: list[int], tips: list[str]) -> str:
         for i, (v, tip) in enumerate(zip(values, tips))
     )
     return (
-        f'<svg class="bars" id="{chart_id}" width="{BAR_W}" height="{BAR_H}" '
+        f'<svg class="bars" id="{_e(chart_id)}" width="{BAR_W}" height="{BAR_H}" '
         f'viewBox="0 0 {BAR_W} {BAR_H}">{bars}</svg>'
     )
 
@@ -540,9 +546,43 @@ def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
+def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """`text`, or its first `limit` characters and `… (N bytes)`, N its UTF-8 size."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(_utf8(text))} bytes)"
+
+
+def _utf8(text: str) -> bytes:
+    # surrogatepass: a lone surrogate (undecodable input) still has bytes to count and escape
+    return text.encode("utf-8", "surrogatepass")
+
+
 def _id(*parts: str) -> str:
-    """A stable element id: the parts joined by '-', characters outside [A-Za-z0-9_.] as '_'."""
-    return "-".join(re.sub(r"[^A-Za-z0-9_.]", "_", str(p)) for p in parts)
+    """A stable element id: the parts, escaped by `_id_part`, joined by '-'.
+
+    Distinct parts give distinct ids: a part never holds '-' (it is escaped), and the escape
+    is reversible, so `a b`, `a-b` and `a_b`, or `größe` and `größe_`, never share an id (the
+    old rule, every character outside [A-Za-z0-9_.] as '_', gave them one).
+    """
+    return "-".join(_id_part(str(p)) for p in parts)
+
+
+def _id_part(name: str) -> str:
+    """Letters, digits (of any script), '_' and '.' as they are; any other character as ':'
+    and the two hex digits of each of its UTF-8 bytes. An escaped name longer than
+    MAX_ID_PART_CHARS becomes its start, '~' (never in an escaped name) and a digest."""
+    if name.isascii() and name.replace("_", "a").replace(".", "a").isalnum():
+        out = name  # the common case, e.g. bill_length_mm
+    else:
+        out = "".join(
+            c if c.isalnum() or c in "_." else "".join(f":{b:02x}" for b in _utf8(c))
+            for c in name
+        )
+    if len(out) > MAX_ID_PART_CHARS:
+        digest = hashlib.sha256(_utf8(name)).hexdigest()[:16]
+        out = f"{out[: MAX_ID_PART_CHARS // 2]}~{digest}"
+    return out
 
 
 def _attrs(**attrs: Any) -> str:

@@ -4,12 +4,26 @@ A record is a mapping of source name to that source's fields (one entry for a un
 joined source for a join). `Validator.validate` returns the typed value list of every feature or
 raises `RecordError` whose `reason` names the feature and what is wrong, without the offending
 value, so that reasons aggregate into the manifest's `rejected.reasons` counts.
+
+Numbers given as text have one syntax, whichever path (Python or Arrow) reads them, with
+optional ASCII whitespace (space, tab, CR, LF, VT, FF) around them:
+- `int`: an optional sign and ASCII digits, `[+-]?[0-9]+` (`007` is 7); no digit separators
+  (`1_000`), no other digits (full-width `１２`, Arabic-Indic `٣`), no exponent or fraction.
+  Beyond int64: `integer out of int64 range`.
+- `float`: an optional sign and ASCII decimal or scientific notation (`1`, `1.`, `.5`, `-1.5e3`),
+  or `inf` / `infinity` in any case; everything else (`nan`, `1_000.5`, `0x10`) is `not a
+  number`. A value is written as float32: a finite value that float32 would turn into infinity
+  (magnitude at least 3.4028235677973366e38, e.g. `1e39`) is rejected as `outside float32
+  range`, and a nonzero one it would turn into zero (magnitude at most 2**-150, about 7.0e-46,
+  e.g. `1e-50`) as `too small for float32 (would be 0)`. Subnormal float32 values (down to
+  about 1.4e-45) are kept. The same bounds apply to JSON numbers and typed (Parquet, ...)
+  columns; infinity itself is a value.
 """
 
 from __future__ import annotations
 
-import io
 import math
+import re
 from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
@@ -35,41 +49,26 @@ class RecordError(ValueError):
         self.reason = reason
 
 
+# The number syntax of the module docstring. Python's int() and float() take more (digit
+# separators, any Unicode digit, Unicode spaces): only text matching these is given to them.
+SPACE = " \t\n\r\v\f"
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INF_TEXT = re.compile(r"[+-]?inf(?:inity)?", re.IGNORECASE)
+_INT64_DIGITS = 19  # more significant digits than this is beyond int64 (and int()'s own limit)
+# float32 rounds to nearest, ties to even: from halfway between its largest value and 2**128 a
+# value becomes infinity; at or below half its smallest subnormal (2**-149), zero.
+FLOAT32_OVERFLOW = 3.4028235677973366e38
+FLOAT32_UNDERFLOW = 2.0**-150
+
+
 def coerce_scalar(feature: FeatureSpec, value: Any) -> Any:
     """One value to the feature's Python type: int, float, or bytes for string/bytes/image."""
     t = feature.type
     if t == "int":
-        if isinstance(value, bool):
-            raise RecordError(f"{feature.name}: not an integer")
-        if isinstance(value, int):
-            result = value
-        elif isinstance(value, float) and value.is_integer():
-            result = int(value)
-        elif isinstance(value, str):
-            try:
-                result = int(value.strip())
-            except ValueError:
-                raise RecordError(f"{feature.name}: not an integer") from None
-        else:
-            raise RecordError(f"{feature.name}: not an integer")
-        if not -(2**63) <= result < 2**63:
-            raise RecordError(f"{feature.name}: integer out of int64 range")
-        return result
+        return _coerce_int(feature.name, value)
     if t == "float":
-        if isinstance(value, bool):
-            raise RecordError(f"{feature.name}: not a number")
-        if isinstance(value, (int, float)):
-            result = float(value)
-        elif isinstance(value, str):
-            try:
-                result = float(value)
-            except ValueError:
-                raise RecordError(f"{feature.name}: not a number") from None
-        else:
-            raise RecordError(f"{feature.name}: not a number")
-        if math.isnan(result):
-            raise RecordError(f"{feature.name}: not a number")
-        return result
+        return _coerce_float(feature.name, value)
     if t == "string":
         if isinstance(value, str):
             try:
@@ -91,7 +90,12 @@ def coerce_scalar(feature: FeatureSpec, value: Any) -> Any:
     if isinstance(value, bytes):
         result = value
     elif isinstance(value, str):
-        result = value.encode("utf-8", errors="surrogateescape")
+        # surrogateescape gives back the bytes a reader could not decode (\udc80-\udcff); any
+        # other lone surrogate (a JSON "\ud800") stands for no bytes at all
+        try:
+            result = value.encode("utf-8", errors="surrogateescape")
+        except UnicodeEncodeError:
+            raise RecordError(f"{feature.name}: not valid text in the source's encoding") from None
     else:
         raise RecordError(f"{feature.name}: not bytes")
     if t == "image":
@@ -99,14 +103,63 @@ def coerce_scalar(feature: FeatureSpec, value: Any) -> Any:
     return result
 
 
-def _check_image(name: str, data: bytes) -> None:
-    from PIL import Image, UnidentifiedImageError
+def _coerce_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise RecordError(f"{name}: not an integer")
+    if isinstance(value, int):
+        result = value
+    elif isinstance(value, float) and value.is_integer():
+        result = int(value)
+    elif isinstance(value, str):
+        text = value.strip(SPACE)
+        if not _INT_TEXT.fullmatch(text):
+            raise RecordError(f"{name}: not an integer")
+        if len(text.lstrip("+-").lstrip("0")) > _INT64_DIGITS:
+            raise RecordError(f"{name}: integer out of int64 range")
+        result = int(text)
+    else:
+        raise RecordError(f"{name}: not an integer")
+    if not -(2**63) <= result < 2**63:
+        raise RecordError(f"{name}: integer out of int64 range")
+    return result
 
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            img.load()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
-        raise RecordError(f"{name}: not a decodable image") from None
+
+def _coerce_float(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise RecordError(f"{name}: not a number")
+    if isinstance(value, (int, float)):
+        try:
+            result = float(value)
+        except OverflowError:  # a JSON integer beyond float64
+            raise RecordError(f"{name}: outside float32 range") from None
+    elif isinstance(value, str):
+        text = value.strip(SPACE)
+        if _DECIMAL_TEXT.fullmatch(text):
+            result = float(text)
+            if math.isinf(result):  # decimal text beyond float64, e.g. 1e400
+                raise RecordError(f"{name}: outside float32 range")
+        elif _INF_TEXT.fullmatch(text):
+            result = float(text)
+        else:
+            raise RecordError(f"{name}: not a number")
+    else:
+        raise RecordError(f"{name}: not a number")
+    if math.isnan(result):
+        raise RecordError(f"{name}: not a number")
+    magnitude = abs(result)
+    if FLOAT32_OVERFLOW <= magnitude < math.inf:
+        raise RecordError(f"{name}: outside float32 range")
+    if 0 < magnitude <= FLOAT32_UNDERFLOW:
+        raise RecordError(f"{name}: too small for float32 (would be 0)")
+    return result
+
+
+def _check_image(name: str, data: bytes) -> None:
+    # The images source's own check (one pixel limit, the same reasons); imported here because
+    # transforms.images imports this module.
+    from transforms.images import decode
+
+    decode(data, name).close()
 
 
 def coerce_feature(
@@ -149,9 +202,10 @@ def _allowed(feature: FeatureSpec) -> frozenset:
 
 
 _NUMBER_PATTERNS = {
-    # Text the vectorized cast may take; anything else gets Python's own coercion and reasons.
-    "int": r"^[+-]?[0-9]+$",
-    "float": r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$",
+    # Text the vectorized cast may take (after trimming ASCII whitespace, as `SPACE`); anything
+    # else gets the Python path and its reasons: the inf spellings, and text that is no number.
+    "int": f"^{_INT_TEXT.pattern}$",
+    "float": f"^{_DECIMAL_TEXT.pattern}$",
 }
 _VALUE_TYPES = {"int": pa.int64(), "float": pa.float64(), "string": pa.binary()}
 _EXACT = {"int": {int}, "float": {int, float}, "string": {str}}
@@ -274,6 +328,8 @@ def _scalar_column(
         if array is not None:
             if t == "string":
                 array = array.cast(pa.binary())
+            if t == "float":
+                array = _check_float32(feature, array, reasons)
             _check_ranges(feature, array, reasons)
             return array
     if text:
@@ -299,8 +355,36 @@ def _scalar_column(
         array = _python_scalars(feature, values, reasons)
     if t == "string":
         array = array.cast(pa.binary())
+    if t == "float":
+        array = _check_float32(feature, array, reasons)
     _check_ranges(feature, array, reasons)
     return array
+
+
+def _check_float32(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str]) -> pa.Array:
+    """The float64 values with those float32 cannot hold (they would become infinity or zero)
+    as nulls, their records' reasons recorded; the vector form of `_coerce_float`'s bounds."""
+    magnitude = pc.abs(array)
+    checks = [
+        (
+            pc.and_(pc.greater_equal(magnitude, FLOAT32_OVERFLOW), pc.is_finite(array)),
+            f"{feature.name}: outside float32 range",
+        ),
+        (
+            pc.and_(pc.greater(magnitude, 0), pc.less_equal(magnitude, FLOAT32_UNDERFLOW)),
+            f"{feature.name}: too small for float32 (would be 0)",
+        ),
+    ]
+    bad = None
+    for mask, reason in checks:
+        mask = pc.fill_null(mask, False)
+        if pc.any(mask).as_py():
+            for i in pc.indices_nonzero(mask).to_pylist():
+                reasons.setdefault(i, reason)
+            bad = mask if bad is None else pc.or_(bad, mask)
+    if bad is None:
+        return array
+    return pc.if_else(bad, pa.scalar(None, array.type), array)
 
 
 def _typed_arrow(t: str, values: pa.Array) -> pa.Array | None:
@@ -327,7 +411,7 @@ def _parse_numbers(feature, values, reasons) -> pa.Array:
     try:
         if not isinstance(values, pa.Array):
             values = pa.array(values, pa.string())
-        text = pc.utf8_trim_whitespace(values)
+        text = pc.ascii_trim_whitespace(values)  # only ASCII, as the Python path's SPACE
     except UnicodeEncodeError:  # undecodable input bytes: let Python give the reasons
         return _python_scalars(feature, values, reasons)
     ok = pc.fill_null(pc.match_substring_regex(text, _NUMBER_PATTERNS[feature.type]), True)
@@ -337,6 +421,13 @@ def _parse_numbers(feature, values, reasons) -> pa.Array:
         array = clean.cast(_VALUE_TYPES[feature.type])
     except (pa.ArrowInvalid, OverflowError):
         return _python_scalars(feature, values, reasons)
+    if feature.type == "float":
+        # Only decimal text was cast: an infinity here is a number beyond float64 (1e400).
+        over = pc.fill_null(pc.is_inf(array), False)
+        if pc.any(over).as_py():
+            for i in pc.indices_nonzero(over).to_pylist():
+                reasons.setdefault(i, f"{feature.name}: outside float32 range")
+            array = pc.if_else(over, pa.scalar(None, array.type), array)
     if not odd:
         return array
     fixed = array.to_pylist()

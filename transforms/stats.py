@@ -14,6 +14,8 @@ that merge by addition, so any runner can combine them in any order:
   `HISTOGRAM_BARS` bars;
 - strings: the count of each distinct value, exact up to `MAX_DISTINCT` distinct values per
   feature and split (then the rarest are dropped and `distinct_exact` is false), and lengths;
+  a value longer than `MAX_VALUE_BYTES` bytes is kept as its start, its length and a digest
+  (`clip_value`), so that statistics.json and the report stay small whatever the data;
 - bytes and images: sizes.
 
 The statistics describe the records validated into each split, before the writer drops the
@@ -23,6 +25,7 @@ later duplicates of a key (the manifest counts those).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from fractions import Fraction
 from typing import Any, Sequence
@@ -39,6 +42,7 @@ FORMAT_VERSION = 1
 MAX_DISTINCT = 10_000
 NUMBER_DISTINCT = 1_000  # numbers: exact counts (even histograms) up to this many values
 TOP_VALUES = 20
+MAX_VALUE_BYTES = 200  # of a string value, as the statistics keep it
 HISTOGRAM_BARS = 20
 _BUCKETS_PER_UNIT = 8  # buckets per unit of asinh(x)
 _UNIT_BITS = 1126  # exact sums count 2**-1126: every float64 (and its square's parts) is a multiple
@@ -231,7 +235,7 @@ def feature_stats(kind: str, column: pa.ListArray, split: np.ndarray) -> dict[in
             encoded = pc.dictionary_encode(flat)
             codes = encoded.indices.to_numpy(zero_copy_only=False)
             words = [
-                v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
+                clip_value(v if isinstance(v, bytes) else v.encode("utf-8"))
                 for v in encoded.dictionary.to_pylist()
             ]
     out = {}
@@ -260,6 +264,20 @@ def feature_stats(kind: str, column: pa.ListArray, split: np.ndarray) -> dict[in
             if len(stats.counts) > MAX_DISTINCT:
                 stats._truncate()
     return out
+
+
+def clip_value(value: bytes) -> str:
+    """A string value as the statistics keep it: whole up to MAX_VALUE_BYTES bytes; longer, its
+    first MAX_VALUE_BYTES bytes (whole characters) and `… (N bytes, sha256 HEX16)`.
+
+    The digest keeps long values that share their start apart, so distinct counts stay exact;
+    values are cut before they are counted, so the statistics never hold more of one than that.
+    """
+    if len(value) <= MAX_VALUE_BYTES:
+        return value.decode("utf-8", errors="replace")
+    start = value[:MAX_VALUE_BYTES].decode("utf-8", errors="ignore")  # drops a cut character
+    digest = hashlib.sha256(value).hexdigest()[:16]
+    return f"{start}… ({len(value)} bytes, sha256 {digest})"
 
 
 def _number_stats(stats: FeatureStats, kind: str, values: np.ndarray) -> None:
