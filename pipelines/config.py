@@ -12,10 +12,12 @@ import ast
 import dataclasses
 import datetime
 import hashlib
+import itertools
 import math
 import os
 import posixpath
 import re
+import reprlib
 from typing import Any
 
 import yaml
@@ -23,6 +25,7 @@ import yaml
 from transforms import formats, schema
 from transforms.files import is_remote
 from transforms.spec import (
+    ALLOWANCES,
     AFTER_LOG1P,
     COMPRESSIONS,
     FEATURE_TYPES,
@@ -34,15 +37,30 @@ from transforms.spec import (
     FeatureSpec,
     OptionError,
     OutputSpec,
+    PRESENT_SUFFIX,
     SourceSpec,
     TransformOp,
     TransformSpec,
 )
 
-NAME_RE = re.compile(r"^[a-z0-9_-]+$")
+NAME_RE = re.compile(r"[a-z0-9_-]+")  # with fullmatch: `$` would let a trailing newline in
 DEFAULT_SPLITS = {"train": 0.9, "eval": 0.1}
 FILE_FORMATS = ("csv", "jsonl", "parquet", "avro", "tfrecord", "text", "binary", "images")
 IMPLEMENTED_FORMATS = formats.IMPLEMENTED
+
+# Bounds of values that pass every type check but cannot be meant: beyond them a run would take
+# forever, exhaust memory or fail half-way on a limit of the file system (see the README).
+SHARD_SIZE_MB = (0.001, 16384)  # 1 KiB (tests use tiny shards to get many) to 16 GiB
+MAX_FIXED_LENGTH = 1_000_000  # values of a fixed-length ([n]) feature; longer lists are [null]
+MAX_IMAGE_SIDE = 4096  # pixels, each side of `decode_resize`
+MAX_NAME_BYTES = 200  # feature and source names: files (vocabularies) are named after them
+MAX_SPLIT_NAME = 100  # split names are folder and file names
+MAX_DEPTH = 32  # levels of mappings and lists; a real config nests 6 deep at most
+# OUTPUT is staged as its sibling `.NAME.incomplete-RUNID` (transforms.publish.staging_path):
+# NAME and those 25 bytes must fit in a file name (255 bytes on Linux and macOS file systems).
+MAX_OUTPUT_NAME_BYTES = 255 - len("..incomplete-") - 12
+# Folders of OUTPUT (and of its staging folder) that are not splits.
+RESERVED_SPLITS = ("rejected", "transform", "_runs")
 
 _TOP_KEYS = {
     "name",
@@ -59,28 +77,71 @@ _SOURCE_KEYS = {"name", "format", "path", "options"}
 _FEATURE_KEYS = {"type", "shape", "required", "default", "values", "min", "max", "source"}
 _OUTPUT_KEYS = {
     "path", "compression", "compression_level", "shard_size_mb", "max_rejected",
-    "max_rejected_fraction",
+    "max_rejected_fraction", "allow",
 }
 _TRANSFORM_KEYS = {"features", "module", "materialize"}
-# Parameters of the declarative transform ops: name -> (default, or _REQUIRED, and minimum).
+# Parameters of the declarative transform ops: name -> (default, or _REQUIRED, minimum,
+# maximum). The maxima bound the ids the trainer one-hot encodes or embeds per feature.
 _REQUIRED = object()
-_OP_PARAMS: dict[str, dict[str, tuple[Any, int]]] = {
-    "bucketize": {"num_buckets": (_REQUIRED, 2)},
+_OP_PARAMS: dict[str, dict[str, tuple[Any, int, int]]] = {
+    "bucketize": {"num_buckets": (_REQUIRED, 2, 100_000)},
     "vocabulary": {
-        "top_k": (None, 1),
-        "num_oov_buckets": (1, 1),  # unknown values need an id: a model cannot embed -1
-        "frequency_threshold": (None, 1),
+        "top_k": (None, 1, 100_000_000),
+        # unknown values need an id: a model cannot embed -1
+        "num_oov_buckets": (1, 1, 1_000_000),
+        "frequency_threshold": (None, 1, 2**63 - 1),
     },
-    "hash": {"buckets": (_REQUIRED, 1)},
+    "hash": {"buckets": (_REQUIRED, 1, 100_000_000)},
 }
+_MISSING = object()
 
 
 class ConfigError(ValueError):
-    """A config that cannot be used; the message starts with the offending field."""
+    """A config that cannot be used; the message starts with the offending field.
+
+    Field and message are made one printable line (control characters escaped, long text cut):
+    names and values come from the user's file and may hold newlines or be megabytes long.
+    """
 
     def __init__(self, field: str, message: str):
+        field, message = _one_line(field, 200), _one_line(message, 1000)
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+def _one_line(text: str, limit: int) -> str:
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# Values in messages: a config value may be megabytes of text or, through YAML aliases, a
+# structure that refers to itself or expands exponentially when printed in full.
+class _Repr(reprlib.Repr):
+    def repr_dict(self, x: dict, level: int) -> str:
+        """In the file's order (reprlib sorts the keys)."""
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        items = [
+            f"{self.repr1(k, level - 1)}: {self.repr1(x[k], level - 1)}"
+            for k in itertools.islice(x, self.maxdict)
+        ]
+        return "{" + ", ".join(items + ["..."] * (len(x) > self.maxdict)) + "}"
+
+
+_REPR = _Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlevel = 2
+
+
+def _show(value: Any, limit: int = 200) -> str:
+    """A value for an error message: its repr, cut short (a path of up to `limit` in full)."""
+    if isinstance(value, str) and len(value) <= limit:
+        return repr(value)
+    text = _REPR.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 DATE_TOKENS = ("{date}", "{YYYY}", "{MM}", "{DD}")
@@ -104,7 +165,8 @@ def _fill_dates(raw: Any, output: str | None, day: datetime.date | None) -> str 
     config (in place) and of `output`; returns `output`. Without a day, a template is an error."""
     places = []
     if isinstance(raw, dict):
-        for i, src in enumerate(raw.get("sources") or []):
+        sources = raw.get("sources")
+        for i, src in enumerate(sources if isinstance(sources, list) else []):
             if isinstance(src, dict) and isinstance(src.get("path"), str):
                 places.append((f"sources[{i}].path", src, "path"))
         if isinstance(raw.get("output"), dict) and isinstance(raw["output"].get("path"), str):
@@ -147,10 +209,19 @@ def load_config(
     `output.path`; `date` fills the date templates of the source and output paths."""
     text = read_text(path)
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader, see _Loader
+    except RecursionError:  # PyYAML composes nested nodes recursively
+        raise ConfigError(
+            "--config", f"{path!r} is nested too deeply (at most {MAX_DEPTH} levels)"
+        ) from None
+    except ValueError as e:  # a scalar PyYAML resolved but cannot build: `!!int x`, 5000 digits
+        reason = str(e).split(";")[0]  # Python's advice on its own limits is not the user's
+        raise ConfigError("--config", f"{path!r} is not valid YAML: {reason}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
+        if isinstance(e, _DuplicateKey):
+            raise ConfigError("--config", f"{path!r}{where}: {e.problem}") from None
         if isinstance(e, yaml.constructor.ConstructorError) and e.problem:
             # e.g. a !!python/object tag: safe_load builds no Python objects from a config
             raise ConfigError(
@@ -167,37 +238,59 @@ def load_config(
     )
 
 
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    """A mapping of the config gives the same key twice."""
+
+
+class _Loader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping: PyYAML keeps the last
+    one, so a feature declared twice would silently lose its first declaration."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue  # `<<` merges may override keys; other keys fail as unhashable
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise _DuplicateKey(
+                    None, None, f"the key {_show(key)} appears twice in one mapping",
+                    key_node.start_mark,
+                )  # fmt: skip
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def parse_config(raw: Any, base_dir: str, output: str | None = None) -> DatasetSpec:
     """Validates an already-parsed config mapping; paths are resolved against `base_dir`."""
     _mapping(raw, "config")
+    _check_tree(raw, "", 0, set(), set())
     _no_unknown(raw, _TOP_KEYS, "")
-    name = _required(raw, "name", "")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise ConfigError("name", f"{name!r} must match [a-z0-9_-]+")
+    name = _get(raw, "name", "")
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise ConfigError("name", f"{_show(name)} must match [a-z0-9_-]+")
 
-    sources = _parse_sources(raw.get("sources"), base_dir)
-    features = _parse_features(raw.get("features"), sources)
+    sources = _parse_sources(_get(raw, "sources", "", None), base_dir)
+    features = _parse_features(_get(raw, "features", "", None), sources)
     names = {f.name for f in features}
 
-    key = raw.get("key")
-    if key is not None and (not isinstance(key, str) or not key):
-        raise ConfigError("key", "must be a field name")
-    combine = raw.get("combine", "union")
-    if combine not in ("union", "join"):
-        raise ConfigError("combine", f"unknown value {combine!r} (union, join)")
+    key = _get(raw, "key", "", None)
+    if key is not None:
+        key = _name(key, "key")
+    combine = _choice(_get(raw, "combine", "", "union"), "combine", ("union", "join"))
     if combine == "join":
         if key is None:
             raise ConfigError("combine", "'join' needs a `key` to join on")
         if len(sources) < 2:
             raise ConfigError("combine", "'join' needs at least two sources")
 
-    label = raw.get("label")
-    if label is not None and label not in names:
-        raise ConfigError("label", f"{label!r} is not one of the features")
+    label = _get(raw, "label", "", None)
+    if label is not None and not _member(label, names):
+        raise ConfigError("label", f"{_show(label)} is not one of the features")
 
-    splits = _parse_splits(raw.get("splits", DEFAULT_SPLITS))
-    out = _parse_output(raw.get("output"), base_dir, output)
-    transform = raw.get("transform")
+    splits = _parse_splits(_get(raw, "splits", "", DEFAULT_SPLITS))
+    out = _parse_output(_get(raw, "output", "", {}), base_dir, output)
+    transform = _get(raw, "transform", "", None)
     if transform is not None:
         transform = _parse_transform(transform, features, label, splits, base_dir)
     return DatasetSpec(
@@ -222,32 +315,33 @@ def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
         where = f"sources[{i}]"
         _mapping(src, where)
         _no_unknown(src, _SOURCE_KEYS, where + ".")
-        name = _required(src, "name", where + ".")
+        name = _get(src, "name", where + ".")
         if not isinstance(name, str) or not name or "." in name:
-            raise ConfigError(f"{where}.name", f"{name!r} must be a non-empty name without dots")
-        if name in seen:
-            raise ConfigError(f"{where}.name", f"duplicate source name {name!r}")
-        seen.add(name)
-        fmt = _required(src, "format", where + ".")
-        if fmt not in SOURCE_FORMATS:
             raise ConfigError(
-                f"{where}.format", f"unknown format {fmt!r} ({', '.join(SOURCE_FORMATS)})"
+                f"{where}.name", f"{_show(name)} must be a non-empty name without dots"
             )
+        _name(name, f"{where}.name")
+        if name in seen:
+            raise ConfigError(f"{where}.name", f"duplicate source name {_show(name)}")
+        seen.add(name)
+        fmt = _choice(
+            _get(src, "format", where + "."), f"{where}.format", SOURCE_FORMATS, "unknown format"
+        )
         if fmt not in IMPLEMENTED_FORMATS:
             raise ConfigError(
                 f"{where}.format",
                 f"format {fmt!r} is not supported by this version "
                 f"(supported: {', '.join(IMPLEMENTED_FORMATS)})",
             )
-        options = src.get("options") or {}
+        options = _get(src, "options", where + ".", {})
         _mapping(options, f"{where}.options")
         options = _parse_options(fmt, options, f"{where}.options")
         options = formats.resolve_paths(fmt, options, base_dir)
-        path = src.get("path")
+        path = _get(src, "path", where + ".", None)
         if fmt in FILE_FORMATS:
-            if not isinstance(path, str) or not path:
+            if path is None or path == "":
                 raise ConfigError(f"{where}.path", "is required for file formats")
-            path = _resolve(path, base_dir)
+            path = _resolve(_path_text(path, f"{where}.path"), base_dir)
         elif path is not None:
             raise ConfigError(f"{where}.path", f"not used by {fmt} sources (see its options)")
         out.append(SourceSpec(name=name, format=fmt, path=path, options=options))
@@ -269,43 +363,39 @@ def _parse_features(raw: Any, sources: tuple[SourceSpec, ...]) -> tuple[FeatureS
     for name, fraw in raw.items():
         where = f"features.{name}"
         if not isinstance(name, str) or not name:
-            raise ConfigError("features", f"feature name {name!r} must be a non-empty string")
+            raise ConfigError("features", f"feature name {_show(name)} must be a non-empty string")
+        _name(name, where)
         _mapping(fraw, where)
         _no_unknown(fraw, _FEATURE_KEYS, where + ".")
-        ftype = _required(fraw, "type", where + ".")
-        if ftype not in FEATURE_TYPES:
-            raise ConfigError(
-                f"{where}.type", f"unknown type {ftype!r} ({', '.join(FEATURE_TYPES)})"
-            )
-        shape = _parse_shape(fraw.get("shape", []), f"{where}.shape")
-        required = fraw.get("required", True)
+        ftype = _choice(
+            _get(fraw, "type", where + "."), f"{where}.type", FEATURE_TYPES, "unknown type"
+        )
+        shape = _parse_shape(_get(fraw, "shape", where + ".", []), f"{where}.shape")
+        required = _get(fraw, "required", where + ".", True)
         if not isinstance(required, bool):
             raise ConfigError(f"{where}.required", "must be true or false")
         src, field = None, None
-        if "source" in fraw:
-            ref = fraw["source"]
+        ref = _get(fraw, "source", where + ".", None)
+        if ref is not None:
             if not isinstance(ref, str) or "." not in ref:
-                raise ConfigError(f"{where}.source", f"{ref!r} must be SOURCE.FIELD")
+                raise ConfigError(f"{where}.source", f"{_show(ref)} must be SOURCE.FIELD")
             src, field = ref.split(".", 1)
             if src not in source_names:
-                raise ConfigError(f"{where}.source", f"no source named {src!r}")
+                raise ConfigError(f"{where}.source", f"no source named {_show(src)}")
             if not field:
-                raise ConfigError(f"{where}.source", f"{ref!r} names no field")
-        lo = _number(fraw.get("min"), f"{where}.min", ftype)
-        hi = _number(fraw.get("max"), f"{where}.max", ftype)
+                raise ConfigError(f"{where}.source", f"{_show(ref)} names no field")
+        lo = _bound(fraw.get("min"), f"{where}.min", ftype)
+        hi = _bound(fraw.get("max"), f"{where}.max", ftype)
         if lo is not None and hi is not None and lo > hi:
             raise ConfigError(f"{where}.min", f"{lo} is greater than max {hi}")
-        values = fraw.get("values")
+        values = _get(fraw, "values", where + ".", None)
         if values is not None:
             if ftype not in ("int", "string") or not isinstance(values, list) or not values:
                 raise ConfigError(
                     f"{where}.values", "must be a non-empty list, for int and string features"
                 )
             probe = FeatureSpec(name, ftype, (), True)
-            try:
-                coerced = [schema.coerce_scalar(probe, v) for v in values]
-            except schema.RecordError as e:
-                raise ConfigError(f"{where}.values", e.reason.split(": ", 1)[-1]) from None
+            coerced = [_coerce(schema.coerce_scalar, probe, v, f"{where}.values") for v in values]
             if len(set(coerced)) != len(coerced):
                 raise ConfigError(f"{where}.values", "has duplicates")
             values = tuple(v.decode() if isinstance(v, bytes) else v for v in coerced)
@@ -320,34 +410,71 @@ def _parse_features(raw: Any, sources: tuple[SourceSpec, ...]) -> tuple[FeatureS
             source=src,
             field=field,
         )
-        if "default" in fraw and fraw["default"] is not None:
+        default = _get(fraw, "default", where + ".", None)
+        if default is not None:
             if required:
                 raise ConfigError(f"{where}.default", "a required feature takes no default")
-            try:
-                default = schema.coerce_feature(feature, fraw["default"])
-            except schema.RecordError as e:
-                raise ConfigError(f"{where}.default", e.reason.split(": ", 1)[-1]) from None
+            default = _coerce(schema.coerce_feature, feature, default, f"{where}.default")
             feature = dataclasses.replace(feature, default=default)
         out.append(feature)
+    _check_generated_names(out)
     return tuple(out)
+
+
+def _check_generated_names(features: list[FeatureSpec]) -> None:
+    """Refuses a feature named like an input the trainer derives from another feature: a
+    numeric feature NAME that may be missing also feeds the model NAME__present (its 0/1
+    presence), so NAME__present beside NAME would clash in the trainer."""
+    names = {f.name for f in features}
+    for f in features:
+        stem = f.name.removesuffix(PRESENT_SUFFIX)
+        if stem != f.name and stem in names:
+            raise ConfigError(
+                f"features.{f.name}",
+                f"clashes with the presence input the trainer derives for feature {stem!r} "
+                f"(NAME{PRESENT_SUFFIX}); rename one of them",
+            )
 
 
 def _parse_shape(raw: Any, where: str) -> tuple[int | None, ...]:
     if not isinstance(raw, list) or len(raw) > 1:
-        raise ConfigError(where, f"{raw!r} must be [] (scalar), [n] (fixed) or [null] (variable)")
-    if raw and raw[0] is not None and (not isinstance(raw[0], int) or raw[0] < 1):
-        raise ConfigError(where, f"{raw!r}: the length must be a positive integer or null")
+        raise ConfigError(
+            where, f"{_show(raw)} must be [] (scalar), [n] (fixed) or [null] (variable)"
+        )
+    if raw and raw[0] is not None and not _is_number(
+        raw[0], integer=True, low=1, high=MAX_FIXED_LENGTH
+    ):
+        raise ConfigError(
+            where,
+            f"{_show(raw)}: the length must be a positive integer (at most "
+            f"{MAX_FIXED_LENGTH:,}) or null",
+        )
     return tuple(raw)
 
 
-def _number(value: Any, where: str, ftype: str) -> float | None:
+def _bound(value: Any, where: str, ftype: str) -> float | None:
+    """`min` or `max` of a feature: a finite number within the range of the feature's values
+    (float32, int64), for numeric features only."""
     if value is None:
         return None
     if ftype not in ("int", "float"):
         raise ConfigError(where, f"applies to int and float features, not {ftype}")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ConfigError(where, f"{value!r} is not a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise ConfigError(where, f"{_show(value)} is not a number")
+    _number(value, where, "is not a finite number")
+    if ftype == "float":  # the float32 bounds of the values themselves (transforms.schema)
+        _coerce(schema.coerce_scalar, FeatureSpec("bound", ftype, (), True), value, where)
+    elif not -(2**63) <= value < 2**63:
+        raise ConfigError(where, f"{_show(value)} is outside the int64 range")
     return value
+
+
+def _coerce(convert: Any, feature: FeatureSpec, value: Any, where: str) -> Any:
+    """`convert(feature, value)`, a coercion of `transforms.schema`, its refusal a ConfigError."""
+    try:
+        return convert(feature, value)
+    except schema.RecordError as e:
+        raise ConfigError(where, e.reason.removeprefix(f"{feature.name}: ")) from None
 
 
 def _parse_splits(raw: Any) -> tuple[tuple[str, float], ...]:
@@ -355,10 +482,20 @@ def _parse_splits(raw: Any) -> tuple[tuple[str, float], ...]:
         raise ConfigError("splits", "must map split names to fractions")
     out = []
     for name, frac in raw.items():
-        if not isinstance(name, str) or not NAME_RE.match(name) or name == "rejected":
-            raise ConfigError("splits", f"split name {name!r} must match [a-z0-9_-]+ (not 'rejected')")
-        if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 1:
-            raise ConfigError(f"splits.{name}", f"{frac!r} must be a fraction in (0, 1]")
+        if (
+            not isinstance(name, str)
+            or not NAME_RE.fullmatch(name)
+            or name in RESERVED_SPLITS
+            or len(name) > MAX_SPLIT_NAME
+        ):
+            raise ConfigError(
+                "splits",
+                f"split name {_show(name)} must match [a-z0-9_-]+ (at most {MAX_SPLIT_NAME} "
+                f"characters; not {', '.join(RESERVED_SPLITS)})",
+            )
+        frac = _number(
+            frac, f"splits.{name}", "must be a fraction in (0, 1]", low=0, high=1, low_open=True
+        )
         out.append((name, float(frac)))
     total = sum(f for _, f in out)
     if abs(total - 1.0) > 1e-6:
@@ -370,39 +507,42 @@ def _parse_output(raw: Any, base_dir: str, override: str | None) -> OutputSpec:
     raw = raw if raw is not None else {}
     _mapping(raw, "output")
     _no_unknown(raw, _OUTPUT_KEYS, "output.")
-    if override:
-        path = override if is_remote(override) else os.path.abspath(override)
+    if override is not None:
+        path = _dataset_folder(override, "output.path", None)
     else:
-        path = raw.get("path")
-        if not isinstance(path, str) or not path:
+        path = _get(raw, "path", "output.", "")
+        if path == "":
             raise ConfigError("output.path", "is required (or give --output)")
-        path = _resolve(path, base_dir)
-    compression = raw.get("compression", "gzip")
-    if compression not in COMPRESSIONS:
-        raise ConfigError(
-            "output.compression", f"unknown value {compression!r} ({', '.join(COMPRESSIONS)})"
-        )
-    size = raw.get("shard_size_mb", 128)
-    if isinstance(size, bool) or not isinstance(size, (int, float)) or size <= 0:
-        raise ConfigError("output.shard_size_mb", f"{size!r} must be a positive number")
-    level = raw.get("compression_level", 6)
-    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 9:
-        raise ConfigError("output.compression_level", f"{level!r} must be an integer from 1 to 9")
-    max_rejected = raw.get("max_rejected")
-    if max_rejected is not None and (
-        isinstance(max_rejected, bool) or not isinstance(max_rejected, int) or max_rejected < 0
-    ):
-        raise ConfigError("output.max_rejected", f"{max_rejected!r} must be an integer >= 0")
-    fraction = raw.get("max_rejected_fraction")
-    if fraction is not None and (
-        isinstance(fraction, bool)
-        or not isinstance(fraction, (int, float))
-        or not 0 <= fraction <= 1
-    ):
-        raise ConfigError(
-            "output.max_rejected_fraction", f"{fraction!r} must be a number from 0 to 1"
-        )
+        path = _dataset_folder(path, "output.path", base_dir)
+    compression = _choice(
+        _get(raw, "compression", "output.", "gzip"), "output.compression", tuple(COMPRESSIONS)
+    )
+    low, high = SHARD_SIZE_MB
+    size = _number(
+        _get(raw, "shard_size_mb", "output.", 128),
+        "output.shard_size_mb",
+        f"must be a positive number of MB from {low:g} to {high:g}",
+        low=low,
+        high=high,
+    )
+    level = _number(
+        _get(raw, "compression_level", "output.", 6),
+        "output.compression_level",
+        "must be an integer from 1 to 9",
+        integer=True,
+        low=1,
+        high=9,
+    )
+    max_rejected = _get(raw, "max_rejected", "output.", None)
+    if max_rejected is not None:
+        _number(max_rejected, "output.max_rejected", "must be an integer >= 0", integer=True, low=0)
+    fraction = _get(raw, "max_rejected_fraction", "output.", None)
+    if fraction is not None:
+        rule = "must be a number from 0 to 1"
+        _number(fraction, "output.max_rejected_fraction", rule, low=0, high=1)
+    allow = _allowances(_get(raw, "allow", "output.", []))
     return OutputSpec(
+        allow=allow,
         path=path.rstrip("/"),
         compression=compression,
         compression_level=level,
@@ -410,6 +550,22 @@ def _parse_output(raw: Any, base_dir: str, override: str | None) -> OutputSpec:
         max_rejected=max_rejected,
         max_rejected_fraction=None if fraction is None else float(fraction),
     )
+
+
+def _allowances(raw: Any) -> tuple[str, ...]:
+    """`output.allow`: what the run may publish although it looks like a mistake."""
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(a, str) for a in raw):
+        raise ConfigError(
+            "output.allow", f"{_show(raw)} must be a list of {', '.join(ALLOWANCES)}"
+        )
+    unknown = sorted(set(raw) - set(ALLOWANCES))
+    if unknown:
+        raise ConfigError(
+            "output.allow", f"unknown value {_show(unknown[0])} ({', '.join(ALLOWANCES)})"
+        )
+    return tuple(a for a in ALLOWANCES if a in raw)
 
 
 def _parse_transform(
@@ -425,11 +581,9 @@ def _parse_transform(
         raise ConfigError(
             "transform", f"tf.Transform analyzes the split named {TRAIN_SPLIT!r}; `splits` has none"
         )
-    materialize = raw.get("materialize", "raw")
-    if materialize not in MATERIALIZE:
-        raise ConfigError(
-            "transform.materialize", f"unknown value {materialize!r} ({', '.join(MATERIALIZE)})"
-        )
+    materialize = _choice(
+        _get(raw, "materialize", "transform.", "raw"), "transform.materialize", MATERIALIZE
+    )
     ops, module = raw.get("features"), raw.get("module")
     if (ops is None) == (module is None):
         raise ConfigError("transform", "give either `features` (ops per feature) or `module`")
@@ -461,9 +615,10 @@ def _parse_feature_ops(raw: Any, feature: FeatureSpec, where: str) -> tuple[Tran
         elif isinstance(item, dict) and len(item) == 1:
             ((name, params),) = item.items()
         else:
-            raise ConfigError(where, f"{item!r} must be an op name or a mapping {{op: params}}")
-        if name not in TRANSFORM_OPS:
-            raise ConfigError(where, f"unknown op {name!r} ({', '.join(TRANSFORM_OPS)})")
+            raise ConfigError(
+                where, f"{_show(item)} must be an op name or a mapping {{op: params}}"
+            )
+        name = _choice(name, where, tuple(TRANSFORM_OPS), "unknown op")
         stage, types = TRANSFORM_OPS[name]
         if feature.type not in types:
             raise ConfigError(
@@ -487,24 +642,26 @@ def _op_params(name: str, raw: Any, feature: FeatureSpec, where: str) -> dict[st
         if not feature.is_scalar:
             raise ConfigError(where, "applies to scalar image features (shape [])")
         ok = isinstance(raw, list) and len(raw) == 2
-        if not ok or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in raw):
-            raise ConfigError(where, f"{raw!r} must be [height, width] in pixels")
+        side = {"integer": True, "low": 1, "high": MAX_IMAGE_SIDE}
+        if not ok or not all(_is_number(v, **side) for v in raw):
+            raise ConfigError(
+                where, f"{_show(raw)} must be [height, width] in pixels (1 to {MAX_IMAGE_SIDE})"
+            )
         return {"size": tuple(raw)}
     allowed = _OP_PARAMS.get(name, {})
     raw = {} if raw is None else raw
     if not allowed and raw != {}:
-        raise ConfigError(where, f"takes no parameters, got {raw!r}")
+        raise ConfigError(where, f"takes no parameters, got {_show(raw)}")
     _mapping(raw, where)
     _no_unknown(raw, set(allowed), where + ".")
     params = {}
-    for key, (default, low) in allowed.items():
-        value = raw.get(key, default)
+    for key, (default, low, high) in allowed.items():
+        value = _get(raw, key, where + ".", default)
         if value is _REQUIRED:
             raise ConfigError(f"{where}.{key}", "is required")
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < low
-        ):
-            raise ConfigError(f"{where}.{key}", f"{value!r} must be an integer >= {low}")
+        if value is not None:
+            rule = f"must be an integer >= {low} (at most {high:,})"
+            _number(value, f"{where}.{key}", rule, integer=True, low=low, high=high)
         params[key] = value
     return params
 
@@ -518,11 +675,7 @@ def _fill_value(raw: Any, feature: FeatureSpec, where: str) -> Any:
         raise ConfigError(where, f"{feature.name!r} is never missing ({why})")
     if raw is None or isinstance(raw, (list, dict)):
         raise ConfigError(where, f"needs one {feature.type} value, e.g. `fill_missing: 0`")
-    try:
-        value = schema.coerce_scalar(dataclasses.replace(feature, shape=()), raw)
-    except schema.RecordError as e:
-        raise ConfigError(where, e.reason.split(": ", 1)[-1]) from None
-    return value
+    return _coerce(schema.coerce_scalar, dataclasses.replace(feature, shape=()), raw, where)
 
 
 def _check_module(path: Any, base_dir: str) -> str:
@@ -533,6 +686,7 @@ def _check_module(path: Any, base_dir: str) -> str:
     where = "transform.module"
     if not isinstance(path, str) or not path:
         raise ConfigError(where, "must be the path of a Python file")
+    _path_text(path, where)
     if is_remote(path):
         raise ConfigError(where, f"{path!r}: the module must be a local file")
     path = _resolve(path, base_dir)
@@ -548,6 +702,8 @@ def _check_module(path: Any, base_dir: str) -> str:
     except (SyntaxError, ValueError) as e:
         line = f" (line {e.lineno})" if getattr(e, "lineno", None) else ""
         raise ConfigError(where, f"{path!r} is not valid Python{line}") from None
+    except (RecursionError, MemoryError):  # how CPython's parser reports its stack overflowing
+        raise ConfigError(where, f"{path!r} is nested too deeply to parse") from None
     if "preprocessing_fn" not in _top_level_names(tree.body):
         raise ConfigError(where, f"{path!r} defines no preprocessing_fn")
     return path
@@ -581,18 +737,209 @@ def _resolve(path: str, base_dir: str) -> str:
     return os.path.normpath(os.path.join(base_dir, path))
 
 
+def _dataset_folder(value: Any, where: str, base_dir: str | None) -> str:
+    """OUTPUT resolved (against `base_dir`, or the current folder without one), refused when
+    it cannot be a dataset folder.
+
+    A run stages the dataset in the sibling `.NAME.incomplete-RUNID` and renames it to OUTPUT
+    (transforms.publish), so OUTPUT needs a parent and a name of its own; and it must not be,
+    or hold, the current or the home folder, which `--overwrite` would replace.
+    """
+    text = _path_text(value, where)
+
+    def refuse(why: str) -> None:
+        raise ConfigError(where, f"{_show(text)} cannot be a dataset folder ({why})")
+
+    if not text:
+        refuse("an empty path")
+    last = text.rstrip("/").rsplit("/", 1)[-1]
+    if last in (".", ".."):
+        refuse(f"it ends in {last!r}: name a folder of the dataset's own")
+    if is_remote(text) or base_dir is None:
+        path = text if is_remote(text) else os.path.abspath(text)
+    else:
+        path = _resolve(text, base_dir)
+    if is_remote(path):
+        _, _, rest = path.rstrip("/").partition("://")
+        bucket, _, name = rest.partition("/")
+        if not bucket or not name.strip("/"):
+            refuse("a bucket root; give a folder inside the bucket")
+        return path.rstrip("/")
+    path = os.path.normpath(path)
+    parent, name = os.path.split(path)
+    if not name:
+        refuse("the root folder has no parent to stage the dataset in")
+    if len(name.encode("utf-8")) > MAX_OUTPUT_NAME_BYTES:
+        refuse(
+            f"its name is longer than {MAX_OUTPUT_NAME_BYTES} bytes: the staging folder "
+            ".NAME.incomplete-RUNID beside it would not fit in a file name"
+        )
+    if any(len(part.encode("utf-8")) > 255 for part in path.split(os.sep)):
+        refuse("a folder name in it is longer than 255 bytes")
+    real = os.path.realpath(path)
+    for kind, folder in (("current", _cwd()), ("home", os.path.expanduser("~"))):
+        if os.path.isabs(folder) and _within(os.path.realpath(folder), real):
+            refuse(f"it is or holds the {kind} folder")
+    ancestor = parent
+    while not os.path.lexists(ancestor) and os.path.dirname(ancestor) != ancestor:
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        refuse(f"{_show(ancestor)} is not a folder")
+    return path
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # the current folder was deleted: nothing there to protect
+        return ""
+
+
+def _within(path: str, folder: str) -> bool:
+    """True when `path` is `folder` or inside it."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _check_tree(value: Any, where: str, depth: int, path: set[int], done: set[int]) -> None:
+    """Refuses what no field's own check should have to expect: nesting deeper than MAX_DEPTH,
+    a list or mapping that contains itself (YAML aliases allow `&a [*a]`), keys that are not
+    strings, and text that is not valid Unicode (a lone surrogate from a `\\ud800` escape).
+
+    `path` holds the containers being walked (a cycle), `done` those already checked: a YAML
+    alias repeats a container without copying it, and walking every repeat could take
+    exponential time (the "billion laughs" config).
+    """
+    if isinstance(value, str):
+        _text(value, where or "config")
+        return
+    if not isinstance(value, (dict, list)) or id(value) in done:
+        return
+    if id(value) in path:
+        raise ConfigError(where or "config", "contains itself (a YAML alias of its own anchor)")
+    if depth >= MAX_DEPTH:
+        raise ConfigError(where or "config", f"nested too deeply (at most {MAX_DEPTH} levels)")
+    path.add(id(value))
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                bools = " (YAML reads yes/no/on/off/true/false as booleans)"
+                words = bools if isinstance(key, bool) else ""
+                kind = _KINDS.get(type(key).__name__, type(key).__name__)
+                raise ConfigError(
+                    _join(where, str(key)),
+                    f"the key {_show(key)} is {kind}, not text{words}: quote it",
+                )
+            _text(key, _join(where, "<key>"))
+            _check_tree(item, _join(where, key), depth + 1, path, done)
+    else:
+        for i, item in enumerate(value):
+            _check_tree(item, f"{where or 'config'}[{i}]", depth + 1, path, done)
+    path.discard(id(value))
+    done.add(id(value))
+
+
+_KINDS = {"int": "an integer", "float": "a number", "bool": "a boolean", "NoneType": "null",
+          "date": "a date", "datetime": "a timestamp", "bytes": "binary data"}  # fmt: skip
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _text(value: str, where: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            where, f"{_show(value)} is not valid text (a lone surrogate, e.g. from \\ud800)"
+        ) from None
+    return value
+
+
+def _path_text(value: Any, where: str) -> str:
+    """A path as given: text without NUL characters (which no file system takes)."""
+    if not isinstance(value, str):
+        raise ConfigError(where, f"{_show(value)} must be a path (text)")
+    if "\0" in value:
+        raise ConfigError(where, f"{_show(value)} holds a NUL character")
+    return _text(value, where)
+
+
+def _name(value: Any, where: str) -> str:
+    """A feature, source or field name: non-empty printable text of at most MAX_NAME_BYTES."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(where, f"{_show(value)} must be a non-empty string")
+    if not value.isprintable():
+        raise ConfigError(where, f"{_show(value)} holds a control character (newline, tab, ...)")
+    if len(value.encode("utf-8")) > MAX_NAME_BYTES:
+        raise ConfigError(where, f"{_show(value)} is longer than {MAX_NAME_BYTES} bytes")
+    return value
+
+
+def _member(value: Any, collection: Any) -> bool:
+    """`value in collection` for a collection of strings; False for any other value (a list
+    or a mapping from YAML is unhashable: `[x] in {...}` raises TypeError)."""
+    return isinstance(value, str) and value in collection
+
+
+def _choice(
+    value: Any, where: str, choices: tuple[str, ...], unknown: str = "unknown value"
+) -> str:
+    """`value` when it is one of `choices`; else ConfigError listing them."""
+    if not _member(value, choices):
+        raise ConfigError(where, f"{unknown} {_show(value)} ({', '.join(choices)})")
+    return value
+
+
+def _is_number(
+    value: Any,
+    *,
+    integer: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+) -> bool:
+    """True for an int (or, unless `integer`, a finite float) in [low, high] ((low, high] with
+    `low_open`). YAML's `true` is a bool, which Python counts as an int: never a number here."""
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        return False
+    if not integer:
+        try:
+            if not math.isfinite(value):
+                return False
+        except OverflowError:  # an int beyond the float range
+            return False
+    if low is not None and (value <= low if low_open else value < low):
+        return False
+    return high is None or value <= high
+
+
+def _number(value: Any, where: str, rule: str, **bounds: Any) -> Any:
+    """`value` when `_is_number(value, **bounds)`; else ConfigError "VALUE RULE"."""
+    if not _is_number(value, **bounds):
+        raise ConfigError(where, f"{_show(value)} {rule}")
+    return value
+
+
 def _mapping(value: Any, where: str) -> None:
     if not isinstance(value, dict):
         raise ConfigError(where, "must be a mapping")
 
 
-def _required(raw: dict, key: str, prefix: str) -> Any:
-    if key not in raw or raw[key] is None:
-        raise ConfigError(prefix + key, "is required")
-    return raw[key]
+def _get(raw: dict, key: str, prefix: str, default: Any = _MISSING) -> Any:
+    """`raw[key]`, or `default` when the key is absent or null (YAML `key:` with no value);
+    without a default, ConfigError "is required"."""
+    value = raw.get(key)
+    if value is None:
+        if default is _MISSING:
+            raise ConfigError(prefix + key, "is required")
+        return default
+    return value
 
 
 def _no_unknown(raw: dict, allowed: set[str], prefix: str) -> None:
     for k in raw:
         if k not in allowed:
-            raise ConfigError(prefix + str(k), f"unknown key (allowed: {', '.join(sorted(allowed))})")
+            raise ConfigError(
+                prefix + str(k), f"unknown key (allowed: {', '.join(sorted(allowed))})"
+            )

@@ -36,12 +36,13 @@ ENDIANS = {"little": "<", "big": ">"}
 _LENGTHS = {"int": (1, 2, 4, 8), "uint": (1, 2, 4, 8), "float": (2, 4, 8)}
 _KINDS = {"int": "i", "uint": "u", "float": "f"}
 _MAX_CHUNK_BYTES = 16 << 20  # a chunk of long records holds fewer than chunk_rows
+_MAX_RECORD_BYTES = 1 << 30  # one record is read whole: a bigger one is a typo
 
 
 def options(raw: dict[str, Any]) -> dict[str, Any]:
     """The binary options, checked, with their defaults."""
     opts = OptionsReader(raw)
-    record_bytes = opts.integer("record_bytes", minimum=1)
+    record_bytes = opts.integer("record_bytes", minimum=1, maximum=_MAX_RECORD_BYTES)
     out: dict[str, Any] = {
         "record_bytes": record_bytes,
         "header_bytes": opts.integer("header_bytes", 0, minimum=0),
@@ -60,7 +61,7 @@ def options(raw: dict[str, Any]) -> dict[str, Any]:
 def _struct_fields(fmt: str, names: Any, record_bytes: int) -> list[str]:
     try:
         size = struct.calcsize(fmt)
-    except struct.error as e:
+    except (struct.error, UnicodeEncodeError) as e:  # a format is ASCII: "ü" is not one
         raise OptionError("struct", f"invalid struct format {fmt!r}: {e}") from None
     if size != record_bytes:
         raise OptionError(

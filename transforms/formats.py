@@ -89,7 +89,10 @@ class OptionsReader:
             raise OptionError(name, "must be true or false")
         return value
 
-    def integer(self, name: str, default: Any = _MISSING, *, minimum: int | None = None) -> Any:
+    def integer(
+        self, name: str, default: Any = _MISSING, *, minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> Any:  # fmt: skip
         value = self.get(name, default)
         if value is default and default is None:
             return None
@@ -97,6 +100,8 @@ class OptionsReader:
             raise OptionError(name, "must be an integer")
         if minimum is not None and value < minimum:
             raise OptionError(name, f"must be at least {minimum}")
+        if maximum is not None and value > maximum:
+            raise OptionError(name, f"must be at most {maximum}")
         return value
 
     def strings(self, name: str, default: Any = _MISSING) -> Any:
@@ -117,9 +122,12 @@ class OptionsReader:
     def encoding(self, name: str = "encoding", default: str = "utf-8") -> str:
         value = self.get(name, default)
         try:
-            return codecs.lookup(value).name
+            codec = codecs.lookup(value)
         except (LookupError, TypeError):
             raise OptionError(name, f"unknown encoding {value!r}") from None
+        if not codec._is_text_encoding:  # rot13, base64, zlib: codecs, but not of text
+            raise OptionError(name, f"{value!r} is not a text encoding")
+        return codec.name
 
     def done(self) -> None:
         unknown = sorted(set(self._raw) - self._seen)

@@ -43,6 +43,12 @@ TRANSFORM_OPS = {
 AFTER_LOG1P = ("z_score", "scale_to_0_1", "bucketize")  # the stage-2 ops log1p may precede
 MATERIALIZE = ("raw", "transformed")
 TRAIN_SPLIT = "train"  # tf.Transform analyzes this split only
+# The trainer feeds a numeric feature NAME that may be missing to the model together with its
+# 0/1 presence, the input NAME + PRESENT_SUFFIX; config loading refuses a feature of that name.
+# The same as trainer/features.py's (a test checks): the trainer's image holds no transforms/.
+PRESENT_SUFFIX = "__present"
+# What `output.allow` may let through although it looks like a mistake (transforms.quality).
+ALLOWANCES = ("empty_source", "empty_split", "missing_field")
 
 
 class OptionError(ValueError):
@@ -115,6 +121,7 @@ class OutputSpec:
     # Data-quality limits: the run fails, publishing nothing, when more records are rejected.
     max_rejected: int | None = None  # a count of rejected records
     max_rejected_fraction: float | None = None  # rejected / read, from 0 to 1
+    allow: tuple[str, ...] = ()
 
     @property
     def suffix(self) -> str:
