@@ -16,15 +16,20 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.publish import (
     MANIFEST,
     PUBLISHING,
+    Expected,
     OutputError,
     check_output,
     discard,
     exchange,
+    expect,
     publish,
     staging_path,
 )
 
 BUCKET = "shardflow-test"
+# The least a manifest.json holds to make its folder a dataset that may be replaced.
+DATASET = {"format_version": 1, "name": "ds", "features": {}, "sources": {}, "splits": {}}
+DATASET_BYTES = json.dumps(DATASET).encode()
 
 
 def write(path: str, data: bytes) -> None:
@@ -61,11 +66,11 @@ def test_staging_path_is_a_hidden_sibling():
 def test_remote_publish_replaces_the_old_dataset_and_writes_the_manifest_last(bucket):
     root, names = bucket
     output, staging = f"{root}/ds", staging_path(f"{root}/ds", "new")
-    stage(output, {MANIFEST: b"{}", "train/train-00000-of-00002.tfrecord": b"old0",
+    stage(output, {MANIFEST: DATASET_BYTES, "train/train-00000-of-00002.tfrecord": b"old0",
                    "train/train-00001-of-00002.tfrecord": b"old1"})
     stage(staging, {"train/train-00000-of-00001.tfrecord": b"new0", "rejected/r.jsonl": b""})
 
-    publish(staging, output, {"name": "ds"})
+    publish(staging, output, {"name": "ds"}, expect(output, overwrite=True))
 
     after = names()
     assert sorted(after) == [
@@ -82,7 +87,7 @@ def test_remote_publish_into_a_new_output(bucket):
     root, names = bucket
     output, staging = f"{root}/fresh", staging_path(f"{root}/fresh", "r")
     stage(staging, {"eval/eval-00000-of-00001.tfrecord": b"e"})
-    publish(staging, output, {"name": "fresh"})
+    publish(staging, output, {"name": "fresh"}, expect(output, overwrite=False))
     assert sorted(names()) == ["fresh/eval/eval-00000-of-00001.tfrecord", f"fresh/{MANIFEST}"]
 
 
@@ -93,7 +98,7 @@ def test_remote_publish_takes_over_an_output_left_by_a_killed_publication(bucket
     stage(output, {PUBLISHING: b"gs://.../.ds.incomplete-killed", "train/part.tfrecord": b"p"})
     check_output(output)  # no manifest, but the marker says the objects are ours
     stage(staging, {"train/train-00000-of-00001.tfrecord": b"new"})
-    publish(staging, output, {"name": "ds"})
+    publish(staging, output, {"name": "ds"}, expect(output, overwrite=False))
     assert sorted(names()) == [f"ds/{MANIFEST}", "ds/train/train-00000-of-00001.tfrecord"]
 
 
@@ -104,8 +109,8 @@ def test_remote_check_output_refuses_foreign_objects_at_any_depth_and_bucket_roo
     with pytest.raises(OutputError, match="holds files but no manifest.json"):
         check_output(f"{root}/foreign")
     with pytest.raises(OutputError, match="holds files but no manifest.json"):
-        publish(staging_path(f"{root}/foreign", "r"), f"{root}/foreign", {})
-    write(f"{root}/dataset/{MANIFEST}", b"{}")
+        publish(staging_path(f"{root}/foreign", "r"), f"{root}/foreign", {}, Expected())
+    write(f"{root}/dataset/{MANIFEST}", DATASET_BYTES)
     write(f"{root}/dataset/train/x.tfrecord", b"")
     check_output(f"{root}/dataset")
     for root_uri in (f"gs://{BUCKET}", f"gs://{BUCKET}/"):
@@ -125,10 +130,10 @@ def test_discard_deletes_every_remote_staging_object(bucket):
 
 def test_local_publish_replaces_the_old_dataset(tmp_path):
     output = str(tmp_path / "ds")
-    stage(output, {MANIFEST: b"{}", "train/old.tfrecord": b"old"})
+    stage(output, {MANIFEST: DATASET_BYTES, "train/old.tfrecord": b"old"})
     staging = staging_path(output, "r")
     stage(staging, {"train/new.tfrecord": b"new"})
-    publish(staging, output, {"name": "ds"})
+    publish(staging, output, {"name": "ds"}, expect(output, overwrite=True))
     files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert files == [f"ds/{MANIFEST}", "ds/train/new.tfrecord"]
     assert json.loads((tmp_path / "ds" / MANIFEST).read_text()) == {"name": "ds"}
@@ -161,7 +166,7 @@ def test_local_replacement_never_leaves_output_without_a_dataset(tmp_path):
     """Another process reads OUTPUT's manifest in a loop while the dataset is replaced 150 times:
     it always finds one, complete (the old or the new)."""
     output = str(tmp_path / "ds")
-    stage(output, {MANIFEST: json.dumps({"run": -1}).encode(), "train/a.tfrecord": b"0"})
+    stage(output, {MANIFEST: json.dumps({**DATASET, "run": -1}).encode(), "train/a.tfrecord": b"0"})
     if not exchange(output, output):
         pytest.skip("no renameat2(RENAME_EXCHANGE) here")
     stop = tmp_path / "stop"
@@ -172,7 +177,7 @@ def test_local_replacement_never_leaves_output_without_a_dataset(tmp_path):
         for run in range(150):
             staging = staging_path(output, f"r{run}")
             stage(staging, {f"train/{i}.tfrecord": bytes([i]) for i in range(5)})
-            publish(staging, output, {"run": run})
+            publish(staging, output, {**DATASET, "run": run}, expect(output, overwrite=True))
     finally:
         stop.touch()
         report = json.loads(watcher.communicate(timeout=30)[0])
