@@ -40,8 +40,12 @@ def main(argv: list[str] | None = None) -> None:
     # TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is not for users.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     module, func, _ = COMMANDS[name]
-    command = importlib.import_module(module)
-    code = getattr(command, func)(rest)
+    try:
+        command = importlib.import_module(module)
+        code = getattr(command, func)(rest)
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT, no traceback
+        print(f"shardflow {name}: interrupted", file=sys.stderr)
+        sys.exit(130)
     sys.stdout.flush()
     sys.stderr.flush()
     # A command module may end the process its own way (`pipelines.etl.exit_process`).

@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import datetime
 import json
 import logging
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from typing import Iterator
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     GoogleCloudOptions,
@@ -29,22 +33,33 @@ from apache_beam.options.pipeline_options import (
 )
 
 from pipelines.config import ConfigError, load_config
+from pipelines import joblog
 from transforms import formats, progress
-from transforms.files import RECURSIVE_FORMATS, match_files
+from transforms.files import (
+    RECURSIVE_FORMATS,
+    file_pattern,
+    is_input,
+    is_remote,
+    match_files,
+    pattern_root,
+)
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
 from transforms.graph import pipeline_graph
 from transforms.publish import (
     MANIFEST,
     REPORT,
+    Expected,
     OutputError,
-    check_output,
+    QualityError,
     discard,
+    expect,
     holds_dataset,
     staging_path,
     write_atomically,
 )
-from transforms.sources import CountIgnoredFields, ReadSource
+from transforms.quality import CountFields
+from transforms.sources import ReadSource
 from transforms.spec import DatasetSpec
 from transforms.stats import MergeStats
 from transforms.write import PublishDataset, WriteShards
@@ -57,8 +72,13 @@ logger = logging.getLogger(__name__)
 _LOCAL_RUNNERS = {None, "DirectRunner", "direct", "directrunner"}
 
 
-def build_etl(p: beam.Pipeline, dataset: DatasetSpec, staging: str) -> beam.PCollection:
-    """Wires the ETL graph; returns the PCollection holding the published manifest."""
+def build_etl(
+    p: beam.Pipeline, dataset: DatasetSpec, staging: str, expected: Expected = Expected()
+) -> beam.PCollection:
+    """Wires the ETL graph; returns the PCollection holding the published manifest.
+
+    `expected`: what publication may replace at OUTPUT (`_check_inputs`); by default nothing.
+    """
     chunks, rejected, counts = [], [], []
     for source in dataset.sources:
         read = (
@@ -71,7 +91,7 @@ def build_etl(p: beam.Pipeline, dataset: DatasetSpec, staging: str) -> beam.PCol
         rejected.append(r)
         counts.append(n)
     records = chunks | "MergeSources" >> beam.Flatten()
-    counts.append(records | "CountIgnoredFields" >> beam.ParDo(CountIgnoredFields(dataset)))
+    counts.append(records | "CountFields" >> beam.ParDo(CountFields(dataset)))
     if dataset.combine == "join":
         encoded, invalid, join_counts, stats = records | "JoinSources" >> JoinByKey(dataset)
         counts.append(join_counts)
@@ -92,7 +112,8 @@ def build_etl(p: beam.Pipeline, dataset: DatasetSpec, staging: str) -> beam.PCol
     all_rejected = rejected | "MergeRejected" >> beam.Flatten()
     totals = counts | "MergeCounts" >> beam.Flatten() | "SumCounts" >> beam.CombinePerKey(sum)
     return p | "Publish" >> PublishDataset(
-        dataset, staging, shards, shard_count, all_rejected, totals, transform, statistics
+        dataset, staging, shards, shard_count, all_rejected, totals, transform, statistics,
+        expected=expected,
     )
 
 
@@ -105,11 +126,12 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
     return options
 
 
-def _check_inputs(dataset: DatasetSpec, overwrite: bool = False) -> list[str]:
-    """The input files of every source; raises ConfigError when a source has none.
-
-    Also checks OUTPUT: it must not be something other than a dataset, and a complete dataset
-    there (its manifest.json) is replaced only with `overwrite`.
+def _check_inputs(dataset: DatasetSpec, overwrite: bool = False) -> tuple[list[str], Expected]:
+    """The input files of every source, and what the run may replace at OUTPUT when it publishes
+    (what OUTPUT holds now, and only with `overwrite`). Raises ConfigError when a source has no
+    files, when OUTPUT is inside a source's input, when it is not a dataset (a symbolic link, a
+    file, a folder holding other things or someone else's manifest.json), or when it holds a
+    complete dataset and `overwrite` is not given.
     """
     files = []
     for i, source in enumerate(dataset.sources):
@@ -118,17 +140,67 @@ def _check_inputs(dataset: DatasetSpec, overwrite: bool = False) -> list[str]:
         if source.path is not None and not matched:
             raise ConfigError(f"sources[{i}].path", f"no files match {source.path!r}")
         files += matched
+    _check_output_outside_inputs(dataset)
     try:
-        check_output(dataset.output.path)
+        expected = expect(dataset.output.path, overwrite)
     except OutputError as e:
         raise ConfigError("output.path", str(e)) from None
-    if not overwrite and holds_dataset(dataset.output.path):
+    if not overwrite and expected.state.dataset is not None:
         raise ConfigError(
             "output.path",
             f"{dataset.output.path!r} already holds a dataset ({MANIFEST}); "
             "give --overwrite to replace it",
         )
-    return files
+    return files, expected
+
+
+# One file of each kind a dataset holds, at each depth (shards of every compression): a source
+# whose pattern matches one of them would read the dataset back on the next run.
+_DATASET_FILES = (
+    MANIFEST,
+    REPORT,
+    "statistics.json",
+    "schema.pbtxt",
+    "train/train-00000-of-00001.tfrecord.gz",
+    "train/train-00000-of-00001.tfrecord.zz",
+    "train/train-00000-of-00001.tfrecord",
+    "rejected/rejected-00000-of-00001.jsonl",
+    "transform/transform_fn/saved_model.pb",
+    "transform/transformed_metadata/schema.pbtxt",
+)
+
+
+def _check_output_outside_inputs(dataset: DatasetSpec) -> None:
+    """Raises ConfigError when a source's files would include the dataset at OUTPUT, or its
+    staging siblings: each rerun would read the previous dataset as input."""
+    output = dataset.output.path
+    for i, source in enumerate(dataset.sources):
+        if source.path is not None and _reads_back(source.path, source.format, output):
+            raise ConfigError(
+                "output.path",
+                f"{output!r} is inside the input of sources[{i}] ({source.path!r}); the next "
+                "run would read this dataset back",
+            )
+
+
+def _reads_back(path: str, source_format: str, output: str) -> bool:
+    """Whether the files of a source `path` would include files of a dataset at `output`,
+    matched as `transforms.files.match_files` matches them (Beam's glob, dot names skipped)."""
+    if is_remote(path) != is_remote(output):
+        return False
+    pattern, root = file_pattern(path, source_format in RECURSIVE_FORMATS), pattern_root(path)
+    if not is_remote(path):  # compare real paths: either side may be reached through a link
+        real = os.path.realpath(root)
+        pattern, root = real + pattern[len(root) :], real
+        output = os.path.realpath(output)
+    output = output.rstrip("/")
+    if f"{root}/".startswith(f"{output}/"):  # the source is in OUTPUT (a file or folder of it)
+        return True
+    parent, base = output.rsplit("/", 1)
+    folders = (output, f"{parent}/.{base}.incomplete-0", f"{parent}/.{base}.replaced-0")
+    matches = re.compile(FileSystem.translate_pattern(pattern)).match
+    files = [f"{folder}/{name}" for folder in folders for name in _DATASET_FILES]
+    return any(matches(file) and is_input(file, root) for file in files)
 
 
 _MAX_DATES = 3660  # a backfill of ten years at most: beyond, a typo is likelier than a wish
@@ -146,6 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--overwrite",
         action="store_true",
         help="replace the dataset already at OUTPUT (atomically, once the new one is complete)",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the runner's log and, when the job fails, its traceback (by default they "
+        "go to a log file that a failed run names)",
     )
     parser.add_argument(
         "--validate-only",
@@ -207,6 +285,42 @@ def _dates(args: argparse.Namespace) -> list[datetime.date | None]:
 
 def run(argv: list[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
+    with joblog.captured(verbose=args.verbose), _noticing_interrupts():
+        try:
+            return _run(args, beam_args)
+        except KeyboardInterrupt:
+            pass
+        except Exception:
+            if not _INTERRUPTED.is_set():
+                raise
+        # Ctrl-C (Beam may have wrapped the KeyboardInterrupt of a step in an error of its own)
+        print("shardflow etl: interrupted; nothing published", file=sys.stderr)
+        return 130
+
+
+_INTERRUPTED = threading.Event()  # set by SIGINT (Ctrl-C) during `run`
+
+
+@contextlib.contextmanager
+def _noticing_interrupts() -> Iterator[None]:
+    """For the block: SIGINT sets _INTERRUPTED, then raises KeyboardInterrupt as usual."""
+    _INTERRUPTED.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        _INTERRUPTED.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     try:
         dates = _dates(args)
         if len(dates) > 1:
@@ -215,14 +329,14 @@ def run(argv: list[str] | None = None) -> int:
         if args.skip_complete and not args.overwrite and holds_dataset(dataset.output.path):
             print(f"shardflow etl: {dataset.output.path} is complete; skipped")
             return 0
-        inputs = _check_inputs(dataset, args.overwrite)
+        inputs, expected = _check_inputs(dataset, args.overwrite)
     except ConfigError as e:
         print(f"shardflow etl: error: {e}", file=sys.stderr)
         return 2
     if args.validate_only:
         print(f"shardflow etl: {dataset.name}: config valid; {len(inputs)} input file(s)")
         return 0
-    return _run_dataset(dataset, inputs, beam_args)
+    return _run_dataset(dataset, inputs, beam_args, expected)
 
 
 def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[datetime.date]) -> int:
@@ -246,16 +360,21 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
                 print(f"shardflow etl: {day}: {dataset.output.path} is complete; skipped")
                 skipped += 1
                 continue
-            inputs = _check_inputs(dataset, overwrite=True)
+            inputs, expected = _check_inputs(dataset, args.overwrite)
         except ConfigError as e:
             print(f"shardflow etl: {day}: error: {e}", file=sys.stderr)
             failed.append(day)
             continue
-        if _run_dataset(dataset, inputs, beam_args) == 0:
+        if args.validate_only:
+            print(f"shardflow etl: {day}: config valid; {len(inputs)} input file(s)")
+            done += 1
+            continue
+        if _run_dataset(dataset, inputs, beam_args, expected) == 0:
             done += 1
         else:
             failed.append(day)
-    summary = f"{done} written, {skipped} skipped (complete), {len(failed)} failed"
+    written = "valid" if args.validate_only else "written"
+    summary = f"{done} {written}, {skipped} skipped (complete), {len(failed)} failed"
     if failed:
         print(f"shardflow etl: backfill: {summary}: {', '.join(map(str, failed))}", file=sys.stderr)
         return 1
@@ -263,7 +382,9 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
     return 0
 
 
-def _run_dataset(dataset: DatasetSpec, inputs: list[str], beam_args: list[str]) -> int:
+def _run_dataset(
+    dataset: DatasetSpec, inputs: list[str], beam_args: list[str], expected: Expected
+) -> int:
     options = pipeline_options(beam_args)
     staging = staging_path(dataset.output.path, uuid.uuid4().hex[:12])
     started = time.monotonic()
@@ -281,12 +402,15 @@ def _run_dataset(dataset: DatasetSpec, inputs: list[str], beam_args: list[str]) 
     try:
         with reporter:
             with beam.Pipeline(options=options) as p:
-                build_etl(p, dataset, staging)
+                build_etl(p, dataset, staging, expected)
                 graph = pipeline_graph(p)
-    except Exception as e:  # the job failed: report why, leave nothing half-written
-        logger.debug("job failed", exc_info=True)
+    except BaseException as e:  # failed or interrupted: leave nothing half-written
         discard(staging)
-        print(f"shardflow etl: job failed: {_reason(e)}", file=sys.stderr)
+        if not isinstance(e, Exception) or _INTERRUPTED.is_set():
+            raise  # said by `run`
+        # A refusal of the data or of OUTPUT says all there is to say in its one line.
+        details = "" if isinstance(e, (QualityError, OutputError)) else joblog.failure(e)
+        print(f"shardflow etl: job failed: {_reason(e)}{details}", file=sys.stderr)
         return 1
     template = options.view_as(GoogleCloudOptions).template_location
     if template:  # the job was written (a template, or a flex-template launch), not run
@@ -349,6 +473,15 @@ def _reason(error: BaseException) -> str:
     return re.sub(r" \[while running '[^']*'\]$", "", last)
 
 
+_TOP_REASONS = 5
+
+
+def _short(text: str, most: int = 120) -> str:
+    """`text` on one line and at most `most` characters (field names and reasons come from data)."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\n", "\\n")
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
 def _report(dataset: DatasetSpec, seconds: float) -> None:
     with FileSystems.open(f"{dataset.output.path}/{MANIFEST}") as f:
         manifest = json.loads(f.read())
@@ -357,8 +490,18 @@ def _report(dataset: DatasetSpec, seconds: float) -> None:
     for name, split in manifest["splits"].items():
         print(f"  {name:<10} {split['records']:>9} records in {len(split['files'])} shard(s)")
     print(f"  {'rejected':<10} {manifest['rejected']['records']:>9} records")
-    for reason, n in manifest["rejected"]["reasons"].items():
-        print(f"      {n:>7}  {reason}")
+    reasons = sorted(manifest["rejected"]["reasons"].items(), key=lambda item: (-item[1], item[0]))
+    for reason, n in reasons[:_TOP_REASONS]:
+        print(f"      {n:>7}  {_short(reason)}")
+    if len(reasons) > _TOP_REASONS:
+        rest = sum(n for _, n in reasons[_TOP_REASONS:])
+        print(f"      {rest:>7}  ({len(reasons) - _TOP_REASONS} more reasons: see the manifest)")
+    for name, source in manifest["sources"].items():
+        ignored = source.get("ignored_fields") or {}
+        if ignored:
+            fields = ", ".join(f"{_short(f, 40)} ({n})" for f, n in list(ignored.items())[:8])
+            more = f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""
+            print(f"  ignored fields of {name} (records holding a value): {fields}{more}")
     print(f"  {'duplicates':<10} {manifest['duplicates']:>9} records")
     if "joined" in manifest:
         print(f"  {'joined':<10} {manifest['joined']:>9} records merged into another source's")

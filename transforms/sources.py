@@ -9,7 +9,6 @@ matches is `transforms.files`' business: `ReadSource` and the ETL's input check 
 from __future__ import annotations
 
 import apache_beam as beam
-import pyarrow as pa
 from apache_beam.io import fileio
 
 from transforms import formats, progress, ranges
@@ -19,7 +18,6 @@ from transforms.records import (
     REJECTED,
     RawChunk,
     gc_paused,
-    ignored_counter,
     read_counter,
 )
 from transforms.spec import DatasetSpec, SourceSpec
@@ -105,31 +103,3 @@ class ReadSource(beam.PTransform):
             RawChunk
         ).with_outputs(REJECTED, COUNTS, main="chunks")
         return parsed.chunks, parsed[REJECTED], parsed[COUNTS]
-
-
-def used_fields(dataset: DatasetSpec, source_name: str) -> frozenset[str]:
-    """The fields of a source's records that the dataset reads: its features' and the key."""
-    used = {f.field_name for f in dataset.features if f.source in (None, source_name)}
-    if dataset.key is not None:
-        used.add(dataset.key)
-    return frozenset(used)
-
-
-class CountIgnoredFields(beam.DoFn):
-    """Counts, per source and field that no feature (nor the key) reads, the records holding
-    a value in it: extra columns and keys are ignored, never silently."""
-
-    def __init__(self, dataset: DatasetSpec):
-        self._used = {s.name: used_fields(dataset, s.name) for s in dataset.sources}
-
-    def process(self, chunk: RawChunk):
-        used = self._used[chunk.source]
-        for name, column in chunk.columns.items():
-            if name in used:
-                continue
-            if isinstance(column, pa.Array):
-                n = len(column) - column.null_count
-            else:
-                n = len(column) - column.count(None)
-            if n:
-                yield ignored_counter(chunk.source, name), n

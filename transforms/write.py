@@ -29,12 +29,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms import progress
 from transforms.prepare import EncodedChunk
 from transforms.records import env_bytes
+from transforms.quality import check_dataset
 from transforms.publish import (
+    Expected,
     abandon,
     build_manifest,
     check_rejections,
@@ -455,9 +458,10 @@ class WriteShards(beam.PTransform):
 
 
 class _PublishFn(beam.DoFn):
-    def __init__(self, dataset: DatasetSpec, staging: str):
+    def __init__(self, dataset: DatasetSpec, staging: str, expected: Expected):
         self._dataset = dataset
         self._staging = staging
+        self._expected = expected
 
     def process(self, _, shards, shard_count, rejected, counts, transform=None, statistics=None):
         out = self._dataset.output
@@ -474,14 +478,14 @@ class _PublishFn(beam.DoFn):
         rejected = list(rejected)
         rejected_file = write_rejected(self._staging, rejected)
         reasons = Counter(r["reason"] for r in rejected)
-        manifest = build_manifest(
-            self._dataset, shards, rejected_file, reasons, dict(counts), transform
-        )
+        counts = dict(counts)
+        manifest = build_manifest(self._dataset, shards, rejected_file, reasons, counts, transform)
         if statistics is not None:
             body = statistics.to_json(self._dataset.split_names)
             manifest["statistics"] = write_json(self._staging, STATISTICS, body)
+        check_dataset(self._dataset, manifest, counts, rejected)
         check_rejections(self._dataset, manifest)
-        publish(self._staging, out.path, manifest)
+        publish(self._staging, out.path, manifest, self._expected)
         yield manifest
 
 
@@ -490,16 +494,19 @@ class PublishDataset(beam.PTransform):
 
     `transform`, when the dataset has a tf.Transform, is a one-element PCollection holding the
     manifest's `transform` section; publication waits for it (the transform is written under
-    the staging folder too, and published with the rest).
+    the staging folder too, and published with the rest). `expected` is what publication may
+    replace at OUTPUT (`transforms.publish.expect`, taken when the run started; by default
+    nothing).
     """
 
     def __init__(
         self, dataset: DatasetSpec, staging: str, shards, shard_count, rejected, counts,
-        transform=None, statistics=None,
+        transform=None, statistics=None, expected: Expected = Expected(),
     ):
         super().__init__()
         self._dataset = dataset
         self._staging = staging
+        self._expected = expected
         self._inputs = (shards, shard_count, rejected, counts, transform, statistics)
 
     def expand(self, pbegin):
@@ -515,9 +522,13 @@ class PublishDataset(beam.PTransform):
         extra = {}
         if statistics is not None:
             extra["statistics"] = beam.pvalue.AsSingleton(statistics)
+        expected = self._expected
+        if pbegin.pipeline.options.view_as(GoogleCloudOptions).template_location:
+            # a template runs later, maybe many times: what OUTPUT holds now binds none of them
+            expected = expected.unpinned()
+        publish_fn = _PublishFn(self._dataset, self._staging, expected)
         return (
             pbegin
             | "Start" >> beam.Create([None])
-            | "WriteManifestAndPublish"
-            >> beam.ParDo(_PublishFn(self._dataset, self._staging), *side_inputs, **extra)
+            | "WriteManifestAndPublish" >> beam.ParDo(publish_fn, *side_inputs, **extra)
         )

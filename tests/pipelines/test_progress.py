@@ -75,7 +75,7 @@ def test_a_short_run_off_a_terminal_prints_no_progress_line(tmp_path):
     (tmp_path / "in.csv").write_text("id\n1\n2\n")
     (tmp_path / "p.yaml").write_text(
         "name: p\nsources: [{name: s, format: csv, path: in.csv}]\n"
-        "features: {id: {type: int}}\noutput: {path: out}\n"
+        "features: {id: {type: int}}\nsplits: {train: 1.0}\noutput: {path: out}\n"
     )
     env = {k: v for k, v in os.environ.items() if k != progress.INTERVAL_ENV}
     done = subprocess.run(

@@ -1,4 +1,5 @@
-"""Which fields of a source's records are read, and the count of the others."""
+"""Which fields of a source's records are read, the count of the others, and the presence
+count of the key and `source:` fields."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pyarrow as pa
 
 from pipelines.config import parse_config
 from transforms.records import RawChunk, ignored_counter
-from transforms.sources import CountIgnoredFields, used_fields
+from transforms.quality import CountFields, present_counter, used_fields
 
 
 def _dataset(tmp_path):
@@ -38,7 +39,7 @@ def test_used_fields_are_the_features_fields_and_the_key(tmp_path):
 
 
 def test_ignored_fields_count_records_holding_a_value(tmp_path):
-    fn = CountIgnoredFields(_dataset(tmp_path))
+    fn = CountFields(_dataset(tmp_path))
     chunk = RawChunk(
         "a",
         "a.csv",
@@ -52,8 +53,13 @@ def test_ignored_fields_count_records_holding_a_value(tmp_path):
         [2, 3, 4],
     )
     assert dict(fn.process(chunk)) == {
+        present_counter("a", "id"): 3,  # the key: checked for presence in every source
         ignored_counter("a", "points"): 1,
         ignored_counter("a", "extra"): 2,
     }
     chunk_b = RawChunk("b", "b.jsonl", {"id": [1], "points": [2.0], "note": ["n"]}, [1])
-    assert dict(fn.process(chunk_b)) == {ignored_counter("b", "note"): 1}
+    assert dict(fn.process(chunk_b)) == {
+        present_counter("b", "id"): 1,
+        present_counter("b", "points"): 1,  # `source: b.points`
+        ignored_counter("b", "note"): 1,
+    }

@@ -1,0 +1,140 @@
+"""Checks that a finished run made the dataset its config asked for, before it is published.
+
+A run can complete without an error and still produce a dataset that is plainly not what the
+user meant: a source that contributed nothing (its path matched empty files, or every record
+was rejected), a split with no records, or the key or a `source: SRC.FIELD` field that no
+record of a source holds (a join key spelled differently in one file). Each of these fails the
+run with one line naming the cause and the fix, unless the config allows it explicitly in
+`output.allow` (`empty_source`, `empty_split`, `missing_field`). The rejected-record limits
+(`output.max_rejected[_fraction]`) are checked next to these, in `transforms.publish`.
+
+Field presence is counted while the records flow (`CountFields`): per source and field, the
+records holding a value. Fields that nothing reads are the manifest's `ignored_fields`; fields
+that the key or a feature reads are counted under `present/SOURCE/FIELD` for the checks here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+import apache_beam as beam
+import pyarrow as pa
+
+from transforms.publish import QualityError
+from transforms.records import RawChunk, ignored_counter
+from transforms.spec import DatasetSpec
+
+def present_counter(source_name: str, field: str) -> str:
+    """The name under which the records holding a value in a field that is read are counted."""
+    return f"present/{source_name}/{field}"
+
+
+def used_fields(dataset: DatasetSpec, source_name: str) -> frozenset[str]:
+    """The fields of a source's records that the dataset reads: its features' and the key."""
+    used = {f.field_name for f in dataset.features if f.source in (None, source_name)}
+    if dataset.key is not None:
+        used.add(dataset.key)
+    return frozenset(used)
+
+
+def checked_fields(dataset: DatasetSpec, source_name: str) -> frozenset[str]:
+    """The fields every record of a source is expected to hold: the key, and the fields of the
+    features taken from this source by name (`source: SRC.FIELD`)."""
+    fields = {f.field_name for f in dataset.features if f.source == source_name}
+    if dataset.key is not None:
+        fields.add(dataset.key)
+    return frozenset(fields)
+
+
+class CountFields(beam.DoFn):
+    """Counts, per source and field, the records holding a value in it: fields that no feature
+    (nor the key) reads are ignored, never silently; the key and `source:` fields are checked
+    for presence before publication."""
+
+    def __init__(self, dataset: DatasetSpec):
+        self._used = {s.name: used_fields(dataset, s.name) for s in dataset.sources}
+        self._checked = {s.name: checked_fields(dataset, s.name) for s in dataset.sources}
+
+    def process(self, chunk: RawChunk):
+        used, checked = self._used[chunk.source], self._checked[chunk.source]
+        for name, column in chunk.columns.items():
+            if name in used and name not in checked:
+                continue
+            if isinstance(column, pa.Array):
+                n = len(column) - column.null_count
+            else:
+                n = len(column) - column.count(None)
+            if n:
+                counter = present_counter if name in checked else ignored_counter
+                yield counter(chunk.source, name), n
+
+
+def check_dataset(
+    dataset: DatasetSpec,
+    manifest: dict[str, Any],
+    counts: dict[str, int],
+    rejected: Iterable[dict[str, Any]],
+) -> None:
+    """Raises QualityError for the first thing that makes the dataset plainly not the one meant:
+    a field missing from every record of a source, a source that contributed no record, a split
+    without records. `output.allow` lets each through."""
+    allowed = set(dataset.output.allow)
+    if "missing_field" not in allowed:
+        _check_fields(dataset, manifest, counts)
+    if "empty_source" not in allowed:
+        _check_sources(dataset, manifest, rejected)
+    if "empty_split" not in allowed:
+        for name in dataset.split_names:
+            if manifest["splits"][name]["records"] == 0:
+                written = sum(s["records"] for s in manifest["splits"].values())
+                raise QualityError(
+                    f"split {name!r} has 0 records (of {written} written); give it a larger "
+                    "fraction in `splits`, add data, or set output.allow: [empty_split]; "
+                    "no dataset published"
+                )
+
+
+def _check_fields(dataset: DatasetSpec, manifest: dict[str, Any], counts: dict[str, int]):
+    for i, source in enumerate(dataset.sources):
+        if manifest["sources"][source.name]["records"] == 0:
+            continue  # said by the empty-source check
+        for field in sorted(checked_fields(dataset, source.name)):
+            if counts.get(present_counter(source.name, field), 0):
+                continue
+            what = "the key" if field == dataset.key else "field"
+            fields = sorted(manifest["sources"][source.name]["ignored_fields"])
+            hint = f" (its records hold {_names(fields)})" if fields else ""
+            raise QualityError(
+                f"sources[{i}] {source.name!r}: {what} {field!r} is missing from all "
+                f"{manifest['sources'][source.name]['records']} of its records{hint}; "
+                "fix the field name, or set output.allow: [missing_field]; no dataset published"
+            )
+
+
+def _check_sources(dataset: DatasetSpec, manifest: dict[str, Any], rejected) -> None:
+    # A joined record that is rejected names every source it holds ("a,b").
+    by_source = Counter(s for r in rejected for s in r["source"].split(","))
+    for i, source in enumerate(dataset.sources):
+        read = manifest["sources"][source.name]["records"]
+        if read == 0:
+            where = f"path {source.path!r}" if source.path is not None else "its query"
+            raise QualityError(
+                f"sources[{i}] {source.name!r} contributed 0 records ({where} holds none); "
+                "check the path and options, or set output.allow: [empty_source]; "
+                "no dataset published"
+            )
+        if by_source[source.name] >= read:
+            top = Counter(
+                r["reason"] for r in rejected if source.name in r["source"].split(",")
+            ).most_common(1)[0]
+            raise QualityError(
+                f"sources[{i}] {source.name!r}: all {read} records were rejected (most often: "
+                f"{top[0]!r}, {top[1]}x); fix the input, or set output.allow: [empty_source]; "
+                "no dataset published"
+            )
+
+
+def _names(fields: list[str], most: int = 5) -> str:
+    shown = ", ".join(repr(f) for f in fields[:most])
+    return shown + (f" and {len(fields) - most} more" if len(fields) > most else "")
