@@ -32,8 +32,8 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
-from pipelines.config import ConfigError, load_config
 from pipelines import joblog
+from pipelines.config import ConfigError, load_config
 from transforms import formats, progress
 from transforms.files import (
     RECURSIVE_FORMATS,
@@ -43,22 +43,21 @@ from transforms.files import (
     match_files,
     pattern_root,
 )
+from transforms.graph import pipeline_graph
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
-from transforms.graph import pipeline_graph
 from transforms.publish import (
     MANIFEST,
     REPORT,
     Expected,
     OutputError,
-    QualityError,
     discard,
     expect,
     holds_dataset,
     staging_path,
     write_atomically,
 )
-from transforms.quality import CountFields
+from transforms.quality import CountFields, QualityError
 from transforms.sources import ReadSource
 from transforms.spec import DatasetSpec
 from transforms.stats import MergeStats

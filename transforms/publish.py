@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
-import datetime
 import errno
 import fcntl
 import functools
@@ -41,14 +40,11 @@ import shutil
 import stat
 import sys
 import time
-from collections import Counter
 from typing import Any, BinaryIO, Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.files import is_remote
-from transforms.records import ignored_counter, read_counter
-from transforms.spec import DatasetSpec
 
 logger = logging.getLogger(__name__)
 
@@ -245,112 +241,6 @@ def _read_object(path: str) -> tuple[bytes, int] | None:
         except PreconditionFailed:
             continue
     raise OSError(f"{path} keeps changing; could not read it")
-
-
-def build_manifest(
-    dataset: DatasetSpec,
-    shards: list[dict[str, Any]],
-    rejected_file: dict[str, Any],
-    reasons: Counter,
-    counts: dict[str, int],
-    transform: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The manifest: counts, files with sizes and checksums, the schema. Checks the ledger.
-
-    `transform` is the `transform` section (tf.Transform output), or None without one; its
-    analyzed records must be exactly the train split's.
-    """
-    splits: dict[str, Any] = {}
-    duplicates = counts.get("duplicates", 0)
-    for name in dataset.split_names:
-        files = sorted((s for s in shards if s["split"] == name), key=lambda s: s["path"])
-        duplicates += sum(s.get("duplicates", 0) for s in files)
-        splits[name] = {
-            "records": sum(s["records"] for s in files),
-            "files": [
-                {k: s[k] for k in ("path", "records", "bytes", "sha256")} for s in files
-            ],
-        }
-    sources = {
-        s.name: {
-            "format": s.format,
-            "records": counts.get(read_counter(s.name), 0),
-            "ignored_fields": _ignored_fields(counts, s.name),
-        }
-        for s in dataset.sources
-    }
-    read = sum(v["records"] for v in sources.values())
-    written = sum(v["records"] for v in splits.values())
-    joined = counts.get("joined", 0)
-    accounted = written + rejected_file["records"] + duplicates + joined
-    if read != accounted:
-        raise RuntimeError(
-            f"ledger does not balance: read {read} records, accounted for {accounted} "
-            f"(written {written}, rejected {rejected_file['records']}, duplicates {duplicates}, "
-            f"joined {joined})"
-        )
-    if transform is not None:
-        train = splits[transform["analyzed_split"]]["records"]
-        if transform["analyzed_records"] != train:
-            raise RuntimeError(
-                f"tf.Transform analyzed {transform['analyzed_records']} records, but the "
-                f"{transform['analyzed_split']} split holds {train}"
-            )
-    manifest = {
-        "format_version": FORMAT_VERSION,
-        "name": dataset.name,
-        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "config_sha256": dataset.config_sha256,
-        "compression": dataset.output.compression,
-        "compression_level": dataset.output.compression_level,
-        "features": {f.name: f.to_manifest() for f in dataset.features},
-        "label": dataset.label,
-        "key": dataset.key,
-        "combine": dataset.combine,
-        "sources": sources,
-        "splits": splits,
-        "rejected": {
-            "records": rejected_file["records"],
-            "reasons": dict(sorted(reasons.items())),
-            "files": [{k: rejected_file[k] for k in ("path", "records", "bytes", "sha256")}],
-        },
-        "duplicates": duplicates,
-        "transform": transform,
-    }
-    if dataset.combine == "join":
-        manifest["joined"] = joined
-    if dataset.date is not None:
-        manifest["date"] = dataset.date
-    return manifest
-
-
-def _ignored_fields(counts: dict[str, int], source_name: str) -> dict[str, int]:
-    """{field: records holding a value in it} of a source's fields that no feature reads."""
-    prefix = ignored_counter(source_name, "")
-    return {k[len(prefix) :]: n for k, n in sorted(counts.items()) if k.startswith(prefix)}
-
-
-class QualityError(RuntimeError):
-    """More records were rejected than `output.max_rejected[_fraction]` allows."""
-
-
-def check_rejections(dataset: DatasetSpec, manifest: dict[str, Any]) -> None:
-    """Raises QualityError when the rejected records exceed the output's limits."""
-    out = dataset.output
-    read = sum(s["records"] for s in manifest["sources"].values())
-    rejected = manifest["rejected"]["records"]
-    fraction = rejected / read if read else 0.0
-    if out.max_rejected is not None and rejected > out.max_rejected:
-        raise QualityError(
-            f"{rejected} of {read} records rejected, more than output.max_rejected "
-            f"({out.max_rejected}); no dataset published"
-        )
-    if out.max_rejected_fraction is not None and fraction > out.max_rejected_fraction:
-        raise QualityError(
-            f"{rejected} of {read} records rejected ({fraction:.2%}), more than "
-            f"output.max_rejected_fraction ({out.max_rejected_fraction:g}); "
-            "no dataset published"
-        )
 
 
 # For the tests only: when set to a file path, `publish` creates that file and waits until it is

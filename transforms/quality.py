@@ -6,7 +6,7 @@ was rejected), a split with no records, or the key or a `source: SRC.FIELD` fiel
 record of a source holds (a join key spelled differently in one file). Each of these fails the
 run with one line naming the cause and the fix, unless the config allows it explicitly in
 `output.allow` (`empty_source`, `empty_split`, `missing_field`). The rejected-record limits
-(`output.max_rejected[_fraction]`) are checked next to these, in `transforms.publish`.
+(`output.max_rejected[_fraction]`) are checked here too (`check_rejections`).
 
 Field presence is counted while the records flow (`CountFields`): per source and field, the
 records holding a value. Fields that nothing reads are the manifest's `ignored_fields`; fields
@@ -21,9 +21,32 @@ from typing import Any, Iterable
 import apache_beam as beam
 import pyarrow as pa
 
-from transforms.publish import QualityError
 from transforms.records import RawChunk, ignored_counter
 from transforms.spec import DatasetSpec
+
+
+class QualityError(RuntimeError):
+    """More records were rejected than `output.max_rejected[_fraction]` allows."""
+
+
+def check_rejections(dataset: DatasetSpec, manifest: dict[str, Any]) -> None:
+    """Raises QualityError when the rejected records exceed the output's limits."""
+    out = dataset.output
+    read = sum(s["records"] for s in manifest["sources"].values())
+    rejected = manifest["rejected"]["records"]
+    fraction = rejected / read if read else 0.0
+    if out.max_rejected is not None and rejected > out.max_rejected:
+        raise QualityError(
+            f"{rejected} of {read} records rejected, more than output.max_rejected "
+            f"({out.max_rejected}); no dataset published"
+        )
+    if out.max_rejected_fraction is not None and fraction > out.max_rejected_fraction:
+        raise QualityError(
+            f"{rejected} of {read} records rejected ({fraction:.2%}), more than "
+            f"output.max_rejected_fraction ({out.max_rejected_fraction:g}); "
+            "no dataset published"
+        )
+
 
 def present_counter(source_name: str, field: str) -> str:
     """The name under which the records holding a value in a field that is read are counted."""

@@ -20,7 +20,7 @@ from transforms.records import (
     gc_paused,
     read_counter,
 )
-from transforms.spec import DatasetSpec, SourceSpec
+from transforms.spec import SourceSpec
 
 
 class _ParseFileFn(beam.DoFn):

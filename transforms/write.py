@@ -33,18 +33,17 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms import progress
+from transforms.manifest import build_manifest
 from transforms.prepare import EncodedChunk
-from transforms.records import env_bytes
-from transforms.quality import check_dataset
 from transforms.publish import (
     Expected,
     abandon,
-    build_manifest,
-    check_rejections,
     create_file,
     delete_folder,
     publish,
 )
+from transforms.quality import check_dataset, check_rejections
+from transforms.records import env_bytes
 from transforms.runs import Run, ShardPart, read_slice, run_folder, shard_bounds, write_runs
 from transforms.spec import DatasetSpec, OutputSpec
 from transforms.split import binary_offsets, shard_of

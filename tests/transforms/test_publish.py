@@ -204,7 +204,7 @@ def _manifest(transform):
     from collections import Counter
 
     from pipelines.config import parse_config
-    from transforms.publish import build_manifest
+    from transforms.manifest import build_manifest
 
     dataset = parse_config(
         {
