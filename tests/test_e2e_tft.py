@@ -278,7 +278,7 @@ def test_a_config_without_transform_never_imports_tensorflow(tmp_path):
     (tmp_path / "a.csv").write_text("v\n1\n2\n")
     (tmp_path / "c.yaml").write_text(
         "name: x\nsources: [{name: a, format: csv, path: a.csv}]\n"
-        "features: {v: {type: int}}\noutput: {path: out}\n"
+        "features: {v: {type: int}}\nsplits: {train: 1.0}\noutput: {path: out}\n"
     )
     code = (
         "import sys; from pipelines.etl import run; "
@@ -299,7 +299,10 @@ def test_a_failing_preprocessing_fn_exits_1_and_leaves_nothing_behind(tmp_path):
     (tmp_path / "c.yaml").write_text(config)
     result = shardflow("etl", "--config", str(tmp_path / "c.yaml"))
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == (
+    line, _, details = result.stderr.strip().splitlines()[-1].partition(" (details: ")
+    assert line == (
         "shardflow etl: job failed: transform.module: preprocessing_fn failed: KeyError: 'nope'"
     )
+    log = details.removesuffix("; --verbose prints them)")
+    assert "inputs['nope']" in Path(log).read_text()  # the module's own line, in the traceback
     assert sorted(os.listdir(tmp_path)) == ["c.yaml", "orders.jsonl", "prep.py"]

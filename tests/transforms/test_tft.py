@@ -324,8 +324,10 @@ def test_hash_is_farmhash_modulo_buckets_with_its_range_annotated(declarative):
 
 def test_log1p_alone_and_before_z_score(declarative):
     _, _, _, train, evals = declarative
-    assert column(train, "m") == [[v] for v in f32(np.log1p(np.float32(TRAIN["m"])))]
-    assert column(evals, "m") == [[v] for v in f32(np.log1p(np.float32([4.0, 0.0])))]
+    # float32 log1p in the graph (Eigen, vectorized by the CPU's instruction set) and in numpy
+    # may differ in the last bit
+    assert close(column(train, "m"), [[v] for v in f32(np.log1p(np.float32(TRAIN["m"])))])
+    assert close(column(evals, "m"), [[v] for v in f32(np.log1p(np.float32([4.0, 0.0])))])
     logs = np.log1p(np.float32(TRAIN["lz"])).astype(np.float64)
     assert close(column(train, "lz"), z(logs, logs), rel=1e-5)
 
