@@ -26,7 +26,8 @@ from transforms.spec import DatasetSpec
 
 
 class QualityError(RuntimeError):
-    """More records were rejected than `output.max_rejected[_fraction]` allows."""
+    """The run made a dataset it must not publish: more rejected records than the output's
+    limits allow, or one that is plainly not the one meant (see the module's docstring)."""
 
 
 def check_rejections(dataset: DatasetSpec, manifest: dict[str, Any]) -> None:
