@@ -13,8 +13,8 @@ import sys
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.contract.layout import MANIFEST
 from transforms.publish import (
-    MANIFEST,
     PUBLISHING,
     Expected,
     OutputError,
