@@ -158,7 +158,10 @@ class FileEntry:
         _check(isinstance(raw, dict), where, at, "must be an object")
         path = raw.get("path")
         _check(
-            _relative_path(path), where, f"{at}.path", f"{path!r} is not a path relative to the dataset"
+            _relative_path(path),
+            where,
+            f"{at}.path",
+            f"{path!r} is not a path relative to the dataset",
         )
         return cls(
             path=path,
@@ -186,7 +189,7 @@ class SplitEntry:
         _check(isinstance(files, list), where, f"{at}.files", "must be a list")
         return cls(
             records=_count(raw.get("records", 0), where, f"{at}.records"),
-            files=tuple(FileEntry.from_dict(f, where, f"{at}.files[{i}]") for i, f in enumerate(files)),
+            files=_files(files, where, f"{at}.files"),
         )
 
 
@@ -210,8 +213,12 @@ class SourceEntry:
         at = f"sources.{name}"
         _check(isinstance(raw, dict), where, at, "must be an object")
         ignored = raw.get("ignored_fields")
-        _check(ignored is None or isinstance(ignored, dict), where, f"{at}.ignored_fields",
-               "must be an object")
+        _check(
+            ignored is None or isinstance(ignored, dict),
+            where,
+            f"{at}.ignored_fields",
+            "must be an object",
+        )
         return cls(
             format=raw.get("format"),
             records=_count(raw.get("records", 0), where, f"{at}.records"),
@@ -244,9 +251,7 @@ class RejectedEntry:
         return cls(
             records=_count(raw.get("records", 0), where, "rejected.records"),
             reasons=dict(reasons),
-            files=None
-            if files is None
-            else tuple(FileEntry.from_dict(f, where, f"rejected.files[{i}]") for i, f in enumerate(files)),
+            files=None if files is None else _files(files, where, "rejected.files"),
         )
 
 
@@ -320,7 +325,7 @@ class Manifest:
     combine: str | None = None
     created: str | None = None
     config_sha256: str | None = None
-    rejected: RejectedEntry = RejectedEntry()
+    rejected: RejectedEntry = field(default_factory=RejectedEntry)
     duplicates: int = 0
     transform: TransformEntry | None = None
     joined: int | None = None
@@ -400,7 +405,12 @@ class Manifest:
         )
         features = {n: ManifestFeature.from_dict(f, where, n) for n, f in raw_features.items()}
         label = raw.get("label")
-        _check(label is None or label in features, where, "label", f"{label!r} is not one of the features")
+        _check(
+            label is None or label in features,
+            where,
+            "label",
+            f"{label!r} is not one of the features",
+        )
         raw_splits = raw.get("splits")
         _check(isinstance(raw_splits, dict), where, "splits", "must be an object")
         splits = {n: SplitEntry.from_dict(s, where, n) for n, s in raw_splits.items()}
@@ -432,6 +442,10 @@ class Manifest:
             if statistics is None
             else FileEntry.from_dict(statistics, where, "statistics", records=False),
         )
+
+
+def _files(raw: list, where: str, at: str) -> tuple[FileEntry, ...]:
+    return tuple(FileEntry.from_dict(f, where, f"{at}[{i}]") for i, f in enumerate(raw))
 
 
 def _json_value(value: Any) -> Any:
