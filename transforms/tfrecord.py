@@ -51,7 +51,7 @@ from transforms.files import CorruptFile
 from transforms.formats import OptionsReader
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 
-COMPRESSION_CHOICES = ("auto", "gzip", "zlib", "none")
+COMPRESSION_CHOICES = ("auto", *COMPRESSIONS)  # of a TFRecord source: auto detects it
 CHECKSUM_MISMATCH = "tfrecord: data checksum mismatch"
 NOT_AN_EXAMPLE = "tfrecord: not a tf.train.Example"
 CORRUPT_LENGTH = "tfrecord: corrupt record length"
