@@ -60,6 +60,7 @@ import tensorflow as tf  # noqa: E402
 from trainer.manifest import Manifest, load_manifest  # noqa: E402
 from trainer.plan import InputFlags, plan_input  # noqa: E402
 from trainer.task import Inputs  # noqa: E402
+from transforms.contract.layout import MANIFEST  # noqa: E402
 
 COMPRESSIONS = ("gzip", "none")
 LABEL = "payment_type"
@@ -178,7 +179,7 @@ def prepare_dataset(
     stamp = work / f"dataset-{compression}.stamp.json"
     text = write_config(config, csv_path.name, compression, shard_size_mb)
     params = {"config": text, "csv": json.loads((work / "data.stamp.json").read_text())}
-    if (folder / "manifest.json").exists() and _stamp_ok(stamp, params):
+    if (folder / MANIFEST).exists() and _stamp_ok(stamp, params):
         print(f"reusing {folder}", flush=True)
     else:
         stamp.unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""Loads and validates a dataset config (YAML) into a `transforms.spec.DatasetSpec`.
+"""Loads and validates a dataset config (YAML) into a `transforms.contract.config.DatasetSpec`.
 
 Everything a user can get wrong in the config is caught here, once, with an error that names the
 field: `features.year.type: unknown type 'integer' (int, float, string, bytes, image)`.
@@ -38,10 +38,8 @@ from pipelines.fields import (
 )
 from pipelines.preprocessing import parse_transform
 from transforms import formats, schema
-from transforms.files import is_remote
-from transforms.spec import (
+from transforms.contract.config import (
     ALLOWANCES,
-    COMPRESSIONS,
     FEATURE_TYPES,
     PRESENT_SUFFIX,
     SOURCE_FORMATS,
@@ -51,6 +49,13 @@ from transforms.spec import (
     OutputSpec,
     SourceSpec,
 )
+from transforms.contract.layout import (
+    COMPRESSIONS,
+    DEFAULT_COMPRESSION,
+    DEFAULT_COMPRESSION_LEVEL,
+    DEFAULT_SHARD_SIZE_MB,
+)
+from transforms.files import is_remote
 
 NAME_RE = re.compile(r"[a-z0-9_-]+")  # with fullmatch: `$` would let a trailing newline in
 DEFAULT_SPLITS = {"train": 0.9, "eval": 0.1}
@@ -428,18 +433,20 @@ def _parse_output(raw: Any, base_dir: str, override: str | None) -> OutputSpec:
             raise ConfigError("output.path", "is required (or give --output)")
         path = _dataset_folder(path, "output.path", base_dir)
     compression = choice(
-        value_of(raw, "compression", "output.", "gzip"), "output.compression", tuple(COMPRESSIONS)
+        value_of(raw, "compression", "output.", DEFAULT_COMPRESSION),
+        "output.compression",
+        tuple(COMPRESSIONS),
     )
     low, high = SHARD_SIZE_MB
     size = bounded_number(
-        value_of(raw, "shard_size_mb", "output.", 128),
+        value_of(raw, "shard_size_mb", "output.", DEFAULT_SHARD_SIZE_MB),
         "output.shard_size_mb",
         f"must be a positive number of MB from {low:g} to {high:g}",
         low=low,
         high=high,
     )
     level = bounded_number(
-        value_of(raw, "compression_level", "output.", 6),
+        value_of(raw, "compression_level", "output.", DEFAULT_COMPRESSION_LEVEL),
         "output.compression_level",
         "must be an integer from 1 to 9",
         integer=True,

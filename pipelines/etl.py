@@ -35,6 +35,18 @@ from apache_beam.options.pipeline_options import (
 from pipelines import joblog
 from pipelines.config import ConfigError, load_config
 from transforms import formats, progress
+from transforms.contract.config import DatasetSpec
+from transforms.contract.layout import (
+    COMPRESSIONS,
+    MANIFEST,
+    REJECTED_FILE,
+    REPORT,
+    STATISTICS,
+    TRANSFORM_DIR,
+    shard_name,
+    shard_suffix,
+)
+from transforms.contract.manifest import Manifest
 from transforms.files import (
     RECURSIVE_FORMATS,
     file_pattern,
@@ -47,8 +59,6 @@ from transforms.graph import pipeline_graph
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
 from transforms.publish import (
-    MANIFEST,
-    REPORT,
     Expected,
     OutputError,
     discard,
@@ -59,7 +69,6 @@ from transforms.publish import (
 )
 from transforms.quality import CountFields, QualityError
 from transforms.sources import ReadSource
-from transforms.spec import DatasetSpec
 from transforms.stats import MergeStats
 from transforms.write import PublishDataset, WriteShards
 
@@ -158,14 +167,12 @@ def _check_inputs(dataset: DatasetSpec, overwrite: bool = False) -> tuple[list[s
 _DATASET_FILES = (
     MANIFEST,
     REPORT,
-    "statistics.json",
+    STATISTICS,
     "schema.pbtxt",
-    "train/train-00000-of-00001.tfrecord.gz",
-    "train/train-00000-of-00001.tfrecord.zz",
-    "train/train-00000-of-00001.tfrecord",
-    "rejected/rejected-00000-of-00001.jsonl",
-    "transform/transform_fn/saved_model.pb",
-    "transform/transformed_metadata/schema.pbtxt",
+    *(shard_name("train", 0, 1, shard_suffix(c)) for c in COMPRESSIONS),
+    REJECTED_FILE,
+    f"{TRANSFORM_DIR}/transform_fn/saved_model.pb",
+    f"{TRANSFORM_DIR}/transformed_metadata/schema.pbtxt",
 )
 
 
@@ -425,14 +432,16 @@ def write_report(output: str, graph: dict, timings: dict) -> None:
     """Writes OUTPUT/report.html from the published dataset (its manifest, statistics and
     rejected records), the job's graph and timings. The dataset is complete without it: a
     report that cannot be written is a warning, not a failed run."""
-    from transforms.report import render  # only here: the report's code is only for this
+    from transforms.report import (
+        render,  # only here: the report's code is only for this
+    )
 
     try:
-        manifest = json.loads(_read(f"{output}/{MANIFEST}"))
-        entry = manifest.get("statistics")
-        statistics = json.loads(_read(f"{output}/{entry['path']}")) if entry else None
+        manifest = Manifest.from_json(_read(f"{output}/{MANIFEST}"))
+        entry = manifest.statistics
+        statistics = json.loads(_read(f"{output}/{entry.path}")) if entry else None
         examples = rejected_examples(output, manifest)
-        page = render(manifest, statistics, graph, timings, examples).encode("utf-8")
+        page = render(manifest.to_dict(), statistics, graph, timings, examples).encode("utf-8")
         write_atomically(f"{output}/{REPORT}", page, "text/html")
     except Exception as e:  # noqa: BLE001 - see above
         logger.warning("the run report was not written: %s: %s", type(e).__name__, e)
@@ -443,13 +452,15 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def rejected_examples(output: str, manifest: dict, per_reason: int = 5) -> dict[str, list[dict]]:
+def rejected_examples(
+    output: str, manifest: Manifest, per_reason: int = 5
+) -> dict[str, list[dict]]:
     """Up to `per_reason` rejected records of each reason (location and record), in file order."""
     examples: dict[str, list[dict]] = {}
-    wanted = len(manifest["rejected"]["reasons"])
-    for entry in manifest["rejected"]["files"]:
+    wanted = len(manifest.rejected.reasons)
+    for entry in manifest.rejected.files or ():
         with FileSystems.open(
-            f"{output}/{entry['path']}", compression_type=CompressionTypes.UNCOMPRESSED
+            f"{output}/{entry.path}", compression_type=CompressionTypes.UNCOMPRESSED
         ) as f:
             for line in f:
                 record = json.loads(line)
@@ -483,33 +494,33 @@ def _short(text: str, most: int = 120) -> str:
 
 def _report(dataset: DatasetSpec, seconds: float) -> None:
     with FileSystems.open(f"{dataset.output.path}/{MANIFEST}") as f:
-        manifest = json.loads(f.read())
-    read = sum(s["records"] for s in manifest["sources"].values())
+        manifest = Manifest.from_json(f.read())
+    read = sum(s.records for s in manifest.sources.values())
     print(f"shardflow etl: {dataset.name}: {read} records read in {seconds:.1f}s")
-    for name, split in manifest["splits"].items():
-        print(f"  {name:<10} {split['records']:>9} records in {len(split['files'])} shard(s)")
-    print(f"  {'rejected':<10} {manifest['rejected']['records']:>9} records")
-    reasons = sorted(manifest["rejected"]["reasons"].items(), key=lambda item: (-item[1], item[0]))
+    for name, split in manifest.splits.items():
+        print(f"  {name:<10} {split.records:>9} records in {len(split.files)} shard(s)")
+    print(f"  {'rejected':<10} {manifest.rejected.records:>9} records")
+    reasons = sorted(manifest.rejected.reasons.items(), key=lambda item: (-item[1], item[0]))
     for reason, n in reasons[:_TOP_REASONS]:
         print(f"      {n:>7}  {_short(reason)}")
     if len(reasons) > _TOP_REASONS:
         rest = sum(n for _, n in reasons[_TOP_REASONS:])
         print(f"      {rest:>7}  ({len(reasons) - _TOP_REASONS} more reasons: see the manifest)")
-    for name, source in manifest["sources"].items():
-        ignored = source.get("ignored_fields") or {}
+    for name, source in manifest.sources.items():
+        ignored = source.ignored_fields or {}
         if ignored:
             fields = ", ".join(f"{_short(f, 40)} ({n})" for f, n in list(ignored.items())[:8])
             more = f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""
             print(f"  ignored fields of {name} (records holding a value): {fields}{more}")
-    print(f"  {'duplicates':<10} {manifest['duplicates']:>9} records")
-    if "joined" in manifest:
-        print(f"  {'joined':<10} {manifest['joined']:>9} records merged into another source's")
-    transform = manifest.get("transform")
+    print(f"  {'duplicates':<10} {manifest.duplicates:>9} records")
+    if manifest.joined is not None:
+        print(f"  {'joined':<10} {manifest.joined:>9} records merged into another source's")
+    transform = manifest.transform
     if transform is not None:
         print(
-            f"  transform: {transform['path']}/ analyzed on {transform['analyzed_records']} "
-            f"{transform['analyzed_split']} records; the shards hold "
-            f"{transform['materialize']} examples"
+            f"  transform: {transform.path}/ analyzed on {transform.analyzed_records} "
+            f"{transform.analyzed_split} records; the shards hold "
+            f"{transform.materialize} examples"
         )
     print(f"  dataset: {dataset.output.path}")
 

@@ -1,4 +1,4 @@
-"""Loads the `transform:` section of a dataset config into a `transforms.spec.TransformSpec`.
+"""Loads the `transform:` section of a dataset config into a `transforms.contract.config.TransformSpec`.
 
 Declarative ops per feature (`z_score`, `vocabulary`, ...) are checked against the feature's
 type, their stage order and each other, with their parameters completed and bounded; a
@@ -26,8 +26,7 @@ from pipelines.fields import (
     value_of,
 )
 from transforms import schema
-from transforms.files import is_remote
-from transforms.spec import (
+from transforms.contract.config import (
     AFTER_LOG1P,
     MATERIALIZE,
     TRAIN_SPLIT,
@@ -36,6 +35,7 @@ from transforms.spec import (
     TransformOp,
     TransformSpec,
 )
+from transforms.files import is_remote
 
 _TRANSFORM_KEYS = {"features", "module", "materialize"}
 # Parameters of the declarative transform ops: name -> (default, or _REQUIRED, minimum,

@@ -18,24 +18,17 @@ from collections.abc import Callable, Iterable, Mapping
 import tensorflow as tf
 
 from trainer.manifest import FeatureSpec, Manifest, ManifestError
+from transforms.contract.config import FEATURE_DTYPES, PRESENT_SUFFIX
 
-PRESENT_SUFFIX = "__present"
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
 
-_DTYPES = {
-    "int": tf.int64,
-    "float": tf.float32,
-    "string": tf.string,
-    "bytes": tf.string,
-    "image": tf.string,
-}
 ParseSpec = dict[str, tf.io.FixedLenFeature | tf.io.RaggedFeature]
 
 
 def dtype_of(feature: FeatureSpec) -> tf.DType:
     """The tensor dtype of a feature: int64, float32 or string."""
-    return _DTYPES[feature.type]
+    return tf.as_dtype(FEATURE_DTYPES[feature.type])
 
 
 def fill_value(feature: FeatureSpec) -> int | float | str:

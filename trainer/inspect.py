@@ -20,10 +20,16 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.features import parse_spec
-from trainer.manifest import FeatureSpec, Manifest, ManifestError, join, load_manifest, read_json
+from trainer.manifest import (
+    FeatureSpec,
+    Manifest,
+    ManifestError,
+    join,
+    load_manifest,
+    read_json,
+)
+from transforms.contract.layout import STATISTICS, STATISTICS_FORMAT_VERSION
 
-STATISTICS_NAME = "statistics.json"
-STATISTICS_FORMAT_VERSION = 1
 NUMBER_TYPES = ("int", "float")
 SIZE_TYPES = ("bytes", "image")
 TOP_SHOWN = 3  # top values shown per string feature
@@ -69,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if args.stats:
         if statistics is None:
-            print(f"statistics: none, {manifest.root} has no {STATISTICS_NAME} (an older dataset)")
+            print(f"statistics: none, {manifest.root} has no {STATISTICS} (an older dataset)")
         else:
             for split in splits:
                 for line in statistics_table(manifest, statistics, split):
@@ -118,7 +124,7 @@ def summary(manifest: Manifest) -> list[str]:
 
 def load_statistics(root: str) -> dict | None:
     """DATASET/statistics.json as written by the ETL, or None when the dataset has none."""
-    path = join(root, STATISTICS_NAME)
+    path = join(root, STATISTICS)
     if not tf.io.gfile.exists(path):
         return None
     raw = read_json(path)
@@ -141,7 +147,7 @@ def statistics_table(manifest: Manifest, statistics: dict, split: str) -> list[s
     """
     stats = statistics["splits"].get(split)
     if stats is None:
-        return [f"statistics of split {split!r}: none in {STATISTICS_NAME}"]
+        return [f"statistics of split {split!r}: none in {STATISTICS}"]
     features = stats.get("features") or {}
     names = [n for n in manifest.features if n in features]
     names += [n for n in features if n not in manifest.features]

@@ -27,11 +27,11 @@ from typing import Any, BinaryIO, Callable, Iterator
 import fastavro
 from fastavro.schema import SchemaParseException
 
+from transforms.contract.config import SourceSpec
 from transforms.csv import FileError
 from transforms.formats import OptionsReader
 from transforms.parquet import flat_name, plain_value
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
-from transforms.spec import SourceSpec
 
 UNDECODABLE_RECORD = "avro: undecodable record"
 UNREADABLE_BLOCK = "avro: unreadable data block"

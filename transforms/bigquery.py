@@ -36,6 +36,7 @@ from apache_beam.io.gcp.bigquery_read_internal import _JsonToDictCoder
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 from xxhash import xxh3_64_intdigest
 
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.formats import OptionsReader
 from transforms.records import (
     CHUNK_ROWS,
@@ -49,7 +50,6 @@ from transforms.records import (
     record_json,
     rejection,
 )
-from transforms.spec import OptionError, SourceSpec
 
 METHODS = ("EXPORT", "DIRECT_READ")
 PRIORITIES = ("BATCH", "INTERACTIVE")

@@ -27,9 +27,9 @@ from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.formats import OptionsReader
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
-from transforms.spec import OptionError, SourceSpec
 
 RANGE_TYPES = ("int", "uint", "float", "bytes", "string")
 ENDIANS = {"little": "<", "big": ">"}

@@ -41,9 +41,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.formats import OptionsReader
 from transforms.records import CHUNK_ROWS, RawChunk, location, printable, rejection
-from transforms.spec import OptionError, SourceSpec
 
 csv.field_size_limit(1 << 30)
 _EMPTY_ONLY = frozenset([""])

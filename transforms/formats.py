@@ -21,7 +21,7 @@ import importlib
 import importlib.util
 from typing import Any, Callable, Iterable
 
-from transforms.spec import SOURCE_FORMATS, OptionError
+from transforms.contract.config import SOURCE_FORMATS, OptionError
 
 # The formats with a module here (every name of the contract has a module of the same name).
 IMPLEMENTED = tuple(

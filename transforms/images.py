@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 from apache_beam.metrics import Metrics
 
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.files import pattern_root, relative_path
 from transforms.formats import OptionsReader
 from transforms.records import (
@@ -63,7 +64,6 @@ from transforms.records import (
     rejection,
 )
 from transforms.schema import RecordError
-from transforms.spec import OptionError, SourceSpec
 
 if TYPE_CHECKING:
     from PIL import Image

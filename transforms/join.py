@@ -15,10 +15,10 @@ from typing import Iterable, Iterator
 
 import apache_beam as beam
 
+from transforms.contract.config import DatasetSpec
 from transforms.prepare import Batch, EncodedChunk, KeyMaker, Preparer, bundle_stats
 from transforms.records import COUNTS, REJECTED, STATS, RawChunk, gc_paused, location
 from transforms.schema import SourceColumns
-from transforms.spec import DatasetSpec
 from transforms.split import record_hash
 from transforms.stats import DatasetStats
 

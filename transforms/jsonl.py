@@ -32,9 +32,15 @@ from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
+from transforms.contract.config import SourceSpec
 from transforms.formats import OptionsReader
-from transforms.records import CHUNK_ROWS, RawChunk, location, one_line_records, rejection
-from transforms.spec import SourceSpec
+from transforms.records import (
+    CHUNK_ROWS,
+    RawChunk,
+    location,
+    one_line_records,
+    rejection,
+)
 
 MAX_DEPTH = 100  # as Ruby's JSON parser; GeoJSON, the deepest common layout, needs 4 or 5
 INVALID = "json: invalid JSON"

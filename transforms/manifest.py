@@ -11,9 +11,17 @@ import datetime
 from collections import Counter
 from typing import Any
 
-from transforms.publish import FORMAT_VERSION
+from transforms.contract.config import DatasetSpec
+from transforms.contract.manifest import (
+    FileEntry,
+    Manifest,
+    ManifestFeature,
+    RejectedEntry,
+    SourceEntry,
+    SplitEntry,
+    TransformEntry,
+)
 from transforms.records import ignored_counter, read_counter
-from transforms.spec import DatasetSpec
 
 
 def build_manifest(
@@ -23,33 +31,31 @@ def build_manifest(
     reasons: Counter,
     counts: dict[str, int],
     transform: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Manifest:
     """The manifest: counts, files with sizes and checksums, the schema. Checks the ledger.
 
     `transform` is the `transform` section (tf.Transform output), or None without one; its
     analyzed records must be exactly the train split's.
     """
-    splits: dict[str, Any] = {}
+    splits: dict[str, SplitEntry] = {}
     duplicates = counts.get("duplicates", 0)
     for name in dataset.split_names:
         files = sorted((s for s in shards if s["split"] == name), key=lambda s: s["path"])
         duplicates += sum(s.get("duplicates", 0) for s in files)
-        splits[name] = {
-            "records": sum(s["records"] for s in files),
-            "files": [
-                {k: s[k] for k in ("path", "records", "bytes", "sha256")} for s in files
-            ],
-        }
+        splits[name] = SplitEntry(
+            records=sum(s["records"] for s in files),
+            files=tuple(_file(s) for s in files),
+        )
     sources = {
-        s.name: {
-            "format": s.format,
-            "records": counts.get(read_counter(s.name), 0),
-            "ignored_fields": _ignored_fields(counts, s.name),
-        }
+        s.name: SourceEntry(
+            format=s.format,
+            records=counts.get(read_counter(s.name), 0),
+            ignored_fields=_ignored_fields(counts, s.name),
+        )
         for s in dataset.sources
     }
-    read = sum(v["records"] for v in sources.values())
-    written = sum(v["records"] for v in splits.values())
+    read = sum(v.records for v in sources.values())
+    written = sum(v.records for v in splits.values())
     joined = counts.get("joined", 0)
     accounted = written + rejected_file["records"] + duplicates + joined
     if read != accounted:
@@ -59,38 +65,38 @@ def build_manifest(
             f"joined {joined})"
         )
     if transform is not None:
-        train = splits[transform["analyzed_split"]]["records"]
+        train = splits[transform["analyzed_split"]].records
         if transform["analyzed_records"] != train:
             raise RuntimeError(
                 f"tf.Transform analyzed {transform['analyzed_records']} records, but the "
                 f"{transform['analyzed_split']} split holds {train}"
             )
-    manifest = {
-        "format_version": FORMAT_VERSION,
-        "name": dataset.name,
-        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "config_sha256": dataset.config_sha256,
-        "compression": dataset.output.compression,
-        "compression_level": dataset.output.compression_level,
-        "features": {f.name: f.to_manifest() for f in dataset.features},
-        "label": dataset.label,
-        "key": dataset.key,
-        "combine": dataset.combine,
-        "sources": sources,
-        "splits": splits,
-        "rejected": {
-            "records": rejected_file["records"],
-            "reasons": dict(sorted(reasons.items())),
-            "files": [{k: rejected_file[k] for k in ("path", "records", "bytes", "sha256")}],
-        },
-        "duplicates": duplicates,
-        "transform": transform,
-    }
-    if dataset.combine == "join":
-        manifest["joined"] = joined
-    if dataset.date is not None:
-        manifest["date"] = dataset.date
-    return manifest
+    return Manifest(
+        name=dataset.name,
+        created=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        config_sha256=dataset.config_sha256,
+        compression=dataset.output.compression,
+        compression_level=dataset.output.compression_level,
+        features={f.name: ManifestFeature.of(f) for f in dataset.features},
+        label=dataset.label,
+        key=dataset.key,
+        combine=dataset.combine,
+        sources=sources,
+        splits=splits,
+        rejected=RejectedEntry(
+            records=rejected_file["records"],
+            reasons=dict(sorted(reasons.items())),
+            files=(_file(rejected_file),),
+        ),
+        duplicates=duplicates,
+        transform=None if transform is None else TransformEntry(**transform),
+        joined=joined if dataset.combine == "join" else None,
+        date=dataset.date,
+    )
+
+
+def _file(facts: dict[str, Any]) -> FileEntry:
+    return FileEntry(facts["path"], facts["records"], facts["bytes"], facts["sha256"])
 
 
 def _ignored_fields(counts: dict[str, int], source_name: str) -> dict[str, int]:

@@ -34,10 +34,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from transforms.contract.config import SourceSpec
 from transforms.csv import FileError
 from transforms.formats import OptionsReader
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
-from transforms.spec import SourceSpec
 
 UNREADABLE_ROW_GROUP = "parquet: unreadable row group"
 _DATA_ERRORS = (OSError, pa.ArrowException)

@@ -11,15 +11,23 @@ import json
 from typing import Any, Callable, Iterator
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 import numpy as np
 import pyarrow as pa
 from apache_beam import coders
+from apache_beam.transforms.window import GlobalWindows
 
 from transforms import encode
-from transforms.records import REJECTED, STATS, ChunkCoder, RawChunk, gc_paused, location, rejection
+from transforms.contract.config import DatasetSpec
+from transforms.records import (
+    REJECTED,
+    STATS,
+    ChunkCoder,
+    RawChunk,
+    gc_paused,
+    location,
+    rejection,
+)
 from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
-from transforms.spec import DatasetSpec
 from transforms.split import SplitAssigner, binary_values, record_hashes
 from transforms.stats import DatasetStats, chunk_stats
 

@@ -40,18 +40,18 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any, BinaryIO, Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.contract.layout import FORMAT_VERSION, MANIFEST
+from transforms.contract.manifest import Manifest, dumps
 from transforms.files import is_remote
 
 logger = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
-REPORT = "report.html"  # written after publication, from the published dataset
 PUBLISHING = ".shardflow-publishing"  # on object stores: a publication of ours is under way
-FORMAT_VERSION = 1
 
 
 class OutputError(ValueError):
@@ -259,15 +259,21 @@ def _pause_before_publish() -> None:
             time.sleep(0.01)
 
 
-def publish(staging: str, output: str, manifest: dict[str, Any], expected: Expected) -> None:
+def publish(
+    staging: str, output: str, manifest: Manifest | Mapping[str, Any], expected: Expected
+) -> None:
     """Moves the staged dataset to OUTPUT, replacing only what `expected` allows there.
+
+    `manifest` is written as OUTPUT's manifest.json (`Manifest.to_json`; a plain mapping, as
+    tests give, is written the same way).
 
     Raises OutputError, and publishes nothing, when OUTPUT holds something else now: something
     that is not a dataset, or a dataset that another run published while this one ran
     (PublishConflict, also while another run is publishing there).
     """
     _pause_before_publish()
-    body = (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8")
+    text = manifest.to_json() if isinstance(manifest, Manifest) else dumps(manifest)
+    body = text.encode("utf-8")
     try:
         if is_remote(output):
             _publish_remote(staging, output, body, expected)

@@ -21,8 +21,9 @@ from typing import Any, Iterable
 import apache_beam as beam
 import pyarrow as pa
 
+from transforms.contract.config import DatasetSpec
+from transforms.contract.manifest import Manifest
 from transforms.records import RawChunk, ignored_counter
-from transforms.spec import DatasetSpec
 
 
 class QualityError(RuntimeError):
@@ -30,11 +31,11 @@ class QualityError(RuntimeError):
     limits allow, or one that is plainly not the one meant (see the module's docstring)."""
 
 
-def check_rejections(dataset: DatasetSpec, manifest: dict[str, Any]) -> None:
+def check_rejections(dataset: DatasetSpec, manifest: Manifest) -> None:
     """Raises QualityError when the rejected records exceed the output's limits."""
     out = dataset.output
-    read = sum(s["records"] for s in manifest["sources"].values())
-    rejected = manifest["rejected"]["records"]
+    read = sum(s.records for s in manifest.sources.values())
+    rejected = manifest.rejected.records
     fraction = rejected / read if read else 0.0
     if out.max_rejected is not None and rejected > out.max_rejected:
         raise QualityError(
@@ -96,7 +97,7 @@ class CountFields(beam.DoFn):
 
 def check_dataset(
     dataset: DatasetSpec,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     counts: dict[str, int],
     rejected: Iterable[dict[str, Any]],
 ) -> None:
@@ -110,8 +111,8 @@ def check_dataset(
         _check_sources(dataset, manifest, rejected)
     if "empty_split" not in allowed:
         for name in dataset.split_names:
-            if manifest["splits"][name]["records"] == 0:
-                written = sum(s["records"] for s in manifest["splits"].values())
+            if manifest.splits[name].records == 0:
+                written = sum(s.records for s in manifest.splits.values())
                 raise QualityError(
                     f"split {name!r} has 0 records (of {written} written); give it a larger "
                     "fraction in `splits`, add data, or set output.allow: [empty_split]; "
@@ -119,28 +120,28 @@ def check_dataset(
                 )
 
 
-def _check_fields(dataset: DatasetSpec, manifest: dict[str, Any], counts: dict[str, int]):
+def _check_fields(dataset: DatasetSpec, manifest: Manifest, counts: dict[str, int]):
     for i, source in enumerate(dataset.sources):
-        if manifest["sources"][source.name]["records"] == 0:
+        if manifest.sources[source.name].records == 0:
             continue  # said by the empty-source check
         for field in sorted(checked_fields(dataset, source.name)):
             if counts.get(present_counter(source.name, field), 0):
                 continue
             what = "the key" if field == dataset.key else "field"
-            fields = sorted(manifest["sources"][source.name]["ignored_fields"])
+            fields = sorted(manifest.sources[source.name].ignored_fields or {})
             hint = f" (its records hold {_names(fields)})" if fields else ""
             raise QualityError(
                 f"sources[{i}] {source.name!r}: {what} {field!r} is missing from all "
-                f"{manifest['sources'][source.name]['records']} of its records{hint}; "
+                f"{manifest.sources[source.name].records} of its records{hint}; "
                 "fix the field name, or set output.allow: [missing_field]; no dataset published"
             )
 
 
-def _check_sources(dataset: DatasetSpec, manifest: dict[str, Any], rejected) -> None:
+def _check_sources(dataset: DatasetSpec, manifest: Manifest, rejected) -> None:
     # A joined record that is rejected names every source it holds ("a,b").
     by_source = Counter(s for r in rejected for s in r["source"].split(","))
     for i, source in enumerate(dataset.sources):
-        read = manifest["sources"][source.name]["records"]
+        read = manifest.sources[source.name].records
         if read == 0:
             where = f"path {source.path!r}" if source.path is not None else "its query"
             raise QualityError(

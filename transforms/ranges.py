@@ -29,9 +29,9 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import csv as csv_format
+from transforms.contract.config import SourceSpec
 from transforms.files import open_file
 from transforms.records import RawChunk, env_bytes
-from transforms.spec import SourceSpec
 
 SPLIT_BYTES = 64 << 20
 SPLIT_ENV = "SHARDFLOW_SPLIT_MB"  # overrides SPLIT_BYTES, in MB (fractions allowed)

@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transforms.contract.config import FeatureSpec
 from transforms.encode import ARROW_TYPES
-from transforms.spec import FeatureSpec
 
 
 class SourceColumns(NamedTuple):

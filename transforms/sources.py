@@ -12,7 +12,14 @@ import apache_beam as beam
 from apache_beam.io import fileio
 
 from transforms import formats, progress, ranges
-from transforms.files import RECURSIVE_FORMATS, file_pattern, is_input, open_file, pattern_root
+from transforms.contract.config import SourceSpec
+from transforms.files import (
+    RECURSIVE_FORMATS,
+    file_pattern,
+    is_input,
+    open_file,
+    pattern_root,
+)
 from transforms.records import (
     COUNTS,
     REJECTED,
@@ -20,7 +27,6 @@ from transforms.records import (
     gc_paused,
     read_counter,
 )
-from transforms.spec import SourceSpec
 
 
 class _ParseFileFn(beam.DoFn):

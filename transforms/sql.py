@@ -42,6 +42,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import apache_beam as beam
 
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.formats import OptionsReader
 from transforms.records import (
     CHUNK_ROWS,
@@ -53,7 +54,6 @@ from transforms.records import (
     rejection,
 )
 from transforms.sources import tagged
-from transforms.spec import OptionError, SourceSpec
 
 logger = logging.getLogger(__name__)
 

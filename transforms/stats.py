@@ -36,9 +36,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam import coders
 
+from transforms.contract.layout import STATISTICS_FORMAT_VERSION
 from transforms.records import ChunkCoder
 
-FORMAT_VERSION = 1
 MAX_DISTINCT = 10_000
 NUMBER_DISTINCT = 1_000  # numbers: exact counts (even histograms) up to this many values
 TOP_VALUES = 20
@@ -186,7 +186,7 @@ class DatasetStats:
 
     def to_json(self, split_names: Sequence[str]) -> dict[str, Any]:
         return {
-            "format_version": FORMAT_VERSION,
+            "format_version": STATISTICS_FORMAT_VERSION,
             "splits": {
                 name: {
                     "records": self.records.get(i, 0),

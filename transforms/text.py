@@ -23,9 +23,15 @@ import operator
 import re
 from typing import Any, BinaryIO, Iterable, Iterator
 
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.formats import OptionsReader
-from transforms.records import CHUNK_ROWS, RawChunk, location, one_line_records, rejection
-from transforms.spec import OptionError, SourceSpec
+from transforms.records import (
+    CHUNK_ROWS,
+    RawChunk,
+    location,
+    one_line_records,
+    rejection,
+)
 
 NO_MATCH = "text: line does not match regex"
 _READ_BYTES = 1 << 20

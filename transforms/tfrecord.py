@@ -45,12 +45,13 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
+from transforms.contract.config import SourceSpec
+from transforms.contract.layout import COMPRESSIONS
 from transforms.files import CorruptFile
 from transforms.formats import OptionsReader
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
-from transforms.spec import SourceSpec
 
-COMPRESSION_CHOICES = ("auto", "gzip", "zlib", "none")
+COMPRESSION_CHOICES = ("auto", *COMPRESSIONS)  # of a TFRecord source: auto detects it
 CHECKSUM_MISMATCH = "tfrecord: data checksum mismatch"
 NOT_AN_EXAMPLE = "tfrecord: not a tf.train.Example"
 CORRUPT_LENGTH = "tfrecord: corrupt record length"
@@ -61,7 +62,6 @@ _HEADER = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
 _READ_BYTES = 1 << 20
 _INFLATE_BYTES = 1 << 16  # compressed input per step: bounds what one step inflates to
-_WBITS = {"gzip": 31, "zlib": 15}  # zlib window bits of a gzip and of a zlib stream
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -150,7 +150,7 @@ def _read_records(stream, path: str, compression: str):
         return
     kind = _compression(path, compression, head)
     if kind != "none":
-        stream = _Inflating(_Prefixed(head, stream), _WBITS[kind])
+        stream = _Inflating(_Prefixed(head, stream), COMPRESSIONS[kind].wbits)
         head = b""
     yield from _Frames(_Prefixed(head, stream))
 
@@ -317,7 +317,7 @@ class _Reinflating:
                 self._raw = FileSystems.open(
                     self._path, compression_type=CompressionTypes.UNCOMPRESSED
                 )
-                self._stream = _Inflating(self._raw, _WBITS["gzip"])
+                self._stream = _Inflating(self._raw, COMPRESSIONS["gzip"].wbits)
                 self._skip = self._offset
                 return self.read(size)
         else:

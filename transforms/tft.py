@@ -42,16 +42,21 @@ from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 from tfx_bsl.coders import example_coder
 from tfx_bsl.tfxio import tf_example_record
 
-from trainer.features import dtype_of  # the trainer's dtypes: the raw spec must agree
 from transforms import encode
+from transforms.contract.config import (
+    FEATURE_DTYPES,
+    TRAIN_SPLIT,
+    DatasetSpec,
+    FeatureSpec,
+    TransformOp,
+)
+from transforms.contract.layout import TRANSFORM_DIR
 from transforms.files import is_remote
 from transforms.prepare import EncodedChunk
-from transforms.spec import TRAIN_SPLIT, DatasetSpec, FeatureSpec, TransformOp
 from transforms.write import route_chunk, shard_counts, sorted_records
 
 logger = logging.getLogger(__name__)
 
-TRANSFORM_DIR = "transform"  # under OUTPUT; also the manifest's `transform.path`
 RAW_METADATA_DIR = tft.TFTransformOutput.RAW_METADATA_DIR  # "metadata"
 TEMP_DIR = ".transform-tmp"  # under the staging folder; deleted before publication
 BATCH_ROWS = 1024  # rows per record batch: bounds the memory of decoded images
@@ -70,10 +75,15 @@ def raw_feature_spec(features: tuple[FeatureSpec, ...]) -> dict[str, Any]:
     for f in features:
         always_full = f.shape != (None,) and (f.required or f.default is not None)
         if always_full:
-            spec[f.name] = tf.io.FixedLenFeature(list(f.shape), dtype_of(f))
+            spec[f.name] = tf.io.FixedLenFeature(list(f.shape), _dtype(f))
         else:
-            spec[f.name] = tf.io.VarLenFeature(dtype_of(f))
+            spec[f.name] = tf.io.VarLenFeature(_dtype(f))
     return spec
+
+
+def _dtype(feature: FeatureSpec) -> tf.DType:
+    """The tensor dtype of a feature, the one the trainer parses it as."""
+    return tf.as_dtype(FEATURE_DTYPES[feature.type])
 
 
 def raw_schema(features: tuple[FeatureSpec, ...]):

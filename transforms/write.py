@@ -33,6 +33,15 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms import progress
+from transforms.contract.config import DatasetSpec, OutputSpec
+from transforms.contract.layout import (
+    COMPRESSIONS,
+    DEFAULT_COMPRESSION_LEVEL,
+    REJECTED_FILE,
+    STATISTICS,
+    shard_name,
+)
+from transforms.contract.manifest import FileEntry
 from transforms.manifest import build_manifest
 from transforms.prepare import EncodedChunk
 from transforms.publish import (
@@ -44,17 +53,19 @@ from transforms.publish import (
 )
 from transforms.quality import check_dataset, check_rejections
 from transforms.records import env_bytes
-from transforms.runs import Run, ShardPart, read_slice, run_folder, shard_bounds, write_runs
-from transforms.spec import DatasetSpec, OutputSpec
+from transforms.runs import (
+    Run,
+    ShardPart,
+    read_slice,
+    run_folder,
+    shard_bounds,
+    write_runs,
+)
 from transforms.split import binary_offsets, shard_of
 
-# zlib window bits: 31 writes a gzip stream (TF "GZIP"), 15 a zlib stream (TF "ZLIB").
-_WBITS = {"gzip": 31, "zlib": 15}
-_DEFAULT_LEVEL = 6  # TensorFlow's default for compressed TFRecords
 _BUFFER = 1 << 20
 _BLOCK_RECORDS = 4096
 RUN_BYTES = 32 << 20  # encoded bytes a worker gathers before it sorts and spills them
-STATISTICS = "statistics.json"
 RUN_ENV = "SHARDFLOW_RUN_MB"  # overrides RUN_BYTES, in MB (fractions allowed)
 PIECE_BYTES = 8 << 20  # encoded bytes of a shard that its writer reads and sorts at a time
 
@@ -116,12 +127,12 @@ class RecordFileWriter:
     the same records give the same bytes.
     """
 
-    def __init__(self, path: str, compression: str, level: int = _DEFAULT_LEVEL):
+    def __init__(self, path: str, compression: str, level: int = DEFAULT_COMPRESSION_LEVEL):
         self.path = path
         self._file = FileSystems.create(
             path, mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED
         )
-        wbits = _WBITS.get(compression)
+        wbits = COMPRESSIONS[compression].wbits
         self._compressor = (
             zlib.compressobj(level, zlib.DEFLATED, wbits) if wbits else None
         )
@@ -171,10 +182,6 @@ class RecordFileWriter:
                 self._emit(self._compressor.flush())
             self._file.close()
         return {"records": self.records, "bytes": self.bytes, "sha256": self._sha.hexdigest()}
-
-
-def shard_name(split: str, index: int, count: int, suffix: str) -> str:
-    return f"{split}/{split}-{index:05d}-of-{count:05d}{suffix}"
 
 
 def shard_counts(split_bytes: dict[int, int], num_splits: int, shard_bytes: float) -> list[int]:
@@ -393,7 +400,7 @@ def _writer(path: str, output: OutputSpec) -> RecordFileWriter:
 def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, Any]:
     """Writes all rejected records, in a stable order, as one JSON Lines file."""
     rejected = sorted(rejected, key=lambda r: (r["source"], _location_key(r["location"]), r["reason"]))
-    name = "rejected/rejected-00000-of-00001.jsonl"
+    name = REJECTED_FILE
     sha = hashlib.sha256()
     size = 0
     with create_file(f"{staging}/{name}", "application/x-ndjson") as f:
@@ -481,7 +488,8 @@ class _PublishFn(beam.DoFn):
         manifest = build_manifest(self._dataset, shards, rejected_file, reasons, counts, transform)
         if statistics is not None:
             body = statistics.to_json(self._dataset.split_names)
-            manifest["statistics"] = write_json(self._staging, STATISTICS, body)
+            entry = write_json(self._staging, STATISTICS, body)
+            manifest = manifest.with_statistics(FileEntry(**entry))
         check_dataset(self._dataset, manifest, counts, rejected)
         check_rejections(self._dataset, manifest)
         publish(self._staging, out.path, manifest, self._expected)

@@ -291,7 +291,14 @@ def test_the_image_installs_the_trainer_extra_only_and_ends_with_pip_check():
     for unwanted in ("apache-beam", "apache_beam", ".[etl]", ".[all]", "-e "):
         assert unwanted not in text
     copied = {src for c in _instructions("COPY") for src in c.value[:-1]}
-    assert copied == {"setup.py", "pipelines/__init__.py", "pipelines/cli.py", "trainer"}
+    assert copied == {
+        "setup.py",
+        "pipelines/__init__.py",
+        "pipelines/cli.py",
+        "transforms/__init__.py",
+        "transforms/contract",
+        "trainer",
+    }
     assert runs[-1].value[-1].split("&&")[-1].strip() == "pip check"
 
 

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from pipelines.config import ConfigError, load_config, parse_config
+from transforms.contract.manifest import ManifestFeature
 
 BASE = {
     "name": "penguins",
@@ -46,7 +47,7 @@ def test_defaults_and_resolution_against_the_config_folder():
     assert spec.splits == (("train", 0.9), ("eval", 0.1))
     assert spec.combine == "union"
     bill = {f.name: f for f in spec.features}["bill"]
-    assert (bill.required, bill.default, bill.to_manifest()) == (
+    assert (bill.required, bill.default, ManifestFeature.of(bill).to_dict()) == (
         False, [0.0], {"type": "float", "shape": [], "required": False, "default": 0.0})
 
 
@@ -156,7 +157,7 @@ def _transform(transform, **changes):
 
 
 def test_transform_ops_are_parsed_with_defaults_in_order():
-    from transforms.spec import TransformOp, TransformSpec
+    from transforms.contract.config import TransformOp, TransformSpec
 
     spec = parse_config(
         _transform({

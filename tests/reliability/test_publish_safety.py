@@ -37,8 +37,8 @@ import yaml
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.etl import run
+from transforms.contract.layout import MANIFEST
 from transforms.publish import (
-    MANIFEST,
     PAUSE_BEFORE_PUBLISH,
     PUBLISHING,
     PublishConflict,

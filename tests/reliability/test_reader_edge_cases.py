@@ -46,12 +46,12 @@ from pipelines.etl import run
 from tests import readback
 from transforms import csv as csv_module
 from transforms import formats, ranges, tfrecord
+from transforms.contract.config import SourceSpec
 from transforms.csv import FileError, parse_csv
 from transforms.encode import encode_columns
 from transforms.files import open_file
 from transforms.jsonl import parse_jsonl
 from transforms.records import RawChunk
-from transforms.spec import SourceSpec
 from transforms.write import frame_records
 
 INT, BYTES = pa.list_(pa.int64()), pa.list_(pa.binary())

@@ -38,9 +38,9 @@ from PIL import Image
 
 from pipelines.etl import run
 from transforms import images, sql
+from transforms.contract.config import SourceSpec
 from transforms.records import RawChunk
 from transforms.schema import RecordError
-from transforms.spec import SourceSpec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SHARDFLOW = Path(sys.executable).parent / "shardflow"

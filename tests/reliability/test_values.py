@@ -44,12 +44,18 @@ from PIL import Image
 
 from pipelines.etl import run
 from tests import readback
+from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
 from transforms.images import decode
 from transforms.prepare import KeyMaker
 from transforms.records import RawChunk, one_line_records
 from transforms.report import render
-from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature, coerce_scalar
-from transforms.spec import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
+from transforms.schema import (
+    RecordError,
+    SourceColumns,
+    Validator,
+    coerce_feature,
+    coerce_scalar,
+)
 from transforms.stats import DatasetStats, chunk_stats, column_stats
 
 MB10 = 10 * 2**20

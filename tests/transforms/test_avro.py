@@ -12,8 +12,8 @@ import pytest
 
 from tests.transforms import parsed
 from transforms import avro
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.csv import FileError
-from transforms.spec import OptionError, SourceSpec
 
 POINT = {"type": "record", "name": "Point", "fields": [
     {"name": "x", "type": "double"},

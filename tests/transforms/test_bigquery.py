@@ -37,8 +37,8 @@ from transforms.bigquery import (
     row_number,
     rows_to_chunk,
 )
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import CHUNK_ROWS, RawChunk, record_json
-from transforms.spec import OptionError, SourceSpec
 
 UTC = datetime.timezone.utc
 

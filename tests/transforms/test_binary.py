@@ -11,8 +11,8 @@ import pytest
 
 from transforms import binary as binary_module
 from transforms.binary import options, parse_binary
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import RawChunk
-from transforms.spec import OptionError, SourceSpec
 
 POINT = "<iHf?5x8s"  # 24 bytes: id, count, weight, flag, padding, name
 RANGES = {

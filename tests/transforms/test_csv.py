@@ -5,9 +5,9 @@ import io
 import pytest
 
 from transforms import csv as csv_module
+from transforms.contract.config import SourceSpec
 from transforms.csv import FileError, parse_csv
 from transforms.records import RawChunk
-from transforms.spec import SourceSpec
 
 
 def _source(**options):

@@ -11,9 +11,9 @@ import random
 import pytest
 
 from transforms import csv as csv_module
+from transforms.contract.config import SourceSpec
 from transforms.csv import FileError, parse_csv
 from transforms.records import RawChunk
-from transforms.spec import SourceSpec
 
 FIELDS = [
     "a", "17", "-3.5", "", "NA", "héllo", "x y", '"q, x"', '"a""b"', '"multi\nline"',

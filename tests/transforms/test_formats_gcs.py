@@ -13,9 +13,9 @@ import pytest
 
 from tests.transforms.parsed import rows as chunk_rows
 from transforms import formats
+from transforms.contract.config import SourceSpec
 from transforms.files import open_file
 from transforms.records import RawChunk
-from transforms.spec import SourceSpec
 from transforms.write import frame_records
 
 BUCKET = "shardflow-test"

@@ -15,10 +15,10 @@ from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
 from transforms import images
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.images import TOO_LARGE, UNDECODABLE, options, parse_images
 from transforms.records import RawChunk, record_json
 from transforms.sources import ReadSource
-from transforms.spec import OptionError, SourceSpec
 
 ROOT = "gs://bucket/photos"  # parse does no I/O on it: the stream is in memory
 

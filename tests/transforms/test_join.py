@@ -1,9 +1,9 @@
 """Joining sources on the key: full outer join, first record of a key wins within a source."""
 
+from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
 from transforms.join import bucket_rows, join_bucket
 from transforms.prepare import KeyMaker
 from transforms.records import RawChunk, one_line_records
-from transforms.spec import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
 
 
 def _dataset(key_feature=True):

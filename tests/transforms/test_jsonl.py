@@ -2,9 +2,9 @@
 
 import io
 
+from transforms.contract.config import SourceSpec
 from transforms.jsonl import parse_jsonl
 from transforms.records import RawChunk
-from transforms.spec import SourceSpec
 
 
 def _parse(data: bytes):

@@ -11,8 +11,8 @@ import pytest
 
 from tests.transforms import parsed
 from transforms import parquet
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.csv import FileError
-from transforms.spec import OptionError, SourceSpec
 
 
 def _file(table: pa.Table, **write_options) -> bytes:

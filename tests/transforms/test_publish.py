@@ -13,8 +13,8 @@ import sys
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.contract.layout import MANIFEST
 from transforms.publish import (
-    MANIFEST,
     PUBLISHING,
     Expected,
     OutputError,
@@ -229,7 +229,7 @@ def _manifest(transform):
 def test_manifest_transform_section_and_its_train_count_invariant():
     section = {"path": "transform", "materialize": "raw", "analyzed_split": "train",
                "analyzed_records": 3, "features": {}}
-    assert _manifest(section)["transform"] == section
-    assert _manifest(None)["transform"] is None
+    assert _manifest(section).to_dict()["transform"] == section
+    assert _manifest(None).to_dict()["transform"] is None
     with pytest.raises(RuntimeError, match="analyzed 2 records, but the train split holds 3"):
         _manifest({**section, "analyzed_records": 2})

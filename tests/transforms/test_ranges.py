@@ -9,8 +9,8 @@ import random
 import pytest
 
 from transforms import formats, ranges
+from transforms.contract.config import SourceSpec
 from transforms.records import RawChunk
-from transforms.spec import SourceSpec
 
 
 def _source(fmt: str, **options) -> SourceSpec:

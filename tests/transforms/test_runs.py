@@ -121,7 +121,7 @@ def test_shard_pieces_cover_the_shard_in_order(count, pieces):
 
 
 def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path):
-    from transforms.spec import OutputSpec
+    from transforms.contract.config import OutputSpec
     from transforms.split import record_hash
     from transforms.write import WriteShardFn
 

@@ -3,8 +3,8 @@
 import pyarrow as pa
 import pytest
 
+from transforms.contract.config import FeatureSpec
 from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
-from transforms.spec import FeatureSpec
 
 
 def F(name="x", type="float", shape=(), required=True, **kw):

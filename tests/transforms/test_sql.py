@@ -18,8 +18,8 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.config import ConfigError, parse_config
 from transforms import sql
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import RawChunk
-from transforms.spec import OptionError, SourceSpec
 
 
 def _source(name="s", **options) -> SourceSpec:

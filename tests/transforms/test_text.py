@@ -6,8 +6,8 @@ import random
 import pytest
 
 from transforms import text as text_module
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import RawChunk
-from transforms.spec import OptionError, SourceSpec
 from transforms.text import NO_MATCH, options, parse_text
 
 LOG = r"(?P<level>[A-Z]+) (?P<ms>\d+)ms(?: user=(?P<user>\w+))?"

@@ -19,8 +19,8 @@ import pytest
 
 from tests.transforms import parsed
 from transforms import tfrecord
+from transforms.contract.config import OptionError, SourceSpec
 from transforms.encode import encode_columns
-from transforms.spec import OptionError, SourceSpec
 from transforms.write import frame_records
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,7 +204,7 @@ def test_options_default_and_errors():
 def test_reading_examples_does_not_import_tensorflow():
     code = (
         "import sys, io; from transforms import tfrecord; "
-        "from transforms.spec import SourceSpec; "
+        "from transforms.contract.config import SourceSpec; "
         "list(tfrecord.parse_tfrecord(io.BytesIO(b''), 'f', SourceSpec('s', 'tfrecord', 'f', "
         "{'compression': 'auto'}))); "
         "assert not [m for m in sys.modules if m == 'tensorflow' or m.startswith('tensorflow.')]"

@@ -2,8 +2,8 @@
 
 These frozen dataclasses are built once by `pipelines.config.load_config` from the YAML file;
 transforms receive them already checked and never re-validate. The manifest's `features`
-section is rendered from the same objects (`FeatureSpec.to_manifest`), so a feature is declared
-exactly once: in the config.
+section is rendered from the same objects (`manifest.ManifestFeature.of`), so a feature is declared
+exactly once: in the config. No Beam and no TensorFlow here: the trainer imports this package.
 """
 
 from __future__ import annotations
@@ -11,7 +11,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-FEATURE_TYPES = ("int", "float", "string", "bytes", "image")
+from transforms.contract.layout import (
+    DEFAULT_COMPRESSION,
+    DEFAULT_COMPRESSION_LEVEL,
+    DEFAULT_SHARD_SIZE_MB,
+    shard_suffix,
+)
+
+# Feature type -> the dtype of its tensors (a tf.DType name): what the ETL writes, tf.Transform
+# reads and the trainer parses.
+FEATURE_DTYPES = {
+    "int": "int64",
+    "float": "float32",
+    "string": "string",
+    "bytes": "string",
+    "image": "string",
+}
+FEATURE_TYPES = tuple(FEATURE_DTYPES)
 SOURCE_FORMATS = (
     "csv",
     "jsonl",
@@ -24,7 +40,6 @@ SOURCE_FORMATS = (
     "sql",
     "bigquery",
 )
-COMPRESSIONS = {"gzip": ".gz", "zlib": ".zz", "none": ""}
 
 # tf.Transform ops of the declarative `transform.features`: name -> (stage, feature types).
 # A feature's ops run in stage order, at most one op per stage: fill_missing (0), then log1p
@@ -45,7 +60,6 @@ MATERIALIZE = ("raw", "transformed")
 TRAIN_SPLIT = "train"  # tf.Transform analyzes this split only
 # The trainer feeds a numeric feature NAME that may be missing to the model together with its
 # 0/1 presence, the input NAME + PRESENT_SUFFIX; config loading refuses a feature of that name.
-# The same as trainer/features.py's (a test checks): the trainer's image holds no transforms/.
 PRESENT_SUFFIX = "__present"
 # What `output.allow` may let through although it looks like a mistake (transforms.quality).
 ALLOWANCES = ("empty_source", "empty_split", "missing_field")
@@ -93,31 +107,13 @@ class FeatureSpec:
     def is_scalar(self) -> bool:
         return self.shape == ()
 
-    def to_manifest(self) -> dict[str, Any]:
-        """The feature as described in manifest.json (what the trainer builds its parse spec from)."""
-        out: dict[str, Any] = {
-            "type": self.type,
-            "shape": list(self.shape),
-            "required": self.required,
-        }
-        if self.default is not None:
-            default = self.default[0] if self.is_scalar else self.default
-            out["default"] = _json_value(default)
-        if self.values is not None:
-            out["values"] = list(self.values)
-        if self.min is not None:
-            out["min"] = self.min
-        if self.max is not None:
-            out["max"] = self.max
-        return out
-
 
 @dataclasses.dataclass(frozen=True)
 class OutputSpec:
     path: str
-    compression: str = "gzip"
-    compression_level: int = 6  # zlib level 1 (fastest) to 9 (smallest); 6 is TensorFlow's
-    shard_size_mb: float = 128.0
+    compression: str = DEFAULT_COMPRESSION  # a key of COMPRESSIONS
+    compression_level: int = DEFAULT_COMPRESSION_LEVEL
+    shard_size_mb: float = float(DEFAULT_SHARD_SIZE_MB)
     # Data-quality limits: the run fails, publishing nothing, when more records are rejected.
     max_rejected: int | None = None  # a count of rejected records
     max_rejected_fraction: float | None = None  # rejected / read, from 0 to 1
@@ -125,7 +121,7 @@ class OutputSpec:
 
     @property
     def suffix(self) -> str:
-        return ".tfrecord" + COMPRESSIONS[self.compression]
+        return shard_suffix(self.compression)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,11 +170,3 @@ class DatasetSpec:
     @property
     def split_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.splits)
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, (list, tuple)):
-        return [_json_value(v) for v in value]
-    return value

@@ -1,0 +1,58 @@
+"""The layout of a published dataset: its file names, its compressions and the output defaults.
+
+Written by the ETL and read by the trainer, so defined here once. A dataset is a folder holding
+MANIFEST (written last: its presence means the run is complete), one folder of shards per split
+(`shard_name`), the rejected records (REJECTED_FILE), STATISTICS and, after publication, REPORT.
+No Beam and no TensorFlow here: the trainer's image holds this package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+FORMAT_VERSION = 1  # of manifest.json
+STATISTICS_FORMAT_VERSION = 1  # of statistics.json
+
+MANIFEST = "manifest.json"
+STATISTICS = "statistics.json"
+REPORT = "report.html"  # written after publication, from the published dataset
+TRANSFORM_DIR = "transform"  # tf.Transform output: transform_fn/, transformed_metadata/
+RECORD_SUFFIX = ".tfrecord"
+
+
+@dataclasses.dataclass(frozen=True)
+class Compression:
+    """One compression of the shards: the file name suffix, the zlib window bits of its stream
+    (None: not compressed) and its name for tf.data.TFRecordDataset's `compression_type`."""
+
+    suffix: str
+    wbits: int | None
+    tf_type: str
+
+
+# zlib window bits: 31 writes and reads a gzip stream (TF "GZIP"), 15 a zlib stream (TF "ZLIB").
+COMPRESSIONS = {
+    "gzip": Compression(".gz", 31, "GZIP"),
+    "zlib": Compression(".zz", 15, "ZLIB"),
+    "none": Compression("", None, ""),
+}
+
+DEFAULT_COMPRESSION = "gzip"
+DEFAULT_COMPRESSION_LEVEL = 6  # zlib level 1 (fastest) to 9 (smallest); 6 is TensorFlow's
+DEFAULT_SHARD_SIZE_MB = 128
+
+
+def shard_suffix(compression: str) -> str:
+    """The file name suffix of a shard: `.tfrecord` and the compression's (`.gz`, `.zz`, none)."""
+    return RECORD_SUFFIX + COMPRESSIONS[compression].suffix
+
+
+def shard_name(split: str, index: int, count: int, suffix: str) -> str:
+    """The path of a shard relative to the dataset: `{split}/{split}-{index:05d}-of-{count:05d}`
+    followed by `suffix`."""
+    return f"{split}/{split}-{index:05d}-of-{count:05d}{suffix}"
+
+
+# The rejected records: one JSON Lines file, named like a single shard of a `rejected` split.
+REJECTED_DIR = "rejected"
+REJECTED_FILE = shard_name(REJECTED_DIR, 0, 1, ".jsonl")
