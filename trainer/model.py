@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from trainer.config import ModelConfig
 from trainer.features import (
     CLASSIFICATION,
     dtype_of,
@@ -33,17 +34,6 @@ from trainer.features import (
 from trainer.manifest import FeatureSpec
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Model hyperparameters."""
-
-    hidden_units: tuple[int, ...] = (64, 32)
-    learning_rate: float = 1e-3
-    embedding_dim: int = 8
-    hash_bins: int = 1000
-    one_hot_max: int = 16  # vocabularies up to this size are one-hot, larger ones embedded
 
 
 @dataclass(frozen=True)

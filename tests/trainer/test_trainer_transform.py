@@ -25,11 +25,12 @@ from tests.trainer.trainer_testdata import (
     to_example,
 )
 from trainer import predict
+from trainer.dataset import Inputs
 from trainer.export import TRANSFORM_SIGNATURE, export_model
 from trainer.features import dense_inputs
 from trainer.manifest import FeatureSpec, ManifestError, load_manifest, parse_manifest
 from trainer.model import IdEmbedding, ModelConfig, OneHotIds, build_model
-from trainer.task import Inputs, main
+from trainer.task import main
 from trainer.transform import load_transform, output_features
 
 SMALL = ModelConfig(hidden_units=(8,), embedding_dim=2, hash_bins=16)

@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.trainer_testdata import run_python
+from trainer.config import OutputDirs, output_dirs
+from trainer.flags import parse_args
 from trainer.strategy import StrategyError, adopt_cluster_spec, tf_config_from_cluster_spec
-from trainer.task import OutputDirs, output_dirs, parse_args
 
 AIP = {
     "AIP_MODEL_DIR": "gs://b/job/model/",
