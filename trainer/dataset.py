@@ -22,7 +22,7 @@ from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
 from trainer.input import make_dataset
 from trainer.integrity import CorruptShard, find_corrupt
 from trainer.manifest import FeatureSpec, Manifest, ManifestError, missing_files
-from trainer.model import Moments, compute_moments, model_features
+from trainer.model import ModelSpec, Moments, compute_moments, model_spec
 from trainer.plan import InputPlan
 from trainer.transform import Transform, load_transform
 
@@ -55,17 +55,16 @@ def check_dataset(manifest: Manifest) -> None:
 class Inputs:
     """How to read the dataset for the model: spec, preprocessing and label encoding.
 
-    `features` are the model's features: the manifest's, or the transform's outputs; `used` are
-    those that are model inputs (trainer.model.model_features) and `task` is the label's
-    (trainer.features.label_task), both decided here once for the run.
+    `features` are the model's features: the manifest's, or the transform's outputs;
+    `model_spec` says which of them are model inputs and what the label's task is, decided here
+    once for the run and passed on to the model and the export.
     """
 
     manifest: Manifest
     spec: dict
     label: str
     features: Mapping[str, FeatureSpec]
-    used: tuple[FeatureSpec, ...]
-    task: str
+    model_spec: ModelSpec
     preprocess: Callable[[dict], dict]
     transform: Transform | None = None
     skip_corrupt: bool = False
@@ -74,29 +73,25 @@ class Inputs:
     def of(cls, manifest: Manifest, skip_corrupt: bool = False) -> Inputs:
         """The inputs of `manifest`; ManifestError for a label that cannot be learned."""
         label = manifest.label
-        task = label_task(manifest.features[label])
         transform = load_transform(manifest)
         if transform is not None:
-            used, _ = model_features(transform.features, label)
             return cls(
                 manifest=manifest,
                 spec=transform.read_spec(),
                 label=label,
                 features=transform.features,
-                used=tuple(used),
-                task=task,
+                model_spec=model_spec(transform.features, label),
                 preprocess=transform.preprocess,
                 transform=transform,
                 skip_corrupt=skip_corrupt,
             )
-        used, _ = model_features(manifest.features, label)
+        model = model_spec(manifest.features, label)
         return cls(
             manifest=manifest,
-            spec=parse_spec(manifest, only=[f.name for f in used]),
+            spec=parse_spec(manifest, only=[f.name for f in model.used]),
             label=label,
             features=manifest.features,
-            used=tuple(used),
-            task=task,
+            model_spec=model,
             preprocess=functools.partial(dense_inputs, features=manifest.features),
             skip_corrupt=skip_corrupt,
         )
@@ -124,7 +119,7 @@ class Inputs:
         sample = self.dataset(
             "train", batch_size, encode_label=False, shuffle=False, deterministic=True
         )
-        return compute_moments(sample, self.used, MOMENT_BATCHES)
+        return compute_moments(sample, self.model_spec.used, MOMENT_BATCHES)
 
 
 def scan_corrupt(manifest: Manifest, log: bool = True) -> dict[str, list[CorruptShard]]:

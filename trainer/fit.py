@@ -64,7 +64,7 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs) ->
 
     moments = inputs.moments()
     with strategy.scope():
-        model = build_model(inputs.features, inputs.label, cfg.model, moments)
+        model = build_model(inputs.model_spec, cfg.model, moments)
     with _cache_folder(cfg) as cache_dir:
         plan = plan_input(manifest, cfg.input, "train", _input_pipelines(strategy), cache_dir)
         logger.info("train input: %s", plan.describe())
@@ -126,7 +126,7 @@ def _fit(
         "corrupt_files": [c.path for c in all_corrupt],
         "batch_size": cfg.batch_size,
         "label": inputs.label,
-        "task": inputs.task,
+        "task": inputs.model_spec.task,
         "strategy": strategy_name(strategy),
         "replicas": strategy.num_replicas_in_sync,
         "dataset": inputs.manifest.root,

@@ -39,7 +39,7 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
     drain(tf.constant(cfg.profile_batches))
     input_seconds = time.perf_counter() - started
 
-    model = build_model(inputs.features, inputs.label, cfg.model, inputs.moments())
+    model = build_model(inputs.model_spec, cfg.model, inputs.moments())
     one_batch = tf.data.Dataset.from_tensors(next(iterator)).repeat()
     model.fit(one_batch, epochs=1, steps_per_epoch=PROFILE_WARMUP_BATCHES, verbose=0)
     throughput = Throughput()
@@ -60,6 +60,6 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
         "input_bound": input_rate < model_rate,
         "batch_size": cfg.batch_size,
         "batches": cfg.profile_batches,
-        "task": inputs.task,
+        "task": inputs.model_spec.task,
         "input": plan.describe(),
     }

@@ -88,9 +88,7 @@ def _write_outputs(cfg: TrainConfig, inputs: Inputs, trained: Trained) -> None:
     """The SavedModel (every worker: saving is collective); metrics.json and the run report
     (the chief); a worker's temporary folder is removed."""
     out_dir = trained.out_dir
-    export_dir = export_model(
-        trained.model, inputs.manifest, join(out_dir, "export"), inputs.transform
-    )
+    export_dir = export_model(trained.model, inputs, join(out_dir, "export"))
     if not trained.chief:
         tf.io.gfile.rmtree(out_dir)
         return
