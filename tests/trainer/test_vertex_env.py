@@ -1,4 +1,4 @@
-"""The trainer in a Vertex AI job: the AIP_ output locations (trainer/task.py) and the cluster
+"""The trainer in a Vertex AI job: the AIP_ output locations (trainer/config.py) and the cluster
 described by CLUSTER_SPEC (trainer/strategy.py)."""
 
 from __future__ import annotations
