@@ -59,7 +59,7 @@ import tensorflow as tf  # noqa: E402
 
 from trainer.manifest import Manifest, load_manifest  # noqa: E402
 from trainer.plan import InputFlags, plan_input  # noqa: E402
-from trainer.task import Inputs  # noqa: E402
+from trainer.dataset import Inputs  # noqa: E402
 from transforms.contract.layout import MANIFEST  # noqa: E402
 
 COMPRESSIONS = ("gzip", "none")

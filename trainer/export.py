@@ -23,16 +23,9 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras
 
-from trainer.features import (
-    CLASSIFICATION,
-    ParseSpec,
-    dense_inputs,
-    dtype_of,
-    label_task,
-    parse_spec,
-)
-from trainer.manifest import FeatureSpec, Manifest
-from trainer.model import model_features
+from trainer.dataset import Inputs
+from trainer.features import CLASSIFICATION, ParseSpec, dense_inputs, dtype_of, parse_spec
+from trainer.manifest import FeatureSpec
 from trainer.transform import Transform
 
 SIGNATURE = "serving_default"
@@ -51,27 +44,26 @@ class _Serving:
 
 
 class ServingModule(tf.Module):
-    """Wraps the model with the raw-Example parsing (and transform) of the serving signature."""
+    """Wraps the model with the raw-Example parsing (and transform) of the serving signature.
 
-    def __init__(
-        self, model: tf_keras.Model, manifest: Manifest, transform: Transform | None = None
-    ):
+    `inputs` are those the model was trained on: the same model inputs, transform and label.
+    """
+
+    def __init__(self, model: tf_keras.Model, inputs: Inputs):
         super().__init__(name="shardflow_serving")
         self.model = model
-        label = manifest.features[manifest.label]
+        used, label, transform = inputs.model_spec.used, inputs.model_spec.label, inputs.transform
         if transform is None:
-            used, _ = model_features(manifest.features, manifest.label)
-            spec = parse_spec(manifest, include_label=False, only=[f.name for f in used])
+            spec = parse_spec(inputs.manifest, include_label=False, only=[f.name for f in used])
         else:
             # Tracked as an attribute: saving copies the transform graph and its assets.
             self.transform_layer = transform.layer
-            used, _ = model_features(transform.features, manifest.label)
             spec = transform.serving_spec()
             self.transform_features = tf.function(self._model_inputs, input_signature=[_EXAMPLES])
         self._serving = _Serving(
             spec=spec,
             features={f.name: f for f in used},
-            classes=label.values if label_task(label) == CLASSIFICATION else None,
+            classes=label.values if inputs.model_spec.task == CLASSIFICATION else None,
             classes_dtype=dtype_of(label),
             transform=transform,
         )
@@ -105,15 +97,11 @@ class ServingModule(tf.Module):
         return signatures
 
 
-def export_model(
-    model: tf_keras.Model,
-    manifest: Manifest,
-    export_dir: str,
-    transform: Transform | None = None,
-) -> str:
-    """Writes the SavedModel to `export_dir`, replacing an earlier export; returns the path."""
+def export_model(model: tf_keras.Model, inputs: Inputs, export_dir: str) -> str:
+    """Writes the SavedModel of `model`, trained on `inputs`, to `export_dir`, replacing an
+    earlier export; returns the path."""
     if tf.io.gfile.exists(export_dir):
         tf.io.gfile.rmtree(export_dir)
-    module = ServingModule(model, manifest, transform)
+    module = ServingModule(model, inputs)
     tf.saved_model.save(module, export_dir, signatures=module.signatures())
     return export_dir

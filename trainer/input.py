@@ -23,11 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow as tf
 
+from trainer.config import DEFAULT_READ_BATCH, DEFAULT_SHUFFLE_BUFFER
+
 AUTOTUNE = tf.data.AUTOTUNE
-DEFAULT_SHUFFLE_BUFFER = 10_000
-DEFAULT_READ_BATCH = 32
 MAX_CYCLE_LENGTH = 16
-CACHES = ("none", "memory", "disk")
 
 
 def default_cycle_length(files: int) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from trainer.config import ModelConfig
 from trainer.features import (
     CLASSIFICATION,
     dtype_of,
@@ -33,17 +34,6 @@ from trainer.features import (
 from trainer.manifest import FeatureSpec
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Model hyperparameters."""
-
-    hidden_units: tuple[int, ...] = (64, 32)
-    learning_rate: float = 1e-3
-    embedding_dim: int = 8
-    hash_bins: int = 1000
-    one_hot_max: int = 16  # vocabularies up to this size are one-hot, larger ones embedded
 
 
 @dataclass(frozen=True)
@@ -70,6 +60,30 @@ def model_features(
         else:
             used.append(feature)
     return used, skipped
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the model reads and predicts: the features that are model inputs (and those that
+    are not), the label and its task. Made once per run (`model_spec`) and passed down to the
+    input pipeline, the model and the export."""
+
+    used: tuple[FeatureSpec, ...]
+    skipped: tuple[FeatureSpec, ...]
+    label: FeatureSpec
+    task: str  # features.CLASSIFICATION or features.REGRESSION
+
+
+def model_spec(features: Mapping[str, FeatureSpec], label: str) -> ModelSpec:
+    """The ModelSpec of `features` predicting `label`; ManifestError for a label that cannot be
+    learned."""
+    used, skipped = model_features(features, label)
+    return ModelSpec(
+        used=tuple(used),
+        skipped=tuple(skipped),
+        label=features[label],
+        task=label_task(features[label]),
+    )
 
 
 def is_numeric(feature: FeatureSpec) -> bool:
@@ -117,32 +131,26 @@ def compute_moments(
 
 
 def build_model(
-    features: Mapping[str, FeatureSpec],
-    label: str,
-    cfg: ModelConfig,
-    moments: Mapping[str, Moments],
+    spec: ModelSpec, cfg: ModelConfig, moments: Mapping[str, Moments]
 ) -> tf_keras.Model:
-    """A compiled tf_keras model over the manifest's features, predicting `label`.
+    """A compiled tf_keras model over `spec.used`, predicting `spec.label`.
 
     Classification outputs softmax probabilities over the label's `values` (targets are class
     indices); regression outputs one float per example (targets are floats).
     """
-    label_feature = features[label]
-    task = label_task(label_feature)
-    used, skipped = model_features(features, label)
-    if skipped:
+    if spec.skipped:
         logger.info(
             "Not model inputs (image, bytes or numeric lists): %s",
-            ", ".join(f.name for f in skipped),
+            ", ".join(f.name for f in spec.skipped),
         )
-    if not used:
+    if not spec.used:
         raise ValueError("no feature can be a model input")
 
     reserved = {"concat", "probabilities", "prediction"}
     names = _LayerNames(reserved | {f"hidden_{i}" for i in range(len(cfg.hidden_units))})
     inputs: dict[str, tf.Tensor] = {}
     encoded = []
-    for feature in used:
+    for feature in spec.used:
         base = names.unique(feature.name)
         shape = (None,) if feature.variable_length else feature.shape
         x = inputs[feature.name] = tf_keras.Input(
@@ -168,9 +176,9 @@ def build_model(
     x = encoded[0] if len(encoded) == 1 else tf_keras.layers.Concatenate(name="concat")(encoded)
     for i, units in enumerate(cfg.hidden_units):
         x = tf_keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(x)
-    if task == CLASSIFICATION:
+    if spec.task == CLASSIFICATION:
         outputs = tf_keras.layers.Dense(
-            len(label_feature.values), activation="softmax", name="probabilities"
+            len(spec.label.values), activation="softmax", name="probabilities"
         )(x)
         loss = tf_keras.losses.SparseCategoricalCrossentropy()
         metrics = [tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")]

@@ -22,29 +22,14 @@ import tempfile
 
 import tensorflow as tf
 
-from trainer.input import (
-    DEFAULT_READ_BATCH,
-    DEFAULT_SHUFFLE_BUFFER,
-    default_cycle_length,
-)
+from trainer.config import DEFAULT_SHUFFLE_BUFFER, InputFlags
+from trainer.input import default_cycle_length
 from trainer.manifest import Manifest
 
 logger = logging.getLogger("trainer.plan")
 
 SAMPLE_RECORDS = 256
 _FRAMING_BYTES = 16  # a TFRecord's length, its CRC and the data's CRC
-
-
-@dataclasses.dataclass(frozen=True)
-class InputFlags:
-    """The input flags of `shardflow train`; None: derive from the dataset."""
-
-    shuffle_buffer: int | None = None
-    read_batch: int = DEFAULT_READ_BATCH
-    cycle_length: int | None = None
-    block_length: int = 1
-    cache: str = "none"  # none | memory | disk
-    ram_budget_mb: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

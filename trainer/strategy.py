@@ -21,9 +21,10 @@ from urllib.parse import urlsplit
 
 import tensorflow as tf
 
+from trainer.config import STRATEGIES
+
 logger = logging.getLogger(__name__)
 
-STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 # Seconds to wait for a TCP connection to a grpc:// TPU address before giving up.
 TPU_CONNECT_TIMEOUT = 10.0
 # Vertex AI's worker pools, in their order in the job, and the TensorFlow task each one runs.

@@ -29,6 +29,7 @@ from google.cloud.dataflow_v1beta3 import (
 from google.protobuf import json_format
 
 from deploy.args import positive_int
+from trainer.errors import UsageError
 
 DEFAULT_ENDPOINT = "dataflow.googleapis.com"
 # The REST binding of FlexTemplatesService.LaunchFlexTemplate (google/dataflow/v1beta3).
@@ -50,10 +51,6 @@ LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 DATE_RE = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2}|today|yesterday)$")
 _SLUG_MAX = 40
-
-
-class UsageError(ValueError):
-    """A bad command line; the message names the flag."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -27,6 +27,7 @@ import sys
 from google.cloud import scheduler_v1
 
 from deploy.dataflow import submit
+from trainer.errors import UsageError
 
 DATAFLOW = "https://dataflow.googleapis.com"
 DEFAULT_SCHEDULER_ENDPOINT = "cloudscheduler.googleapis.com"
@@ -59,14 +60,14 @@ def build_parser():
 
 
 def scheduler_job(args, parent: str) -> scheduler_v1.Job:
-    """The Cloud Scheduler job for `args`; raises submit.UsageError for a bad command line."""
+    """The Cloud Scheduler job for `args`; raises UsageError for a bad command line."""
     for flag in ("job_id", "schedule", "scheduler_service_account"):
         if not getattr(args, flag):
-            raise submit.UsageError(f"--{flag.replace('_', '-')} is required")
+            raise UsageError(f"--{flag.replace('_', '-')} is required")
     if not JOB_ID_RE.fullmatch(args.job_id):
-        raise submit.UsageError(f"--job-id: {args.job_id!r} may hold only letters, digits, _ and -")
+        raise UsageError(f"--job-id: {args.job_id!r} may hold only letters, digits, _ and -")
     if len(args.schedule.split()) != 5:
-        raise submit.UsageError(f"--schedule: {args.schedule!r} is not a 5-field unix-cron schedule")
+        raise UsageError(f"--schedule: {args.schedule!r} is not a 5-field unix-cron schedule")
     if not args.job_name:  # a static body: one Dataflow job name for every launch
         args.job_name = "shardflow-" + re.sub(r"[^a-z0-9]+", "-", args.job_id.lower()).strip("-")
     request = submit.launch_request(args)
@@ -105,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.project is None or args.region is None:
-            raise submit.UsageError(f"--{'project' if args.project is None else 'region'} is required")
+            raise UsageError(f"--{'project' if args.project is None else 'region'} is required")
         parent = f"projects/{args.project}/locations/{args.scheduler_region or args.region}"
         job = scheduler_job(args, parent)
-    except submit.UsageError as e:
+    except UsageError as e:
         print(f"shardflow schedule: error: {e}", file=sys.stderr)
         return 2
     if args.dry_run:

@@ -10,7 +10,7 @@ prints the job as JSON (`CustomJob.to_json`) and nothing else; otherwise `submit
 the JobServiceClient of the region and the job's resource name is printed.
 
 Flags this command does not define, and everything after `--`, are passed on to `shardflow
-train` (checked with the trainer's own parser when the trainer is installed here).
+train` (checked with the trainer's own parser, trainer.flags, which needs no TensorFlow).
 Exit status: 0 success, 2 for a bad command line (one line naming the flag), 1 when Vertex AI
 refuses the job or cannot be reached.
 """
@@ -18,11 +18,9 @@ refuses the job or cannot be reached.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime
 import difflib
-import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -34,6 +32,8 @@ from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
 
 from deploy.args import positive_int
+from trainer.errors import UsageError
+from trainer.flags import build_parser as trainer_parser
 
 PROG = "shardflow launch-training"
 # The trainer image's ENTRYPOINT (deploy/vertex/Dockerfile); set as the container's command too,
@@ -93,10 +93,6 @@ _IMAGE = re.compile(r"^[^\s-]\S*$")
 # Flags of `shardflow train` that this command sets itself.
 _OWN_TRAINER_FLAGS = ("--data", "--model-dir")
 _UNSPECIFIED = "ACCELERATOR_TYPE_UNSPECIFIED"
-
-
-class UsageError(ValueError):
-    """A bad command line; the message starts with the flag (exit status 2)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -434,11 +430,6 @@ def _check_trainer_args(cfg: LaunchConfig) -> None:
         for flag in _OWN_TRAINER_FLAGS:
             if arg == flag or arg.startswith(flag + "="):
                 raise UsageError(f"{flag}: give it to launch-training, not after `--`")
-    try:
-        with _native_stderr_silenced():  # TensorFlow's native start-up lines
-            from trainer.task import build_parser as trainer_parser
-    except ImportError:  # no TensorFlow here: the trainer checks its flags when the job starts
-        return
     parser = trainer_parser()
     parser.exit_on_error = False
     try:
@@ -451,24 +442,6 @@ def _check_trainer_args(cfg: LaunchConfig) -> None:
         raise UsageError(
             f"{unknown[0]}: neither a launch-training flag nor a `shardflow train` argument"
         )
-
-
-@contextlib.contextmanager
-def _native_stderr_silenced():
-    """Sends what native code writes to file descriptor 2 to /dev/null for a while.
-
-    Importing TensorFlow logs from C++ (CUDA probing) before its log level applies; those lines
-    would bury the one line this command prints.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def _gcs(flag: str, value: str) -> str:

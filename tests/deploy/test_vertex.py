@@ -11,8 +11,11 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import dockerfile
@@ -250,6 +253,31 @@ def test_a_bad_command_line_exits_2_with_one_line_naming_the_flag(capsys, flags,
     (line,) = err.splitlines()
     assert line.startswith("shardflow launch-training: ")
     assert flag in line and message in line, line
+
+
+def test_trainer_arguments_are_checked_without_importing_tensorflow():
+    # launch-training runs where only the job is submitted; TensorFlow there would only slow
+    # it down and write its native start-up lines over the one line this command prints.
+    code = (
+        "import sys; from deploy.vertex import launch; "
+        f"status = launch.main({[*BASE, '--dry-run', '--epochs', '0']!r}); "
+        "assert status == 2, status; assert 'tensorflow' not in sys.modules, 'tensorflow'"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    expected = (
+        "shardflow launch-training: argument --epochs: 0 is not a positive integer "
+        "(an argument for `shardflow train`)"
+    )
+    assert proc.stderr.splitlines() == [expected]
 
 
 def test_a_missing_flag_is_named(capsys):

@@ -1,4 +1,4 @@
-"""`shardflow train` on each distribution strategy (trainer/strategy.py, trainer/task.py).
+"""`shardflow train` on each distribution strategy (trainer/strategy.py, trainer/fit.py).
 
 multi_worker: a real two-process cluster on 127.0.0.1 (TF_CONFIG, worker 0 is the chief).
 mirrored: the real `--strategy mirrored` flag in a process with two logical CPU devices.

@@ -7,11 +7,12 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.trainer_testdata import FEATURES, make_rows, to_example, write_dataset
+from trainer.dataset import Inputs
 from trainer.export import export_model
 from trainer.features import dense_inputs, label_encoder, parse_spec
 from trainer.input import make_dataset
 from trainer.manifest import load_manifest
-from trainer.model import ModelConfig, build_model, compute_moments, model_features
+from trainer.model import ModelConfig, build_model, compute_moments, model_features, model_spec
 
 # one_hot_max=2: island and year (3 values each) take the embedding path here, the one-hot path
 # in the end-to-end tests.
@@ -68,7 +69,7 @@ def test_moments_are_over_present_values_only(dataset):
 
 def test_classifier_gives_a_distribution_over_the_label_values(dataset):
     m = load_manifest(str(dataset.root))
-    model = build_model(m.features, "species", SMALL, _moments(m))
+    model = build_model(model_spec(m.features, "species"), SMALL, _moments(m))
     features, _ = next(iter(_batches(m)))
 
     probabilities = model(features, training=False).numpy()
@@ -86,17 +87,17 @@ def test_missing_moments_for_a_numeric_feature_is_an_error(dataset):
     moments = _moments(m)
     del moments["id"]
     with pytest.raises(ValueError, match="feature 'id': no normalization moments given"):
-        build_model(m.features, "species", SMALL, moments)
+        build_model(model_spec(m.features, "species"), SMALL, moments)
 
 
 def test_regression_model_trains_exports_and_serves_raw_examples(tmp_path):
     written = write_dataset(tmp_path / "data", make_rows(120), label="flipper_mm")
     m = load_manifest(str(written.root))
-    model = build_model(m.features, "flipper_mm", SMALL, _moments(m))
+    model = build_model(model_spec(m.features, "flipper_mm"), SMALL, _moments(m))
     history = model.fit(_batches(m).repeat(), steps_per_epoch=3, epochs=1, verbose=0)
     assert sorted(history.history) == ["loss", "mae"]
 
-    export_model(model, m, str(tmp_path / "export"))
+    export_model(model, Inputs.of(m), str(tmp_path / "export"))
     loaded = tf.saved_model.load(str(tmp_path / "export"))
     assert list(loaded.signatures) == ["serving_default"]  # no transform, no transform signature
     serve = loaded.signatures["serving_default"]
@@ -124,7 +125,7 @@ def test_a_missing_numeric_value_enters_the_model_at_the_mean(dataset):
 
     m = load_manifest(str(dataset.root))
     moments = _moments(m)
-    model = build_model(m.features, m.label, SMALL, moments)
+    model = build_model(model_spec(m.features, m.label), SMALL, moments)
     # the normalized body mass, as the hidden layers see it
     probe = tf_keras.Model(model.inputs, model.get_layer("body_mass_g_if_present").output)
     inputs, _ = next(iter(_batches(m, batch_size=64)))

@@ -7,10 +7,10 @@ import os
 import pytest
 
 from tests.trainer.trainer_testdata import make_rows, write_dataset
+from trainer.flags import parse_args
 from trainer.input import DEFAULT_READ_BATCH
 from trainer.manifest import load_manifest
 from trainer.plan import InputFlags, plan_input, record_size
-from trainer.task import parse_args
 
 
 @pytest.fixture(scope="module")

@@ -226,7 +226,8 @@ def test_trainer_never_imports_apache_beam_nor_tf_transform_unless_a_dataset_has
     modules = (
         "trainer.task, trainer.input, trainer.model, trainer.export, trainer.inspect, "
         "trainer.manifest, trainer.features, trainer.strategy, trainer.transform, "
-        "trainer.predict"
+        "trainer.predict, trainer.flags, trainer.config, trainer.errors, trainer.dataset, "
+        "trainer.fit, trainer.profile"
     )
     proc = run_python(
         "-c",

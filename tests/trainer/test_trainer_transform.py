@@ -25,11 +25,12 @@ from tests.trainer.trainer_testdata import (
     to_example,
 )
 from trainer import predict
+from trainer.dataset import Inputs
 from trainer.export import TRANSFORM_SIGNATURE, export_model
 from trainer.features import dense_inputs
 from trainer.manifest import FeatureSpec, ManifestError, load_manifest, parse_manifest
 from trainer.model import IdEmbedding, ModelConfig, OneHotIds, build_model
-from trainer.task import Inputs, main
+from trainer.task import main
 from trainer.transform import load_transform, output_features
 
 SMALL = ModelConfig(hidden_units=(8,), embedding_dim=2, hash_bins=16)
@@ -69,7 +70,7 @@ def _raw_records(dataset, split: str) -> dict[int, bytes]:
 
 def _built(inputs: Inputs, cfg: ModelConfig = SMALL):
     moments = inputs.moments(64)
-    return build_model(inputs.features, inputs.label, cfg, moments)
+    return build_model(inputs.model_spec, cfg, moments)
 
 
 # --- describing transform outputs (no transform needed) ---------------------------------------
@@ -242,7 +243,7 @@ def exports(tft_datasets, tmp_path_factory) -> dict[str, tuple[str, dict[int, np
         inputs = Inputs.of(m)
         model = _built(inputs)
         model.fit(inputs.dataset("train", 32, repeat=True, seed=1), steps_per_epoch=8, verbose=0)
-        export = export_model(model, m, str(base / "export"), inputs.transform)
+        export = export_model(model, inputs, str(base / "export"))
         trained = {}
         for features, _ in inputs.dataset("eval", 32, shuffle=False, encode_label=False):
             for key, p in zip(features["id"].numpy(), model(features, training=False).numpy()):

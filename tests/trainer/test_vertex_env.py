@@ -1,4 +1,4 @@
-"""The trainer in a Vertex AI job: the AIP_ output locations (trainer/task.py) and the cluster
+"""The trainer in a Vertex AI job: the AIP_ output locations (trainer/config.py) and the cluster
 described by CLUSTER_SPEC (trainer/strategy.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.trainer_testdata import run_python
+from trainer.config import OutputDirs, output_dirs
+from trainer.flags import parse_args
 from trainer.strategy import StrategyError, adopt_cluster_spec, tf_config_from_cluster_spec
-from trainer.task import OutputDirs, output_dirs, parse_args
 
 AIP = {
     "AIP_MODEL_DIR": "gs://b/job/model/",

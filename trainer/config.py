@@ -1,0 +1,109 @@
+"""The typed settings of a training run: the validated flags of `shardflow train`.
+
+Plain frozen dataclasses and the flags' choices and defaults, without TensorFlow, so that the
+flag parser (trainer.flags) and `shardflow launch-training` can use them on a machine that only
+submits jobs. The modules that act on a setting (trainer.input, trainer.plan, trainer.model,
+trainer.strategy) import it from here.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+CACHES = ("none", "memory", "disk")
+DEFAULT_SHUFFLE_BUFFER = 10_000
+DEFAULT_READ_BATCH = 32
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Model hyperparameters."""
+
+    hidden_units: tuple[int, ...] = (64, 32)
+    learning_rate: float = 1e-3
+    embedding_dim: int = 8
+    hash_bins: int = 1000
+    one_hot_max: int = 16  # vocabularies up to this size are one-hot, larger ones embedded
+
+
+@dataclass(frozen=True)
+class InputFlags:
+    """The input flags of `shardflow train`; None: derive from the dataset."""
+
+    shuffle_buffer: int | None = None
+    read_batch: int = DEFAULT_READ_BATCH
+    cycle_length: int | None = None
+    block_length: int = 1
+    cache: str = "none"  # none | memory | disk
+    ram_budget_mb: int | None = None
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The validated command line of `shardflow train`."""
+
+    data: str
+    model_dir: str | None
+    epochs: int
+    batch_size: int
+    strategy: str
+    deterministic: bool
+    seed: int
+    profile_input: bool
+    profile_batches: int
+    steps_per_epoch: int | None
+    model: ModelConfig
+    skip_corrupt: bool = False
+    input: InputFlags = InputFlags()
+    checkpoint_every: int | None = None  # steps; None: at the end of every epoch
+    tensorboard_profile: tuple[int, int] | None = None  # batches traced by the profiler
+    checkpoint_dir: str | None = None  # None: MODEL_DIR/checkpoints
+    logs_dir: str | None = None  # the chief's TensorBoard logs; None: MODEL_DIR/logs
+
+    @property
+    def checkpoints(self) -> str:
+        """Where the resumable checkpoints go."""
+        return self.checkpoint_dir or _join(self.model_dir, "checkpoints")
+
+
+@dataclass(frozen=True)
+class OutputDirs:
+    """Where a run writes, when the environment (Vertex AI) names the places."""
+
+    model_dir: str | None
+    checkpoint_dir: str | None
+    logs_dir: str | None
+
+
+def output_dirs(model_dir: str | None, environ: Mapping[str, str]) -> OutputDirs:
+    """--model-dir, else AIP_MODEL_DIR; AIP_CHECKPOINT_DIR; AIP_TENSORBOARD_LOG_DIR.
+
+    Vertex AI sets the three AIP_ variables under a custom job's base output directory
+    (BASE/model/, BASE/checkpoints/, BASE/logs/); `shardflow launch-training` makes that
+    directory the --model-dir it passes, so a job writes the usual MODEL_DIR layout.
+    """
+
+    def env(name: str) -> str | None:
+        value = environ.get(name, "").strip()
+        return _normalize_root(value) if value else None
+
+    return OutputDirs(
+        model_dir=_normalize_root(model_dir) if model_dir else env("AIP_MODEL_DIR"),
+        checkpoint_dir=env("AIP_CHECKPOINT_DIR"),
+        logs_dir=env("AIP_TENSORBOARD_LOG_DIR"),
+    )
+
+
+# The same rules as trainer.manifest.join and normalize_root, which cannot be imported here:
+# trainer.manifest imports TensorFlow.
+def _join(root: str, relative: str) -> str:
+    return posixpath.join(root, relative) if "://" in root else os.path.join(root, relative)
+
+
+def _normalize_root(uri: str) -> str:
+    uri = uri.rstrip("/") or "/"
+    return uri if "://" in uri else os.path.abspath(uri)

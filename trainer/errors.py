@@ -1,0 +1,33 @@
+"""The command-line error shared by `shardflow train` and the deploy commands, and the one-line
+form of a TensorFlow error that `shardflow train` prints.
+
+No TensorFlow and no Beam here: deploy/ imports it as well as trainer/.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+class UsageError(ValueError):
+    """A bad command line, or a flag value wrong for this dataset or machine; the message names
+    the flag (exit status 2)."""
+
+
+def first_line(e: BaseException) -> str:
+    """The line of a (TensorFlow) error that says what went wrong, without the graph context."""
+    text = (getattr(e, "message", None) or str(e)).strip()
+    noise = ("Graph execution error", "Detected at node", "<stack traces unavailable>")
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line[0].isspace() and not line.startswith(noise)
+    ]
+    line = lines[-1] if lines else text.splitlines()[0] if text else ""
+    # tf.data prefixes the op's message with the transformation and iterator it ran in; eager
+    # ops wrap it in "{{function_node ...}} MESSAGE [Op:NAME] name: ".
+    if "assertion failed: " in line:
+        line = line[line.index("assertion failed: ") :]
+    line = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line)
+    line = re.sub(r"\s*\[Op:\w+\]( name: ?\S*)?$", "", line)
+    return f"{type(e).__name__}: {line}" if line else type(e).__name__

@@ -1,0 +1,207 @@
+"""The command line of `shardflow train`: its argparse parser and the checks of flag values.
+
+No TensorFlow here (trainer.config holds the choices and defaults): `shardflow launch-training`
+checks the arguments it passes on to the trainer with this parser, on a machine that may not
+have TensorFlow. `parse_args` also reads Vertex AI's AIP_ output locations
+(trainer.config.output_dirs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+
+from trainer.config import (
+    CACHES,
+    DEFAULT_READ_BATCH,
+    DEFAULT_SHUFFLE_BUFFER,
+    STRATEGIES,
+    InputFlags,
+    ModelConfig,
+    TrainConfig,
+    output_dirs,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `shardflow train`."""
+    p = argparse.ArgumentParser(
+        prog="shardflow train",
+        description="Train and export a model on a shardflow dataset.",
+    )
+    p.add_argument("--data", required=True, metavar="DATASET_URI", help="dataset folder or gs://")
+    p.add_argument(
+        "--model-dir",
+        metavar="URI",
+        help="output folder (default: AIP_MODEL_DIR when set; required unless profiling)",
+    )
+    p.add_argument("--epochs", type=_positive, default=5, help="epochs to train in all (default 5)")
+    p.add_argument("--batch-size", type=_positive, default=64, help="global batch (default 64)")
+    p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="default: auto")
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="same example order and op results on every run (slower input pipeline)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seeds shuffles and weights (default 0)")
+    p.add_argument(
+        "--learning-rate",
+        type=_positive_float,
+        default=ModelConfig.learning_rate,
+        help=f"Adam learning rate (default {ModelConfig.learning_rate})",
+    )
+    p.add_argument(
+        "--hidden-units",
+        type=_units,
+        default=ModelConfig.hidden_units,
+        metavar="N,N,...",
+        help="sizes of the hidden Dense layers (default "
+        + ",".join(map(str, ModelConfig.hidden_units))
+        + ")",
+    )
+    inputs = p.add_argument_group("input pipeline (defaults derived from the dataset)")
+    inputs.add_argument(
+        "--shuffle-buffer",
+        type=_positive,
+        help=f"records in the shuffle buffer (default {DEFAULT_SHUFFLE_BUFFER}, fewer for a "
+        "smaller split or RAM budget)",
+    )
+    inputs.add_argument(
+        "--read-batch",
+        type=_positive,
+        default=DEFAULT_READ_BATCH,
+        help="consecutive records read and shuffled together (default "
+        f"{DEFAULT_READ_BATCH}; 1 shuffles record by record)",
+    )
+    inputs.add_argument(
+        "--cycle-length", type=_positive, help="shards read at once (default: one per core, >= 4)"
+    )
+    inputs.add_argument(
+        "--block-length",
+        type=_positive,
+        default=1,
+        help="runs of records taken from a shard in turn (default 1)",
+    )
+    inputs.add_argument(
+        "--cache",
+        nargs="?",
+        const="memory",
+        default="none",
+        choices=CACHES,
+        help="keep the serialized train split after the first epoch: in RAM (`--cache`, "
+        "`--cache memory`; a local file when it would not fit half the RAM budget) or in a "
+        "temporary local file (`--cache disk`); default none",
+    )
+    inputs.add_argument(
+        "--input-ram-mb",
+        type=_positive,
+        help="RAM the input pipeline may buffer (default: a quarter of the machine's memory)",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=_positive,
+        metavar="STEPS",
+        help="also checkpoint every STEPS training steps (default: at the end of each epoch)",
+    )
+    p.add_argument(
+        "--profile-input",
+        action="store_true",
+        help="measure the input pipeline and the model step apart; print a JSON line; no training",
+    )
+    p.add_argument(
+        "--profile-batches",
+        type=_positive,
+        default=50,
+        help="batches timed by --profile-input (default 50)",
+    )
+    p.add_argument(
+        "--tensorboard-profile",
+        type=_batch_range,
+        metavar="FIRST,LAST",
+        help="trace training batches FIRST to LAST (counted from 1 at the start of this run) "
+        "with TensorFlow's profiler into the TensorBoard logs (Profile tab: step time, the "
+        "tf.data input pipeline, ops)",
+    )
+    p.add_argument(
+        "--steps-per-epoch",
+        type=_positive,
+        help="default: ceil(train records / batch size)",
+    )
+    p.add_argument(
+        "--skip-corrupt",
+        action="store_true",
+        help="skip the rest of a shard after a read error (CRC, truncation) instead of failing; "
+        "the skipped records are counted in metrics.json",
+    )
+    return p
+
+
+def parse_args(argv: list[str] | None, environ: Mapping[str, str] | None = None) -> TrainConfig:
+    """Parses the command line (and Vertex AI's AIP_ variables of `environ`, default
+    os.environ); argparse exits with status 2 on a bad one."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    dirs = output_dirs(args.model_dir, os.environ if environ is None else environ)
+    if not args.profile_input and not dirs.model_dir:
+        parser.error("--model-dir is required unless --profile-input is given")
+    return TrainConfig(
+        data=args.data,
+        model_dir=dirs.model_dir,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        strategy=args.strategy,
+        deterministic=args.deterministic,
+        seed=args.seed,
+        profile_input=args.profile_input,
+        profile_batches=args.profile_batches,
+        steps_per_epoch=args.steps_per_epoch,
+        model=ModelConfig(hidden_units=args.hidden_units, learning_rate=args.learning_rate),
+        skip_corrupt=args.skip_corrupt,
+        input=InputFlags(
+            shuffle_buffer=args.shuffle_buffer,
+            read_batch=args.read_batch,
+            cycle_length=args.cycle_length,
+            block_length=args.block_length,
+            cache=args.cache,
+            ram_budget_mb=args.input_ram_mb,
+        ),
+        checkpoint_every=args.checkpoint_every,
+        tensorboard_profile=args.tensorboard_profile,
+        checkpoint_dir=dirs.checkpoint_dir,
+        logs_dir=dirs.logs_dir,
+    )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def _batch_range(text: str) -> tuple[int, int]:
+    try:
+        first, last = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not FIRST,LAST (e.g. 5,8)") from None
+    if not 1 <= first <= last:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= FIRST <= LAST")
+    return first, last
+
+
+def _units(text: str) -> tuple[int, ...]:
+    try:
+        units = tuple(int(u) for u in text.split(",") if u.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list") from None
+    if any(u < 1 for u in units):
+        raise argparse.ArgumentTypeError(f"{text!r}: sizes must be positive")
+    return units

@@ -1,0 +1,65 @@
+"""`shardflow train --profile-input`: the input pipeline and the model step, timed apart.
+
+Reads --profile-batches training batches as the run would (after a few warm-up batches), then
+fits the model on one batch held in memory for as many steps; both in examples per second. The
+input is the bottleneck when it is the slower of the two. Nothing is trained or written.
+"""
+
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+
+from trainer.config import TrainConfig
+from trainer.dataset import Inputs, train_dataset
+from trainer.fit import Throughput
+from trainer.model import build_model
+from trainer.plan import plan_input
+
+PROFILE_WARMUP_BATCHES = 5
+
+
+def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
+    """Measures the input pipeline alone and the model step alone, in examples per second.
+
+    Seeding is the caller's (trainer.task), as for a training run."""
+    plan = plan_input(inputs.manifest, cfg.input, "train")
+    ds = train_dataset(inputs, cfg, plan, cfg.batch_size)
+    iterator = iter(ds)
+
+    @tf.function
+    def drain(n: tf.Tensor) -> None:
+        # Pulling batches inside a tf.function keeps Python out of the measured time.
+        for _ in tf.range(n):
+            next(iterator)
+
+    drain(tf.constant(PROFILE_WARMUP_BATCHES))
+    started = time.perf_counter()
+    drain(tf.constant(cfg.profile_batches))
+    input_seconds = time.perf_counter() - started
+
+    model = build_model(inputs.model_spec, cfg.model, inputs.moments())
+    one_batch = tf.data.Dataset.from_tensors(next(iterator)).repeat()
+    model.fit(one_batch, epochs=1, steps_per_epoch=PROFILE_WARMUP_BATCHES, verbose=0)
+    throughput = Throughput()
+    model.fit(
+        one_batch,
+        epochs=1,
+        steps_per_epoch=cfg.profile_batches + 1,
+        callbacks=[throughput],
+        verbose=0,
+    )
+    input_rate = round(cfg.profile_batches * cfg.batch_size / input_seconds, 1)
+    model_rate = round(throughput.steps * cfg.batch_size / throughput.seconds, 1)
+    return {
+        "input_examples_per_sec": input_rate,
+        # serialized (uncompressed) example bytes per second
+        "input_mb_per_sec": round(input_rate * plan.record_bytes / 2**20, 2),
+        "model_examples_per_sec": model_rate,
+        "input_bound": input_rate < model_rate,
+        "batch_size": cfg.batch_size,
+        "batches": cfg.profile_batches,
+        "task": inputs.model_spec.task,
+        "input": plan.describe(),
+    }
