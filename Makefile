@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # compiled once, when first imported, and cached, also where PYTHONDONTWRITEBYTECODE is set.
 RUN := env -u PYTHONDONTWRITEBYTECODE
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo test test-fast lint format bench clean
 
 install: $(STAMP)
 
@@ -27,7 +27,16 @@ demo: $(STAMP)
 	$(RUN) $(BIN)/shardflow predict --model-dir $(DEMO_OUT)/model --data $(DEMO_OUT)/penguins --split test --take 5
 	@echo "dataset: $(DEMO_OUT)/penguins   model: $(DEMO_OUT)/model (export/, metrics.json, logs/)"
 
-test: $(STAMP)
+# ruff (settings in pyproject.toml): lint and the formatting check; `make format` rewrites.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: lint
 	$(RUN) PATH="$(CURDIR)/$(BIN):$$PATH" TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 $(PYTEST_ARGS) tests
 
 test-fast: $(STAMP)

@@ -2,8 +2,8 @@
 
 Extras: `etl` (Beam, tfx-bsl, tf.Transform), `trainer` (TensorFlow only, never Beam),
 `transform` (what the trainer needs for datasets with a tf.Transform output: tf.Transform, and
-so Beam), `deploy` (the Google clients of the deploy tools), `test`, and `all`. The Dataflow workers install this
-same file (`--setup_file ./setup.py`).
+so Beam), `deploy` (the Google clients of the deploy tools), `test`, and `all`. The Dataflow
+workers install this same file (`--setup_file ./setup.py`).
 """
 
 from setuptools import find_packages, setup
@@ -38,12 +38,14 @@ DEPLOY = [
     "google-cloud-dataflow-client==0.13.0",
     "google-cloud-scheduler==2.21.0",
 ]
-TEST = ["pytest", "pytest-timeout", "gcp-storage-emulator", "dockerfile==3.4.0"]
+TEST = ["pytest", "pytest-timeout", "gcp-storage-emulator", "dockerfile==3.4.0", "ruff==0.17.6"]
 
 setup(
     name="shardflow",
     version="0.1.0",
-    description="Heterogeneous sources to sharded TFRecords with Apache Beam, and a fast tf.data trainer",
+    description=(
+        "Heterogeneous sources to sharded TFRecords with Apache Beam, and a fast tf.data trainer"
+    ),
     python_requires=">=3.11,<3.12",
     packages=find_packages(include=["pipelines*", "transforms*", "trainer*", "deploy*"]),
     package_data={"pipelines": ["samples/*/*"]},

@@ -155,9 +155,7 @@ def _maybe(rng: random.Random, missing_rate: float, value: str) -> str:
 def write_config(path: Path, csv_name: str) -> None:
     """Writes the shardflow dataset config declaring COLUMNS (no key, one csv source)."""
     features = "\n".join(
-        f"  {c.name}: {{type: {c.kind}"
-        + ("" if c.required else ", required: false")
-        + "}"
+        f"  {c.name}: {{type: {c.kind}" + ("" if c.required else ", required: false") + "}"
         for c in COLUMNS
     )
     path.write_text(
@@ -438,9 +436,7 @@ def record(command: str, facts: str, data: dict, table: str, notes: list[str]) -
     )
 
 
-def append_results(
-    path: Path, title: str, facts: list[str], table: str, notes: list[str]
-) -> None:
+def append_results(path: Path, title: str, facts: list[str], table: str, notes: list[str]) -> None:
     """Appends a dated section to a results file: `facts` are the command, the machine and the
     input, then the table and one bullet per note."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

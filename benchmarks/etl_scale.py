@@ -257,8 +257,7 @@ def summarize(runs: list[Run], datas: list[dict]) -> tuple[str, dict[tuple[int, 
                 continue
             if not ok:
                 lines.append(
-                    f"| {rows:,} | {variant} | 0/{len(mine)} | failed: see {mine[-1].log} "
-                    "|||||||||"
+                    f"| {rows:,} | {variant} | 0/{len(mine)} | failed: see {mine[-1].log} |||||||||"
                 )
                 continue
             wall = statistics.median(r.wall_s for r in ok)
@@ -290,6 +289,7 @@ def notes(medians: dict[tuple[int, str], Summary], sizes: list[int]) -> list[str
     """Throughput ratios per size, the targets at the largest size, the RSS growth."""
     out = []
     for rows in sizes:
+
         def rate(variant: str) -> float | None:
             found = medians.get((rows, variant))
             return found.rows_s if found else None
@@ -348,9 +348,7 @@ def notes(medians: dict[tuple[int, str], Summary], sizes: list[int]) -> list[str
     return out
 
 
-def record(
-    results: Path, command: str, datas: list[dict], table: str, lines: list[str]
-) -> None:
+def record(results: Path, command: str, datas: list[dict], table: str, lines: list[str]) -> None:
     """Appends a dated "ETL scale" section to the results file."""
     inputs = "; ".join(
         f"{d['rows']:,} rows, {d['bytes'] / 1e6:.1f} MB, {d['newline_rows']:,} with a quoted "
@@ -361,9 +359,7 @@ def record(
         "peak RSS (tree): the largest sum of the RSS of the process and its descendants, "
         f"sampled every {SAMPLE_S} s; rows/s and MB/s from the wall time"
     )
-    append_results(
-        results, "ETL scale", [command, machine_facts(), inputs], table, [rss, *lines]
-    )
+    append_results(results, "ETL scale", [command, machine_facts(), inputs], table, [rss, *lines])
 
 
 # --- main --------------------------------------------------------------------------------------

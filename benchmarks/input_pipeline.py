@@ -46,6 +46,8 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 sys.path[:0] = [str(REPO_ROOT), str(Path(__file__).resolve().parent)]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 from etl_csv import (  # noqa: E402
     COLUMNS,
     PAYMENT_TYPES,
@@ -54,12 +56,9 @@ from etl_csv import (  # noqa: E402
     machine_facts,
 )
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
+from trainer.dataset import Inputs  # noqa: E402
 from trainer.manifest import Manifest, load_manifest  # noqa: E402
 from trainer.plan import InputFlags, plan_input  # noqa: E402
-from trainer.dataset import Inputs  # noqa: E402
 from transforms.contract.layout import MANIFEST  # noqa: E402
 
 COMPRESSIONS = ("gzip", "none")
@@ -419,9 +418,7 @@ def record(
     results_path: Path, command: str, facts: str, inputs: str, table: str, notes: list[str]
 ) -> None:
     """Appends a dated "Input pipeline (trainer)" section to the results file."""
-    append_results(
-        results_path, "Input pipeline (trainer)", [command, facts, inputs], table, notes
-    )
+    append_results(results_path, "Input pipeline (trainer)", [command, facts, inputs], table, notes)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,11 @@ COMMANDS = {
     "predict": ("trainer.predict", "main", "serve examples of a split with an exported model"),
     "submit": ("deploy.dataflow.submit", "main", "launch the ETL's Dataflow flex template"),
     "launch-training": ("deploy.vertex.launch", "main", "run the trainer as a Vertex AI job"),
-    "schedule": ("deploy.schedule.cloud_scheduler", "main", "launch the ETL on a Cloud Scheduler cron"),
+    "schedule": (
+        "deploy.schedule.cloud_scheduler",
+        "main",
+        "launch the ETL on a Cloud Scheduler cron",
+    ),
 }
 
 USAGE = "usage: shardflow {%s} [ARGS ...]\n\n%s" % (

@@ -88,8 +88,13 @@ _TOP_KEYS = {
 _SOURCE_KEYS = {"name", "format", "path", "options"}
 _FEATURE_KEYS = {"type", "shape", "required", "default", "values", "min", "max", "source"}
 _OUTPUT_KEYS = {
-    "path", "compression", "compression_level", "shard_size_mb", "max_rejected",
-    "max_rejected_fraction", "allow",
+    "path",
+    "compression",
+    "compression_level",
+    "shard_size_mb",
+    "max_rejected",
+    "max_rejected_fraction",
+    "allow",
 }
 
 
@@ -367,8 +372,10 @@ def _parse_shape(raw: Any, where: str) -> tuple[int | None, ...]:
         raise ConfigError(
             where, f"{show(raw)} must be [] (scalar), [n] (fixed) or [null] (variable)"
         )
-    if raw and raw[0] is not None and not is_number(
-        raw[0], integer=True, low=1, high=MAX_FIXED_LENGTH
+    if (
+        raw
+        and raw[0] is not None
+        and not is_number(raw[0], integer=True, low=1, high=MAX_FIXED_LENGTH)
     ):
         raise ConfigError(
             where,
@@ -479,9 +486,7 @@ def _allowances(raw: Any) -> tuple[str, ...]:
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not all(isinstance(a, str) for a in raw):
-        raise ConfigError(
-            "output.allow", f"{show(raw)} must be a list of {', '.join(ALLOWANCES)}"
-        )
+        raise ConfigError("output.allow", f"{show(raw)} must be a list of {', '.join(ALLOWANCES)}")
     unknown = sorted(set(raw) - set(ALLOWANCES))
     if unknown:
         raise ConfigError(
@@ -551,5 +556,3 @@ def _cwd() -> str:
 def _within(path: str, folder: str) -> bool:
     """True when `path` is `folder` or inside it."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-

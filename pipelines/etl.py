@@ -120,7 +120,14 @@ def build_etl(
     all_rejected = rejected | "MergeRejected" >> beam.Flatten()
     totals = counts | "MergeCounts" >> beam.Flatten() | "SumCounts" >> beam.CombinePerKey(sum)
     return p | "Publish" >> PublishDataset(
-        dataset, staging, shards, shard_count, all_rejected, totals, transform, statistics,
+        dataset,
+        staging,
+        shards,
+        shard_count,
+        all_rejected,
+        totals,
+        transform,
+        statistics,
         expected=expected,
     )
 
@@ -467,9 +474,7 @@ def rejected_examples(
                 found = examples.setdefault(record["reason"], [])
                 if len(found) < per_reason:
                     found.append({"location": record["location"], "record": record["record"]})
-                if len(examples) == wanted and all(
-                    len(v) == per_reason for v in examples.values()
-                ):
+                if len(examples) == wanted and all(len(v) == per_reason for v in examples.values()):
                     return examples
     return examples
 

@@ -74,6 +74,7 @@ def show(value: Any, limit: int = 200) -> str:
     text = _REPR.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
+
 class DuplicateKey(yaml.constructor.ConstructorError):
     """A mapping of the config gives the same key twice."""
 
@@ -95,6 +96,7 @@ class Loader(yaml.SafeLoader):
                 )  # fmt: skip
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
 
 def check_tree(value: Any, where: str, depth: int, path: set[int], done: set[int]) -> None:
     """Refuses what no field's own check should have to expect: nesting deeper than MAX_DEPTH,
@@ -178,9 +180,7 @@ def is_one_of(value: Any, collection: Any) -> bool:
     return isinstance(value, str) and value in collection
 
 
-def choice(
-    value: Any, where: str, choices: tuple[str, ...], unknown: str = "unknown value"
-) -> str:
+def choice(value: Any, where: str, choices: tuple[str, ...], unknown: str = "unknown value") -> str:
     """`value` when it is one of `choices`; else ConfigError listing them."""
     if not is_one_of(value, choices):
         raise ConfigError(where, f"{unknown} {show(value)} ({', '.join(choices)})")

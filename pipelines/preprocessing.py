@@ -1,4 +1,5 @@
-"""Loads the `transform:` section of a dataset config into a `transforms.contract.config.TransformSpec`.
+"""Loads the `transform:` section of a dataset config into a `TransformSpec`
+(`transforms.contract.config`).
 
 Declarative ops per feature (`z_score`, `vocabulary`, ...) are checked against the feature's
 type, their stage order and each other, with their parameters completed and bounded; a
@@ -101,9 +102,7 @@ def _parse_feature_ops(raw: Any, feature: FeatureSpec, where: str) -> tuple[Tran
         elif isinstance(item, dict) and len(item) == 1:
             ((name, params),) = item.items()
         else:
-            raise ConfigError(
-                where, f"{show(item)} must be an op name or a mapping {{op: params}}"
-            )
+            raise ConfigError(where, f"{show(item)} must be an op name or a mapping {{op: params}}")
         name = choice(name, where, tuple(TRANSFORM_OPS), "unknown op")
         stage, types = TRANSFORM_OPS[name]
         if feature.type not in types:

@@ -74,7 +74,9 @@ def expected_examples(extra_sources: bool = True) -> list[tuple]:
         for row in pq.read_table(SAMPLE / "nests.parquet").to_pylist():
             nests.setdefault(str(row["id"]), row)
         with sqlite3.connect(SAMPLE / "bands.db") as db:
-            for penguin_id, color, year in db.execute("SELECT id, band_color, banded_year FROM bands"):
+            for penguin_id, color, year in db.execute(
+                "SELECT id, band_color, banded_year FROM bands"
+            ):
                 bands[str(penguin_id)] = {"band_color": color, "banded_year": year}
 
     out = []
@@ -131,9 +133,22 @@ def expected_examples(extra_sources: bool = True) -> list[tuple]:
 
 
 FEATURES = [
-    "bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "species", "island",
-    "sex", "year", "observer", "tags", "notes", "colony", "clutch_size", "nest_height_m",
-    "band_color", "banded_year",
+    "bill_length_mm",
+    "bill_depth_mm",
+    "flipper_length_mm",
+    "body_mass_g",
+    "species",
+    "island",
+    "sex",
+    "year",
+    "observer",
+    "tags",
+    "notes",
+    "colony",
+    "clutch_size",
+    "nest_height_m",
+    "band_color",
+    "banded_year",
 ]
 
 
@@ -145,7 +160,9 @@ def read_examples(
     rows, kinds = [], Counter()
     for split in manifest["splits"].values():
         for f in split["files"]:
-            for record in tf.data.TFRecordDataset(str(dataset / f["path"]), compression_type="GZIP"):
+            for record in tf.data.TFRecordDataset(
+                str(dataset / f["path"]), compression_type="GZIP"
+            ):
                 example = tf.train.Example.FromString(record.numpy())
                 assert sorted(example.features.feature) == sorted(features)
                 row = []
@@ -179,7 +196,10 @@ def test_manifest_ledger_files_and_rejections(dataset):
     manifest = json.loads((dataset / "manifest.json").read_text())
     read = sum(s["records"] for s in manifest["sources"].values())
     written = sum(s["records"] for s in manifest["splits"].values())
-    assert read == written + manifest["rejected"]["records"] + manifest["duplicates"] + manifest["joined"]
+    assert (
+        read
+        == written + manifest["rejected"]["records"] + manifest["duplicates"] + manifest["joined"]
+    )
     assert manifest["sources"] == {
         "measurements": {"format": "csv", "records": 3000, "ignored_fields": {}},
         "observations": {"format": "jsonl", "records": 2696, "ignored_fields": {}},
@@ -205,14 +225,22 @@ def test_manifest_ledger_files_and_rejections(dataset):
         for f in split["files"]:
             data = (dataset / f["path"]).read_bytes()
             assert (len(data), hashlib.sha256(data).hexdigest()) == (f["bytes"], f["sha256"])
-    rejected = [json.loads(line) for line in (dataset / "rejected/rejected-00000-of-00001.jsonl").open()]
+    rejected = [
+        json.loads(line) for line in (dataset / "rejected/rejected-00000-of-00001.jsonl").open()
+    ]
     assert len(rejected) == manifest["rejected"]["records"]
     assert all(set(r) >= {"source", "location", "reason", "record"} for r in rejected)
     bad_bill = [r for r in rejected if r["reason"] == "bill_length_mm: not a number"][0]
     assert bad_bill["location"].startswith(str(SAMPLE / "measurements.csv") + ":138")
     assert "137,Adelie,Dream,abc" in bad_bill["record"]
     assert sorted(os.listdir(dataset)) == [
-        "eval", "manifest.json", "rejected", "report.html", "statistics.json", "test", "train",
+        "eval",
+        "manifest.json",
+        "rejected",
+        "report.html",
+        "statistics.json",
+        "test",
+        "train",
         "transform",
     ]
     transform = manifest["transform"]
@@ -255,8 +283,15 @@ def test_train_export_and_serve_a_raw_example(dataset, tmp_path):
 
     model_dir = tmp_path / "model"
     result = shardflow(
-        "train", "--data", str(dataset), "--model-dir", str(model_dir), "--epochs", "1",
-        "--batch-size", "64",
+        "train",
+        "--data",
+        str(dataset),
+        "--model-dir",
+        str(model_dir),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "64",
     )
     assert result.returncode == 0, result.stderr
     metrics = json.loads((model_dir / "metrics.json").read_text())
@@ -275,15 +310,22 @@ def test_train_export_and_serve_a_raw_example(dataset, tmp_path):
     assert np.isclose(probabilities.sum(), 1.0, atol=1e-5)
     assert out["classes"].numpy()[0] in (b"Adelie", b"Chinstrap", b"Gentoo")
 
-    result = shardflow("predict", "--model-dir", str(model_dir), "--data", str(dataset), "--take", "3")
+    result = shardflow(
+        "predict", "--model-dir", str(model_dir), "--data", str(dataset), "--take", "3"
+    )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert len(lines) == 3 and all(set(line) == {"label", "classes", "probabilities"} for line in lines)
+    assert len(lines) == 3 and all(
+        set(line) == {"label", "classes", "probabilities"} for line in lines
+    )
 
 
 def test_bad_config_exits_2_with_one_line_naming_the_field(tmp_path):
-    cfg = (SAMPLE / "penguins.yaml").read_text().replace("year:              {type: int}",
-                                                         "year:              {type: integer}")
+    cfg = (
+        (SAMPLE / "penguins.yaml")
+        .read_text()
+        .replace("year:              {type: int}", "year:              {type: integer}")
+    )
     (tmp_path / "bad.yaml").write_text(cfg)
     result = shardflow("etl", "--config", str(tmp_path / "bad.yaml"))
     assert result.returncode == 2
@@ -328,7 +370,9 @@ def test_an_output_that_is_not_a_dataset_is_never_replaced(tmp_path):
 
 
 def test_trainer_never_imports_beam():
-    code = "import trainer.task, trainer.predict, trainer.inspect, sys; " \
-           "assert 'apache_beam' not in sys.modules"
+    code = (
+        "import trainer.task, trainer.predict, trainer.inspect, sys; "
+        "assert 'apache_beam' not in sys.modules"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

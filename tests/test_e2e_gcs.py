@@ -38,8 +38,12 @@ JSONL_URI = f"gs://{BUCKET}/in/more.jsonl"
 
 # id, name, score (None: missing), tags
 CSV_ROWS = [
-    (i, f"person {i}, \"quoted\"" if i % 7 == 0 else f"person {i}", None if i % 5 == 0 else i / 8,
-     [f"t{j}" for j in range(i % 3)])
+    (
+        i,
+        f'person {i}, "quoted"' if i % 7 == 0 else f"person {i}",
+        None if i % 5 == 0 else i / 8,
+        [f"t{j}" for j in range(i % 3)],
+    )
     for i in range(1, 151)
 ]
 JSON_ROWS = [
@@ -87,10 +91,14 @@ def _f32(x: float) -> float:
 
 def expected_examples() -> list[tuple]:
     """(id, name, score, tags) of every example, as TensorFlow reads them back."""
-    rows = [(i, n.encode(), _f32(-1.0 if s is None else s), tuple(t.encode() for t in tags))
-            for i, n, s, tags in CSV_ROWS]
-    rows += [(r["id"], r["name"].encode(), _f32(r["score"]), tuple(t.encode() for t in r["tags"]))
-             for r in JSON_ROWS]
+    rows = [
+        (i, n.encode(), _f32(-1.0 if s is None else s), tuple(t.encode() for t in tags))
+        for i, n, s, tags in CSV_ROWS
+    ]
+    rows += [
+        (r["id"], r["name"].encode(), _f32(r["score"]), tuple(t.encode() for t in r["tags"]))
+        for r in JSON_ROWS
+    ]
     return sorted(rows)
 
 
@@ -200,7 +208,9 @@ def test_manifest_on_gcs_lists_every_object_with_its_checksum(published):
         (f"{CSV_URI}:153", "csv: expected 4 fields, got 2"),
     ]
     assert manifest["rejected"]["reasons"] == {
-        "csv: expected 4 fields, got 2": 1, "id: not an integer": 1, "json: invalid JSON": 1,
+        "csv: expected 4 fields, got 2": 1,
+        "id: not an integer": 1,
+        "json: invalid JSON": 1,
     }
 
 
@@ -244,9 +254,7 @@ def test_failed_run_leaves_the_previous_dataset_intact(client, published, tmp_pa
     before = objects(client, PREFIX)
     assert PREFIX + "manifest.json" in before
     # A header with a duplicate column name fails the job while reading.
-    client.bucket(BUCKET).blob("bad/people.csv").upload_from_string(
-        b"id,id,species\n1,2,Adelie\n"
-    )
+    client.bucket(BUCKET).blob("bad/people.csv").upload_from_string(b"id,id,species\n1,2,Adelie\n")
     result = shardflow(
         "etl", "--config", gcs_config(tmp_path, f"gs://{BUCKET}/bad/people.csv"), "--overwrite"
     )

@@ -143,8 +143,7 @@ def read_records(out: Path, manifest: dict) -> dict[str, dict]:
             "pixels": tf.io.decode_image(image, expand_animations=False).numpy(),
             "label": feature["label"].bytes_list.value[0].decode(),
             "shape": tuple(
-                feature[name].int64_list.value[0]
-                for name in ("height", "width", "channels")
+                feature[name].int64_list.value[0] for name in ("height", "width", "channels")
             ),
         }
         records[feature["filename"].bytes_list.value[0].decode()] = values

@@ -50,7 +50,11 @@ def joined(tmp_path_factory):
         "sources": [
             {"name": "people", "format": "csv", "path": "people.csv"},
             {"name": "scores", "format": "parquet", "path": "scores.parquet"},
-            {"name": "cities", "format": "sql", "options": {"url": "sqlite:///cities.db", "table": "cities"}},
+            {
+                "name": "cities",
+                "format": "sql",
+                "options": {"url": "sqlite:///cities.db", "table": "cities"},
+            },
         ],
         "key": "id",
         "combine": "join",
@@ -83,10 +87,21 @@ def test_joined_records_hold_every_source_s_fields(joined):
     out, manifest = joined
     assert _read(out, manifest) == {
         # scores are exact in float32
-        1: {"name": [b"ann"], "age": [31], "score": [0.5], "city": [b"Oslo"],
-            "scores_name": [b"Ann (scores)"]},
+        1: {
+            "name": [b"ann"],
+            "age": [31],
+            "score": [0.5],
+            "city": [b"Oslo"],
+            "scores_name": [b"Ann (scores)"],
+        },
         2: {"name": [b"bob"], "age": [], "score": [1.5], "city": [b"Lima"], "scores_name": []},
-        3: {"name": [b"cid"], "age": [45], "score": [2.5], "city": [], "scores_name": [b"Cid (scores)"]},
+        3: {
+            "name": [b"cid"],
+            "age": [45],
+            "score": [2.5],
+            "city": [],
+            "scores_name": [b"Cid (scores)"],
+        },
         4: {"name": [b"dee"], "age": [52], "score": [], "city": [], "scores_name": []},
         5: {"name": [b"eve"], "age": [29], "score": [], "city": [], "scores_name": []},
         6: {"name": [b"fay"], "age": [38], "score": [], "city": [], "scores_name": []},

@@ -37,7 +37,11 @@ class _Page(HTMLParser):
             self.nodes.append(a.get("data-node"))
         if tag == "path" and "edge" in (a.get("class") or "").split():
             self.edges.append((a.get("data-from"), a.get("data-to")))
-        if tag in ("script", "link", "img") or "src" in a or (a.get("href") or "").startswith("http"):
+        if (
+            tag in ("script", "link", "img")
+            or "src" in a
+            or (a.get("href") or "").startswith("http")
+        ):
             self.external.append(tag)
 
 
@@ -100,7 +104,10 @@ def test_statistics_describe_the_written_records(dataset):
         exact = np.float32(sizes).astype(np.float64)  # the values written, as float32
         assert size["mean"] == pytest.approx(exact.mean(), rel=1e-12)
         assert size["std"] == pytest.approx(exact.std(), rel=1e-9)
-        assert (size["min"], size["max"]) == (float(min(np.float32(sizes))), float(max(np.float32(sizes))))
+        assert (size["min"], size["max"]) == (
+            float(min(np.float32(sizes))),
+            float(max(np.float32(sizes))),
+        )
         assert sum(bar["count"] for bar in size["histogram"]) == len(sizes)
         colours = [r["colour"][0] for r in records if r["colour"]]
         top = {t["value"]: t["count"] for t in stats["features"]["colour"]["top"]}

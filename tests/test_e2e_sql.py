@@ -130,9 +130,10 @@ def test_sqlite_table_partitioned_read_every_value_and_rejections(tmp_path):
     conn.close()
     assert len(rows) == 300 and rows == expected
 
-    assert manifest["sources"] == {
-        "items": {"format": "sql", "records": total, "ignored_fields": {}}
-    } and total == 304
+    assert (
+        manifest["sources"] == {"items": {"format": "sql", "records": total, "ignored_fields": {}}}
+        and total == 304
+    )
     assert manifest["rejected"]["reasons"] == {
         "count: not an integer": 1,
         "name: not valid UTF-8": 1,

@@ -23,8 +23,15 @@ from tests import readback
 pytestmark = pytest.mark.slow
 N = 300
 FEATURES = ["id", "name", "score", "count", "tags", "blob", "px"]
-KINDS = {"id": "int64_list", "name": "bytes_list", "score": "float_list", "count": "int64_list",
-         "tags": "bytes_list", "blob": "bytes_list", "px": "float_list"}
+KINDS = {
+    "id": "int64_list",
+    "name": "bytes_list",
+    "score": "float_list",
+    "count": "int64_list",
+    "tags": "bytes_list",
+    "blob": "bytes_list",
+    "px": "float_list",
+}
 
 
 def make_row(i: int) -> dict:
@@ -61,15 +68,17 @@ def expected(rows: list[dict]) -> tuple[list[tuple], Counter]:
             reasons["score: below min 0"] += 1
             continue
         point = r["point"] or {}
-        examples.append((
-            (r["id"],),
-            (r["name"].encode(),),
-            () if r["score"] is None else (_f32(r["score"]),),
-            (-1 if r["count"] is None else r["count"],),
-            tuple(t.encode() for t in r["tags"] or []),
-            () if r["blob"] is None else (r["blob"],),
-            () if point.get("x") is None else (_f32(point["x"]),),
-        ))
+        examples.append(
+            (
+                (r["id"],),
+                (r["name"].encode(),),
+                () if r["score"] is None else (_f32(r["score"]),),
+                (-1 if r["count"] is None else r["count"],),
+                tuple(t.encode() for t in r["tags"] or []),
+                () if r["blob"] is None else (r["blob"],),
+                () if point.get("x") is None else (_f32(point["x"]),),
+            )
+        )
     return sorted(examples), reasons
 
 
@@ -78,9 +87,12 @@ def read_back(out: Path, features=FEATURES) -> list[tuple]:
     return readback.rows(out, readback.manifest(out), list(features), KINDS)
 
 
-def config(folder: Path, fmt: str, path: str, options: dict | None = None,
-           features: str | None = None) -> Path:
-    features = features or """
+def config(
+    folder: Path, fmt: str, path: str, options: dict | None = None, features: str | None = None
+) -> Path:
+    features = (
+        features
+        or """
   id:    {type: int}
   name:  {type: string}
   score: {type: float, required: false, min: 0}
@@ -89,6 +101,7 @@ def config(folder: Path, fmt: str, path: str, options: dict | None = None,
   blob:  {type: bytes, required: false}
   px:    {type: float, required: false, source: src.point.x}
 """
+    )
     cfg = folder / f"{fmt}.yaml"
     cfg.write_text(
         f"name: {fmt}\n"
@@ -130,17 +143,24 @@ def write_parquet(folder: Path) -> tuple[list[dict], Counter, int]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema([
-        ("id", pa.int64()), ("name", pa.string()), ("score", pa.float64()), ("count", pa.int64()),
-        ("tags", pa.list_(pa.string())), ("blob", pa.binary()),
-        ("point", pa.struct([("x", pa.float64()), ("y", pa.int64())])),
-    ])
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("name", pa.string()),
+            ("score", pa.float64()),
+            ("count", pa.int64()),
+            ("tags", pa.list_(pa.string())),
+            ("blob", pa.binary()),
+            ("point", pa.struct([("x", pa.float64()), ("y", pa.int64())])),
+        ]
+    )
     pq.write_table(pa.Table.from_pylist(ROWS, schema), folder / "rows.parquet", row_group_size=64)
     # A second file whose middle row group (rows 11-20) cannot be decoded.
     broken = [make_row(i) for i in range(1000, 1030)]
     buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(broken, schema), buf, row_group_size=10,
-                   use_dictionary=False)
+    pq.write_table(
+        pa.Table.from_pylist(broken, schema), buf, row_group_size=10, use_dictionary=False
+    )
     data = bytearray(buf.getvalue())
     column = pq.ParquetFile(io.BytesIO(bytes(data))).metadata.row_group(1).column(0)
     data[column.data_page_offset] ^= 0xFF
@@ -149,16 +169,29 @@ def write_parquet(folder: Path) -> tuple[list[dict], Counter, int]:
     return ROWS + readable, Counter({"parquet: unreadable row group": 10}), len(ROWS) + 30
 
 
-AVRO_SCHEMA = {"type": "record", "name": "Row", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "name", "type": ["null", "string"]},
-    {"name": "score", "type": ["null", "double"]},
-    {"name": "count", "type": ["null", "long"]},
-    {"name": "tags", "type": ["null", {"type": "array", "items": "string"}]},
-    {"name": "blob", "type": ["null", "bytes"]},
-    {"name": "point", "type": ["null", {"type": "record", "name": "Point", "fields": [
-        {"name": "x", "type": "double"}, {"name": "y", "type": "long"}]}]},
-]}
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "Row",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "name", "type": ["null", "string"]},
+        {"name": "score", "type": ["null", "double"]},
+        {"name": "count", "type": ["null", "long"]},
+        {"name": "tags", "type": ["null", {"type": "array", "items": "string"}]},
+        {"name": "blob", "type": ["null", "bytes"]},
+        {
+            "name": "point",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Point",
+                    "fields": [{"name": "x", "type": "double"}, {"name": "y", "type": "long"}],
+                },
+            ],
+        },
+    ],
+}
 
 
 def write_avro(folder: Path) -> tuple[list[dict], Counter, int]:
@@ -180,12 +213,18 @@ def write_avro(folder: Path) -> tuple[list[dict], Counter, int]:
 
 def _example(tf, row: dict, id_value=None) -> bytes:
     def feature(kind: str, values: list):
-        lists = {"int64_list": tf.train.Int64List, "float_list": tf.train.FloatList,
-                 "bytes_list": tf.train.BytesList}
+        lists = {
+            "int64_list": tf.train.Int64List,
+            "float_list": tf.train.FloatList,
+            "bytes_list": tf.train.BytesList,
+        }
         return tf.train.Feature(**{kind: lists[kind](value=values)})
 
-    features = {"id": feature("int64_list", [row["id"]]) if id_value is None
-                else feature("bytes_list", [id_value])}
+    features = {
+        "id": feature("int64_list", [row["id"]])
+        if id_value is None
+        else feature("bytes_list", [id_value])
+    }
     if row["name"] is not None:
         features["name"] = feature("bytes_list", [row["name"].encode()])
     if row["score"] is not None:
@@ -227,10 +266,14 @@ def write_tfrecord(folder: Path) -> tuple[list[dict], Counter, int]:
     corrupt = len(data) - last - 16 - len(_example(tf, extra[5]))
     data[corrupt + 12 + 2] ^= 0x20
     path.write_bytes(bytes(data[: len(data) - last // 2]))
-    reasons = Counter({
-        "tfrecord: not a tf.train.Example": 1, "id: not an integer": 1,
-        "tfrecord: data checksum mismatch": 1, "tfrecord: truncated record": 1,
-    })
+    reasons = Counter(
+        {
+            "tfrecord: not a tf.train.Example": 1,
+            "id: not an integer": 1,
+            "tfrecord: data checksum mismatch": 1,
+            "tfrecord: truncated record": 1,
+        }
+    )
     return ROWS + extra[:4], reasons, len(ROWS) + 8
 
 
@@ -292,8 +335,9 @@ def test_output_shards_reingested_as_tfrecord_give_the_same_values(tmp_path):
     out, manifest, _ = run_etl(first)
     written = sum(s["records"] for s in manifest["splits"].values())
     (tmp_path / "again").mkdir()
-    again = config(tmp_path / "again", "tfrecord", f"{out}/*/*.tfrecord.gz",
-                   features=ROUND_TRIP_FEATURES)
+    again = config(
+        tmp_path / "again", "tfrecord", f"{out}/*/*.tfrecord.gz", features=ROUND_TRIP_FEATURES
+    )
     out2, manifest2, rejected2 = run_etl(again)
     names = ["id", "name", "count", "tags"]
     assert read_back(out2, names) == read_back(out, names)

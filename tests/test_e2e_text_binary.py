@@ -167,7 +167,9 @@ def test_text_lines_from_plain_and_gzipped_files_are_written_whole(tmp_path):
         {"sentence": {"type": "string"}},
     )
     assert _examples(out, manifest) == sorted(expected)
-    assert manifest["sources"] == {"corpus": {"format": "text", "records": 601, "ignored_fields": {}}}
+    assert manifest["sources"] == {
+        "corpus": {"format": "text", "records": 601, "ignored_fields": {}}
+    }
     reason = "sentence: not valid text in the source's encoding"
     assert manifest["rejected"]["reasons"] == {reason: 1}
     [rejected] = _rejected(out)
@@ -232,7 +234,9 @@ def test_binary_struct_records_between_header_and_footer(tmp_path):
         if not math.isnan(score)
     ]
     assert _examples(out, manifest) == sorted(expected)
-    assert manifest["sources"] == {"points": {"format": "binary", "records": 501, "ignored_fields": {}}}
+    assert manifest["sources"] == {
+        "points": {"format": "binary", "records": 501, "ignored_fields": {}}
+    }
     assert manifest["rejected"]["reasons"] == {
         "binary: 11 bytes left after the last whole record of 26 bytes": 1,
         "score: not a number": 1,

@@ -153,9 +153,7 @@ def build_model(
     for feature in spec.used:
         base = names.unique(feature.name)
         shape = (None,) if feature.variable_length else feature.shape
-        x = inputs[feature.name] = tf_keras.Input(
-            shape=shape, dtype=dtype_of(feature), name=base
-        )
+        x = inputs[feature.name] = tf_keras.Input(shape=shape, dtype=dtype_of(feature), name=base)
         value = _encode(feature, x, base, cfg, moments, names)
         if has_presence(feature):
             key = presence_key(feature.name)

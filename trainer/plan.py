@@ -65,7 +65,10 @@ class InputPlan:
 
 
 def plan_input(
-    manifest: Manifest, flags: InputFlags, split: str = "train", workers: int = 1,
+    manifest: Manifest,
+    flags: InputFlags,
+    split: str = "train",
+    workers: int = 1,
     cache_dir: str | None = None,
 ) -> InputPlan:
     """The knobs for reading `split` on each of `workers` input pipelines."""
@@ -85,7 +88,9 @@ def plan_input(
             logger.warning(
                 "--cache memory: the %s split takes ~%d MB, more than half the input RAM budget "
                 "(%d MB): caching to a local file instead",
-                split, _mb(split_bytes), _mb(budget),
+                split,
+                _mb(split_bytes),
+                _mb(budget),
             )
             cache = _cache_file(cache_dir, split)
         else:
@@ -118,7 +123,9 @@ def record_size(manifest: Manifest, split: str) -> int:
     if manifest.compression == "none" and all(f.bytes is not None for f in info.files):
         total = sum(f.bytes for f in info.files) - _FRAMING_BYTES * info.records
         return max(1, total // max(1, info.records))
-    records = tf.data.TFRecordDataset(info.files[0].path, compression_type=manifest.compression_type)
+    records = tf.data.TFRecordDataset(
+        info.files[0].path, compression_type=manifest.compression_type
+    )
     sizes = records.take(SAMPLE_RECORDS).map(lambda r: tf.strings.length(r))
     total, n = sizes.reduce((0, 0), lambda acc, size: (acc[0] + size, acc[1] + 1))
     return max(1, int(total) // max(1, int(n)))

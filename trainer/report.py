@@ -349,4 +349,3 @@ def _finite(value) -> bool:
 
 def _esc(text) -> str:
     return html.escape(str(text), quote=True)
-

@@ -470,7 +470,14 @@ class _ArrowCsv:
             keep = nonblank[nonblank <= last]
             lines = np.searchsorted(scan.newlines, starts[keep]) + (line0 + 1)
             yield from self._block(
-                buf[:cut], columns, read, convert, starts[keep], scan.ends[keep], lines, line0,
+                buf[:cut],
+                columns,
+                read,
+                convert,
+                starts[keep],
+                scan.ends[keep],
+                lines,
+                line0,
                 _emptied(a[:cut], starts[: last + 1], scan.ends[: last + 1], blank[: last + 1]),
             )
             line0 += int(np.searchsorted(scan.newlines, cut))
@@ -494,23 +501,33 @@ class _ArrowCsv:
             return
         try:
             table = pacsv.read_csv(
-                pa.BufferReader(pa.py_buffer(arrow_input)), read_options=read,
-                parse_options=self._parse_options, convert_options=convert,
+                pa.BufferReader(pa.py_buffer(arrow_input)),
+                read_options=read,
+                parse_options=self._parse_options,
+                convert_options=convert,
             )
         except (pa.ArrowInvalid, UnicodeDecodeError):
             table = None
         if table is None or table.num_rows != len(starts):
             # a wrong field count (or any disagreement): the reference parser words the reasons
             text = _text(io.BytesIO(block), "utf-8", file_start=False)
-            yield from _python_records(text, self._path, self._source, columns, line0, self._chunk_rows)
+            yield from _python_records(
+                text, self._path, self._source, columns, line0, self._chunk_rows
+            )
             return
         values = {
             name: (col.chunk(0) if col.num_chunks == 1 else col.combine_chunks())
             for name, col in zip(columns, table.columns)
         }
         yield RawChunk(
-            self._source.name, self._path, values, lines.tolist(), block, starts.tolist(),
-            ends.tolist(), text=True,
+            self._source.name,
+            self._path,
+            values,
+            lines.tolist(),
+            block,
+            starts.tolist(),
+            ends.tolist(),
+            text=True,
         )
 
     def _python_rest(self, buf: bytes, columns, line0):

@@ -111,9 +111,7 @@ def _payloads(column: pa.ListArray) -> pa.Array:
     values = column.flatten()
     kind = values.type
     if kind == pa.binary():
-        items = pc.binary_join_element_wise(
-            _DELIMITED.take(pc.binary_length(values)), values, b""
-        )
+        items = pc.binary_join_element_wise(_DELIMITED.take(pc.binary_length(values)), values, b"")
         return pc.binary_join(pa.ListArray.from_arrays(offsets, items), b"")
     if kind == pa.float32():
         packed = pa.BinaryArray.from_buffers(

@@ -80,7 +80,9 @@ class OptionsReader:
         if value is default and default is None:
             return None
         if not isinstance(value, str) or (not empty and not value):
-            raise OptionError(name, "must be a non-empty string" if not empty else "must be a string")
+            raise OptionError(
+                name, "must be a non-empty string" if not empty else "must be a string"
+            )
         return value
 
     def boolean(self, name: str, default: Any = _MISSING) -> bool:

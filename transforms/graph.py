@@ -25,9 +25,7 @@ def pipeline_graph(p: beam.Pipeline) -> dict:
         tid, node = todo.pop()
         step[tid] = node
         todo += [(sub, node) for sub in transforms[tid].subtransforms]
-    producer = {
-        pcoll: step[tid] for tid in step for pcoll in transforms[tid].outputs.values()
-    }
+    producer = {pcoll: step[tid] for tid in step for pcoll in transforms[tid].outputs.values()}
     edges = {
         (producer[pcoll], step[tid])
         for tid in step

@@ -164,9 +164,11 @@ class JoinByKey(beam.PTransform):
         self._dataset = dataset
 
     def expand(self, chunks):
-        keyed = chunks | "BucketByKey" >> beam.ParDo(_BucketRowsFn(self._dataset)).with_output_types(
-            tuple[int, tuple[int, list[str], RawChunk]]
-        ).with_outputs(REJECTED, main="keyed")
+        keyed = chunks | "BucketByKey" >> beam.ParDo(
+            _BucketRowsFn(self._dataset)
+        ).with_output_types(tuple[int, tuple[int, list[str], RawChunk]]).with_outputs(
+            REJECTED, main="keyed"
+        )
         joined = (
             keyed.keyed
             | "GroupBuckets" >> beam.GroupByKey()

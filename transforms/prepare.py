@@ -88,7 +88,7 @@ class KeyMaker:
                     self._feature = f
 
     def keys(self, chunk: RawChunk) -> tuple[list[str | None], list[dict]]:
-        """The key of every record of a chunk (None where it has none), and those records rejected."""
+        """The key of every record of a chunk (None where it has none), and the records rejected."""
         values = chunk.values(self.field)
         keys: list[str | None] = []
         rejected = []
@@ -98,7 +98,9 @@ class KeyMaker:
             except RecordError as e:
                 keys.append(None)
                 rejected.append(
-                    rejection(chunk.source, location(chunk.path, chunk.lines[i]), e.reason, chunk.raw(i))
+                    rejection(
+                        chunk.source, location(chunk.path, chunk.lines[i]), e.reason, chunk.raw(i)
+                    )
                 )
         return keys, rejected
 

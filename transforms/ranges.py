@@ -87,9 +87,7 @@ def plan(path: str, size: int, source: SourceSpec, split_bytes: int = SPLIT_BYTE
         if start == 0:
             ranges.append(Range(path, 0, offset))
         else:
-            ranges.append(
-                Range(path, start, offset, header_end, lines_before - header_lines)
-            )
+            ranges.append(Range(path, start, offset, header_end, lines_before - header_lines))
         start, lines_before = offset, lines
     return ranges if len(ranges) > 1 else whole
 
@@ -114,9 +112,7 @@ def _plan_row_groups(path: str, split_bytes: int) -> list[Range] | None:
     return ranges if len(ranges) > 1 else None
 
 
-def _record_ends(
-    f: BinaryIO, source: SourceSpec, split_bytes: int
-) -> list[tuple[int, int]] | None:
+def _record_ends(f: BinaryIO, source: SourceSpec, split_bytes: int) -> list[tuple[int, int]] | None:
     """(offset, newlines before it) of the record ends to cut at: the header's end first (for a
     CSV with a header), then the first record end at or past every `split_bytes`; None when
     the file must be read whole."""

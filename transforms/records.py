@@ -83,7 +83,12 @@ class RawChunk:
             columns[name] = [values[i] for i in indices]
         raws = {} if self.raw_text is None else one_line_records([self.raw(i) for i in indices])
         return RawChunk(
-            self.source, self.path, columns, [self.lines[i] for i in indices], **raws, text=self.text
+            self.source,
+            self.path,
+            columns,
+            [self.lines[i] for i in indices],
+            **raws,
+            text=self.text,
         )
 
 

@@ -141,7 +141,7 @@ def _sources(manifest: dict) -> str:
         ignored = source.get("ignored_fields") or {}
         fields = ", ".join(
             f"{_e(clip(field))} "
-            f'(<span{_attrs(id=_id("source", name, "ignored", field), data_value=n)}>'
+            f"(<span{_attrs(id=_id('source', name, 'ignored', field), data_value=n)}>"
             f"{_int(n)}</span>)"
             for field, n in ignored.items()
         )
@@ -204,7 +204,7 @@ def _rejected(manifest: dict, examples: dict[str, list[dict]]) -> str:
     body = (
         f"<p>{_int(_rejected_count(manifest))} records rejected"
         + (f", written to {files}" if files else "")
-        + ".</p><table><tr><th>reason</th><th class=\"n\">records</th><th></th></tr>"
+        + '.</p><table><tr><th>reason</th><th class="n">records</th><th></th></tr>'
         + "".join(rows)
         + "</table>"
     )
@@ -576,8 +576,7 @@ def _id_part(name: str) -> str:
         out = name  # the common case, e.g. bill_length_mm
     else:
         out = "".join(
-            c if c.isalnum() or c in "_." else "".join(f":{b:02x}" for b in _utf8(c))
-            for c in name
+            c if c.isalnum() or c in "_." else "".join(f":{b:02x}" for b in _utf8(c)) for c in name
         )
     if len(out) > MAX_ID_PART_CHARS:
         digest = hashlib.sha256(_utf8(name)).hexdigest()[:16]

@@ -146,12 +146,16 @@ def read_slice(run: Run, low: int, high: int | None) -> ShardPart | None:
     """The records of a run with order hash in [low, high), or None if it has none."""
     fence = run.fence
     first_block = max(int(np.searchsorted(fence, np.uint64(low), "left")) - 1, 0)
-    last_block = len(fence) if high is None else int(np.searchsorted(fence, np.uint64(high), "left"))
+    last_block = (
+        len(fence) if high is None else int(np.searchsorted(fence, np.uint64(high), "left"))
+    )
     start, stop = first_block * FENCE_STRIDE, min(last_block * FENCE_STRIDE, run.records)
     if start >= stop:
         return None
     with FileSystems.open(
-        run.path, mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED
+        run.path,
+        mime_type="application/octet-stream",
+        compression_type=CompressionTypes.UNCOMPRESSED,
     ) as f:
         # the entries of records [start, stop), and of the one before (where their data begins)
         before = 1 if start else 0
@@ -159,7 +163,11 @@ def read_slice(run: Run, low: int, high: int | None) -> ShardPart | None:
         entries = np.frombuffer(_read(f, (stop - start + before) * _ENTRY.itemsize, run), _ENTRY)
         ends = entries[before:]
         i = int(np.searchsorted(ends["hash"], np.uint64(low), "left"))
-        j = len(ends) if high is None else int(np.searchsorted(ends["hash"], np.uint64(high), "left"))
+        j = (
+            len(ends)
+            if high is None
+            else int(np.searchsorted(ends["hash"], np.uint64(high), "left"))
+        )
         if i >= j:
             return None
         # ends of the record before the slice (0 at the run's start) and of each of its records
@@ -174,7 +182,9 @@ def read_slice(run: Run, low: int, high: int | None) -> ShardPart | None:
             metas = _read(f, int(meta_ends[-1] - meta_ends[0]), run)
     n = j - i
     offsets = payload_ends - payload_ends[0]
-    kind, width = (pa.binary(), np.int32) if offsets[-1] < (1 << 31) else (pa.large_binary(), np.int64)
+    kind, width = (
+        (pa.binary(), np.int32) if offsets[-1] < (1 << 31) else (pa.large_binary(), np.int64)
+    )
     payload = pa.Array.from_buffers(
         kind, n, [None, pa.py_buffer(offsets.astype(width)), pa.py_buffer(data)]
     )

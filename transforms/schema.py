@@ -74,7 +74,9 @@ def coerce_scalar(feature: FeatureSpec, value: Any) -> Any:
             try:
                 return value.encode("utf-8")
             except UnicodeEncodeError:
-                raise RecordError(f"{feature.name}: not valid text in the source's encoding") from None
+                raise RecordError(
+                    f"{feature.name}: not valid text in the source's encoding"
+                ) from None
         if isinstance(value, bool):
             return b"true" if value else b"false"
         if isinstance(value, (int, float)):
@@ -234,7 +236,9 @@ class Validator:
             for f in self._features
         ]
 
-    def validate(self, n: int, tables: Mapping[str, SourceColumns]) -> tuple[list[pa.Array], dict[int, str]]:
+    def validate(
+        self, n: int, tables: Mapping[str, SourceColumns]
+    ) -> tuple[list[pa.Array], dict[int, str]]:
         """(one list array per feature over the `n` records, {record index: reason} of rejects).
 
         `tables` maps a source name to its fields as columns aligned with the records (None where
@@ -274,7 +278,7 @@ class Validator:
 def _resolve(
     n: int, tables: Mapping[str, SourceColumns], candidates
 ) -> tuple[list[Any], list[str | None], bool]:
-    """The raw values of one feature in every record, the source of each, and whether all are text."""
+    """The raw values of one feature in every record, the source of each, whether all are text."""
     found = []
     for src, field in candidates:
         table = tables.get(src)
@@ -460,7 +464,9 @@ def _check_ranges(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str]
     if feature.min is not None:
         checks.append((pc.less(array, feature.min), f"{feature.name}: below min {feature.min:g}"))
     if feature.max is not None:
-        checks.append((pc.greater(array, feature.max), f"{feature.name}: above max {feature.max:g}"))
+        checks.append(
+            (pc.greater(array, feature.max), f"{feature.name}: above max {feature.max:g}")
+        )
     if feature.values is not None:
         allowed = pa.array(sorted(_allowed(feature)), array.type)
         bad = pc.and_(pc.is_valid(array), pc.invert(pc.is_in(array, value_set=allowed)))

@@ -92,7 +92,9 @@ class FeatureStats:
             if len(self.counts) > MAX_DISTINCT:
                 self._truncate()
         if other.size_low is not None:
-            self.size_low = other.size_low if self.size_low is None else min(self.size_low, other.size_low)
+            self.size_low = (
+                other.size_low if self.size_low is None else min(self.size_low, other.size_low)
+            )
             self.size_high = max(self.size_high or 0, other.size_high)
         self.size_total += other.size_total
 
@@ -190,9 +192,7 @@ class DatasetStats:
             "splits": {
                 name: {
                     "records": self.records.get(i, 0),
-                    "features": {
-                        f: s.to_json() for f, s in sorted(self.splits.get(i, {}).items())
-                    },
+                    "features": {f: s.to_json() for f, s in sorted(self.splits.get(i, {}).items())},
                 }
                 for i, name in enumerate(split_names)
             },
@@ -359,9 +359,7 @@ def even_histogram(counts: dict, low: float, high: float) -> list[dict]:
     totals = [0] * bars
     for v in values:
         totals[min(int((v - low) / width), bars - 1)] += counts[v]
-    return [
-        {"low": edges[i], "high": edges[i + 1], "count": totals[i]} for i in range(bars)
-    ]
+    return [{"low": edges[i], "high": edges[i + 1], "count": totals[i]} for i in range(bars)]
 
 
 def histogram(buckets: dict[int, int], low: float | None, high: float | None) -> list[dict]:

@@ -130,12 +130,12 @@ class RecordFileWriter:
     def __init__(self, path: str, compression: str, level: int = DEFAULT_COMPRESSION_LEVEL):
         self.path = path
         self._file = FileSystems.create(
-            path, mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED
+            path,
+            mime_type="application/octet-stream",
+            compression_type=CompressionTypes.UNCOMPRESSED,
         )
         wbits = COMPRESSIONS[compression].wbits
-        self._compressor = (
-            zlib.compressobj(level, zlib.DEFLATED, wbits) if wbits else None
-        )
+        self._compressor = zlib.compressobj(level, zlib.DEFLATED, wbits) if wbits else None
         self._sha = hashlib.sha256()
         self._pending: list[bytes] = []
         self._pending_size = 0
@@ -186,9 +186,7 @@ class RecordFileWriter:
 
 def shard_counts(split_bytes: dict[int, int], num_splits: int, shard_bytes: float) -> list[int]:
     """Shards per split: enough for `shard_bytes` each, at least one (an empty split too)."""
-    return [
-        max(1, math.ceil(split_bytes.get(i, 0) / shard_bytes)) for i in range(num_splits)
-    ]
+    return [max(1, math.ceil(split_bytes.get(i, 0) / shard_bytes)) for i in range(num_splits)]
 
 
 def route_chunk(
@@ -205,11 +203,14 @@ def route_chunk(
     for rows in np.split(order, bounds):
         first = int(rows[0])
         index = rows.tolist()
-        yield (int(chunk.split[first]), int(shards[first])), ShardPart(
-            chunk.order_hash[rows],
-            [chunk.key[i] for i in index] if chunk.key is not None else None,
-            [chunk.order[i] for i in index] if chunk.order is not None else None,
-            payload.take(rows),
+        yield (
+            (int(chunk.split[first]), int(shards[first])),
+            ShardPart(
+                chunk.order_hash[rows],
+                [chunk.key[i] for i in index] if chunk.key is not None else None,
+                [chunk.order[i] for i in index] if chunk.order is not None else None,
+                payload.take(rows),
+            ),
         )
 
 
@@ -263,7 +264,9 @@ def _equal_runs(values: np.ndarray) -> list[tuple[int, int]]:
         return []
     equal = np.concatenate(([0], (values[1:] == values[:-1]).astype(np.int8), [0]))
     edges = np.diff(equal)
-    return list(zip(np.flatnonzero(edges == 1).tolist(), (np.flatnonzero(edges == -1) + 1).tolist()))
+    return list(
+        zip(np.flatnonzero(edges == 1).tolist(), (np.flatnonzero(edges == -1) + 1).tolist())
+    )
 
 
 class SpillRunsFn(beam.DoFn):
@@ -399,7 +402,9 @@ def _writer(path: str, output: OutputSpec) -> RecordFileWriter:
 
 def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, Any]:
     """Writes all rejected records, in a stable order, as one JSON Lines file."""
-    rejected = sorted(rejected, key=lambda r: (r["source"], _location_key(r["location"]), r["reason"]))
+    rejected = sorted(
+        rejected, key=lambda r: (r["source"], _location_key(r["location"]), r["reason"])
+    )
     name = REJECTED_FILE
     sha = hashlib.sha256()
     size = 0
@@ -479,7 +484,9 @@ class _PublishFn(beam.DoFn):
         }
         written = sorted(s["path"] for s in shards)
         if sorted(expected) != written:  # every shard is written once, if empty, or the run fails
-            raise RuntimeError(f"shards written {written} differ from those planned {sorted(expected)}")
+            raise RuntimeError(
+                f"shards written {written} differ from those planned {sorted(expected)}"
+            )
         delete_folder(run_folder(self._staging))
         rejected = list(rejected)
         rejected_file = write_rejected(self._staging, rejected)
@@ -507,8 +514,16 @@ class PublishDataset(beam.PTransform):
     """
 
     def __init__(
-        self, dataset: DatasetSpec, staging: str, shards, shard_count, rejected, counts,
-        transform=None, statistics=None, expected: Expected = Expected(),
+        self,
+        dataset: DatasetSpec,
+        staging: str,
+        shards,
+        shard_count,
+        rejected,
+        counts,
+        transform=None,
+        statistics=None,
+        expected: Expected = Expected(),
     ):
         super().__init__()
         self._dataset = dataset

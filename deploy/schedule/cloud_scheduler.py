@@ -6,8 +6,8 @@ Cloud Scheduler sends a fixed HTTP request: here, Dataflow's `flexTemplates:laun
 token of a service account. The body cannot change from run to run, so it names the date
 relatively (`date=yesterday` by default: the ETL fills the config's date templates when the job
 starts) and sets `skip_complete`, so that a repeated launch does nothing. The Dataflow job name
-is fixed too (`shardflow-JOBID`, no timestamp): Dataflow refuses a second job of that name while the first runs,
-which keeps runs from overlapping.
+is fixed too (`shardflow-JOBID`, no timestamp): Dataflow refuses a second job of that name
+while the first runs, which keeps runs from overlapping.
 
     shardflow schedule --job-id penguins-daily --schedule "30 2 * * *" \\
         --scheduler-service-account launcher@P.iam.gserviceaccount.com \\
@@ -47,7 +47,9 @@ def build_parser():
     when = parser.add_argument_group("the schedule")
     when.add_argument("--job-id", help="Cloud Scheduler job ID ([A-Za-z0-9_-]+)")
     when.add_argument("--schedule", help='unix-cron schedule, e.g. "30 2 * * *"')
-    when.add_argument("--time-zone", default="Etc/UTC", help="time zone of --schedule (default UTC)")
+    when.add_argument(
+        "--time-zone", default="Etc/UTC", help="time zone of --schedule (default UTC)"
+    )
     when.add_argument(
         "--scheduler-service-account",
         help="service account whose OAuth token authorizes the launch (needs Dataflow Admin)",
@@ -116,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         print(scheduler_v1.Job.to_json(job))
         return 0
     endpoint = (
-        DEFAULT_SCHEDULER_ENDPOINT if args.api_endpoint == submit.DEFAULT_ENDPOINT else args.api_endpoint
+        DEFAULT_SCHEDULER_ENDPOINT
+        if args.api_endpoint == submit.DEFAULT_ENDPOINT
+        else args.api_endpoint
     )
     try:
         created = make_client(endpoint).create_job(parent=parent, job=job, timeout=60.0)

@@ -1,1 +1,1 @@
-"""Vertex AI training: `shardflow launch-training` (launch.py) and the trainer image (Dockerfile)."""
+"""Vertex AI training: `shardflow launch-training` (launch.py), the trainer image (Dockerfile)."""

@@ -3,9 +3,10 @@ r"""Generates the bundled demo dataset `pipelines/samples/penguins/` (determinis
 Run `python pipelines/samples/generate.py [--out DIR]`; it rewrites `measurements.csv`,
 `observations.jsonl`, `nests.parquet`, `bands.db` and `penguins.yaml` byte for byte (seed
 20070101; the Parquet and SQLite bytes also depend on the pyarrow and SQLite versions), so the
-checked-in files are its output and tests may rely on the facts below. The penguins are synthetic, drawn per
-species and sex from normal distributions with the means and spreads of the real Palmer Archipelago
-penguins (Adelie, Chinstrap, Gentoo), so a model learns `species` from the measurements.
+checked-in files are its output and tests may rely on the facts below. The penguins are
+synthetic, drawn per species and sex from normal distributions with the means and spreads of
+the real Palmer Archipelago penguins (Adelie, Chinstrap, Gentoo), so a model learns `species`
+from the measurements.
 
 measurements.csv: a header and 3,000 data lines for ids 1..2995 (the id is an integer in both
 files: text in the CSV, a JSON number in the JSONL, so a join compares keys by their text form).
@@ -343,7 +344,9 @@ def nest_rows(rng: random.Random) -> list[dict]:
     for penguin_id in DUPLICATED_NEST_IDS:
         rows.append({**by_id[penguin_id], "colony": "Colony 99"})  # a later, second nest: dropped
     for penguin_id in UNMATCHED_NEST_IDS:
-        rows.append({"id": penguin_id, "colony": "Colony 01", "clutch_size": 1, "nest_height_m": 1.0})
+        rows.append(
+            {"id": penguin_id, "colony": "Colony 01", "clutch_size": 1, "nest_height_m": 1.0}
+        )
     return rows
 
 
@@ -351,7 +354,11 @@ def band_rows(rng: random.Random) -> list[tuple]:
     """The rows of bands.db's `bands` table: (id, band_color, banded_year)."""
     colors = ["red", "blue", "green", "yellow", "white"]
     return [
-        (penguin_id, None if rng.random() < 0.03 else rng.choice(colors), rng.choice([2005, 2006, 2007]))
+        (
+            penguin_id,
+            None if rng.random() < 0.03 else rng.choice(colors),
+            rng.choice([2005, 2006, 2007]),
+        )
         for penguin_id in range(1, N_IDS + 1)
         if rng.random() < BAND_SHARE
     ]
@@ -362,8 +369,12 @@ def write_nests(path: Path, rows: list[dict]) -> None:
     import pyarrow.parquet as pq
 
     schema = pa.schema(
-        [("id", pa.int64()), ("colony", pa.string()), ("clutch_size", pa.int64()),
-         ("nest_height_m", pa.float64())]
+        [
+            ("id", pa.int64()),
+            ("colony", pa.string()),
+            ("clutch_size", pa.int64()),
+            ("nest_height_m", pa.float64()),
+        ]
     )
     table = pa.Table.from_pylist(rows, schema=schema)
     pq.write_table(table, path, row_group_size=1000, compression="snappy")
@@ -374,7 +385,9 @@ def write_bands(path: Path, rows: list[tuple]) -> None:
 
     path.unlink(missing_ok=True)
     with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE bands (id INTEGER PRIMARY KEY, band_color TEXT, banded_year INTEGER)")
+        db.execute(
+            "CREATE TABLE bands (id INTEGER PRIMARY KEY, band_color TEXT, banded_year INTEGER)"
+        )
         db.executemany("INSERT INTO bands VALUES (?, ?, ?)", rows)
     db.close()
 

@@ -74,7 +74,10 @@ def test_the_job_is_created_through_the_scheduler_api(capsys):
         assert main([*FLAGS, "--api-endpoint", server.url]) == 0
     assert capsys.readouterr().out.strip() == expected.name
     (request,) = server.requests
-    assert (request.method, request.path) == ("POST", "/v1/projects/proj-1/locations/europe-west4/jobs")
+    assert (request.method, request.path) == (
+        "POST",
+        "/v1/projects/proj-1/locations/europe-west4/jobs",
+    )
     sent = scheduler_v1.Job.from_json(json.dumps(request.body))
     assert sent == expected
     assert base64.b64decode(request.body["httpTarget"]["body"]) == expected.http_target.body

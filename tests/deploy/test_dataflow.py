@@ -109,7 +109,7 @@ def test_dataflow_runner_writes_the_etl_job_with_our_package_and_image(gcs_emula
 
     # The package ships as the sdist of setup.py, staged with the job.
     packages = {p["name"]: p["location"] for p in pool["packages"]}
-    prefix = f"storage.googleapis.com/{root[len('gs://'):]}/staging/shardflow-tiny-test."
+    prefix = f"storage.googleapis.com/{root[len('gs://') :]}/staging/shardflow-tiny-test."
     assert packages["workflow.tar.gz"].startswith(prefix)
     sdist_path = "gs://" + packages["workflow.tar.gz"].split("/", 1)[1]
     with tarfile.open(fileobj=io.BytesIO(_read_gcs(sdist_path))) as sdist:

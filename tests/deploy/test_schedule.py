@@ -108,10 +108,18 @@ def test_the_dag_runs_the_etl_of_each_day_then_trains_on_that_days_dataset(monke
     etl = _render(dag.tasks["etl"].bash_command, day)
     assert etl[:2] == ["shardflow", "etl"]
     args, beam_args = build_parser().parse_known_args(etl[2:])
-    assert (args.config, args.date, args.skip_complete) == (VARIABLES["shardflow_config"], day, True)
+    assert (args.config, args.date, args.skip_complete) == (
+        VARIABLES["shardflow_config"],
+        day,
+        True,
+    )
     options = PipelineOptions(beam_args)
     cloud = options.view_as(GoogleCloudOptions)
-    assert (cloud.project, cloud.region, cloud.temp_location) == ("proj", "us-central1", "gs://b/tmp")
+    assert (cloud.project, cloud.region, cloud.temp_location) == (
+        "proj",
+        "us-central1",
+        "gs://b/tmp",
+    )
     assert beam_args[beam_args.index("--runner") + 1] == "DataflowRunner"
     assert "--setup_file" in beam_args  # no ETL image set: the package ships as setup.py
 

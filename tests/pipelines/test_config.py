@@ -10,7 +10,10 @@ from transforms.contract.manifest import ManifestFeature
 BASE = {
     "name": "penguins",
     "sources": [{"name": "m", "format": "csv", "path": "data/*.csv"}],
-    "features": {"year": {"type": "int"}, "bill": {"type": "float", "required": False, "default": 0}},
+    "features": {
+        "year": {"type": "int"},
+        "bill": {"type": "float", "required": False, "default": 0},
+    },
     "output": {"path": "out/p"},
 }
 
@@ -48,7 +51,10 @@ def test_defaults_and_resolution_against_the_config_folder():
     assert spec.combine == "union"
     bill = {f.name: f for f in spec.features}["bill"]
     assert (bill.required, bill.default, ManifestFeature.of(bill).to_dict()) == (
-        False, [0.0], {"type": "float", "shape": [], "required": False, "default": 0.0})
+        False,
+        [0.0],
+        {"type": "float", "shape": [], "required": False, "default": 0.0},
+    )
 
 
 def test_rejection_limits():
@@ -74,36 +80,60 @@ def test_feature_source_splits_at_the_first_dot():
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"features__year__type": "integer"},
-         "features.year.type: unknown type 'integer' (int, float, string, bytes, image)"),
+        (
+            {"features__year__type": "integer"},
+            "features.year.type: unknown type 'integer' (int, float, string, bytes, image)",
+        ),
         ({"name": "Bad Name"}, "name: 'Bad Name' must match [a-z0-9_-]+"),
         ({"sources": []}, "sources: must be a list of one or more sources"),
         ({"sources__0__format": "xls"}, "sources[0].format: unknown format 'xls'"),
         ({"sources__0__path": _DELETE}, "sources[0].path: is required for file formats"),
-        ({"sources__0__options": {"delimiter": ";;"}}, "sources[0].options.delimiter: ';;' must be one character"),
-        ({"sources__0__options": {"header": False}}, "sources[0].options.columns: is required when header is false"),
-        ({"sources__0__options": {"encoding": "klingon"}}, "sources[0].options.encoding: unknown encoding 'klingon'"),
+        (
+            {"sources__0__options": {"delimiter": ";;"}},
+            "sources[0].options.delimiter: ';;' must be one character",
+        ),
+        (
+            {"sources__0__options": {"header": False}},
+            "sources[0].options.columns: is required when header is false",
+        ),
+        (
+            {"sources__0__options": {"encoding": "klingon"}},
+            "sources[0].options.encoding: unknown encoding 'klingon'",
+        ),
         ({"sources__0__bogus": 1}, "sources[0].bogus: unknown key"),
         ({"features__year__shape": [0]}, "features.year.shape: [0]: the length must be"),
         ({"features__year__min": "low"}, "features.year.min: 'low' is not a number"),
         ({"features__year__values": ["x"]}, "features.year.values: not an integer"),
         ({"features__bill__default": "abc"}, "features.bill.default: not a number"),
-        ({"features__year__default": 1}, "features.year.default: a required feature takes no default"),
+        (
+            {"features__year__default": 1},
+            "features.year.default: a required feature takes no default",
+        ),
         ({"features__year__source": "nope.year"}, "features.year.source: no source named 'nope'"),
         ({"label": "species"}, "label: 'species' is not one of the features"),
         ({"splits": {"train": 0.8, "eval": 0.1}}, "splits: fractions sum to 0.9, not 1"),
         ({"splits": {"train": 1.5}}, "splits.train: 1.5 must be a fraction in (0, 1]"),
         ({"combine": "join"}, "combine: 'join' needs a `key` to join on"),
         ({"combine": "merge"}, "combine: unknown value 'merge' (union, join)"),
-        ({"output__compression": "lz4"}, "output.compression: unknown value 'lz4' (gzip, zlib, none)"),
+        (
+            {"output__compression": "lz4"},
+            "output.compression: unknown value 'lz4' (gzip, zlib, none)",
+        ),
         ({"output__shard_size_mb": 0}, "output.shard_size_mb: 0 must be a positive number"),
-        ({"output__compression_level": 0}, "output.compression_level: 0 must be an integer from 1 to 9"),
+        (
+            {"output__compression_level": 0},
+            "output.compression_level: 0 must be an integer from 1 to 9",
+        ),
         ({"output__max_rejected": -1}, "output.max_rejected: -1 must be an integer >= 0"),
         ({"output__max_rejected": 0.5}, "output.max_rejected: 0.5 must be an integer >= 0"),
-        ({"output__max_rejected_fraction": 1.5},
-         "output.max_rejected_fraction: 1.5 must be a number from 0 to 1"),
-        ({"output__max_rejected_fraction": "5%"},
-         "output.max_rejected_fraction: '5%' must be a number from 0 to 1"),
+        (
+            {"output__max_rejected_fraction": 1.5},
+            "output.max_rejected_fraction: 1.5 must be a number from 0 to 1",
+        ),
+        (
+            {"output__max_rejected_fraction": "5%"},
+            "output.max_rejected_fraction: '5%' must be a number from 0 to 1",
+        ),
         ({"output__path": _DELETE}, "output.path: is required (or give --output)"),
     ],
 )
@@ -160,16 +190,18 @@ def test_transform_ops_are_parsed_with_defaults_in_order():
     from transforms.contract.config import TransformOp, TransformSpec
 
     spec = parse_config(
-        _transform({
-            "features": {
-                "year": "z_score",
-                "bill": [{"fill_missing": "2.5"}, "log1p", {"bucketize": {"num_buckets": 3}}],
-                "island": {"vocabulary": {"top_k": 10}},
-                "tags": {"hash": {"buckets": 16}},
-                "photo": {"decode_resize": [32, 24]},
-                "mass": {"scale_to_0_1": None},
-            },
-        }),
+        _transform(
+            {
+                "features": {
+                    "year": "z_score",
+                    "bill": [{"fill_missing": "2.5"}, "log1p", {"bucketize": {"num_buckets": 3}}],
+                    "island": {"vocabulary": {"top_k": 10}},
+                    "tags": {"hash": {"buckets": 16}},
+                    "photo": {"decode_resize": [32, 24]},
+                    "mass": {"scale_to_0_1": None},
+                },
+            }
+        ),
         base_dir="/cfg",
     )
     assert spec.transform == TransformSpec(
@@ -196,7 +228,8 @@ def test_transform_ops_are_parsed_with_defaults_in_order():
 
 def test_transform_module_is_resolved_and_checked_without_running_it(tmp_path):
     (tmp_path / "prep.py").write_text(
-        "import tensorflow_that_is_not_installed\n\ndef preprocessing_fn(inputs):\n    return inputs\n"
+        "import tensorflow_that_is_not_installed\n\n"
+        "def preprocessing_fn(inputs):\n    return inputs\n"
     )
     spec = parse_config(
         _transform({"module": "prep.py", "materialize": "transformed"}), base_dir=str(tmp_path)
@@ -210,41 +243,132 @@ def test_transform_module_is_resolved_and_checked_without_running_it(tmp_path):
 @pytest.mark.parametrize(
     "transform, message",
     [
-        ({"features": {"nope": "z_score"}}, "transform.features.nope: 'nope' is not one of the features"),
-        ({"features": {"year": "zscore"}}, "transform.features.year: unknown op 'zscore' (fill_missing, log1p, z_score,"),
-        ({"features": {"island": "z_score"}}, "transform.features.island.z_score: applies to int, float features, not string"),
-        ({"features": {"year": "decode_resize"}}, "transform.features.year.decode_resize: applies to image features, not int"),
-        ({"features": {"photo": "vocabulary"}}, "transform.features.photo.vocabulary: applies to int, string, bytes features, not image"),
-        ({"features": {"species": "vocabulary"}}, "transform.features.species: the label passes through untransformed"),
-        ({"features": {"year": {"bucketize": {}}}}, "transform.features.year.bucketize.num_buckets: is required"),
-        ({"features": {"year": {"bucketize": {"num_buckets": 1}}}}, "transform.features.year.bucketize.num_buckets: 1 must be an integer >= 2"),
-        ({"features": {"year": {"bucketize": {"num_buckets": True}}}}, "transform.features.year.bucketize.num_buckets: True must be an integer >= 2"),
-        ({"features": {"year": {"bucketize": {"buckets": 3}}}}, "transform.features.year.bucketize.buckets: unknown key (allowed: num_buckets)"),
-        ({"features": {"island": {"vocabulary": {"num_oov_buckets": 0}}}}, "transform.features.island.vocabulary.num_oov_buckets: 0 must be an integer >= 1"),
-        ({"features": {"island": {"vocabulary": {"top_k": "ten"}}}}, "transform.features.island.vocabulary.top_k: 'ten' must be an integer >= 1"),
-        ({"features": {"island": {"hash": {"buckets": 0}}}}, "transform.features.island.hash.buckets: 0 must be an integer >= 1"),
+        (
+            {"features": {"nope": "z_score"}},
+            "transform.features.nope: 'nope' is not one of the features",
+        ),
+        (
+            {"features": {"year": "zscore"}},
+            "transform.features.year: unknown op 'zscore' (fill_missing, log1p, z_score,",
+        ),
+        (
+            {"features": {"island": "z_score"}},
+            "transform.features.island.z_score: applies to int, float features, not string",
+        ),
+        (
+            {"features": {"year": "decode_resize"}},
+            "transform.features.year.decode_resize: applies to image features, not int",
+        ),
+        (
+            {"features": {"photo": "vocabulary"}},
+            "transform.features.photo.vocabulary: "
+            "applies to int, string, bytes features, not image",
+        ),
+        (
+            {"features": {"species": "vocabulary"}},
+            "transform.features.species: the label passes through untransformed",
+        ),
+        (
+            {"features": {"year": {"bucketize": {}}}},
+            "transform.features.year.bucketize.num_buckets: is required",
+        ),
+        (
+            {"features": {"year": {"bucketize": {"num_buckets": 1}}}},
+            "transform.features.year.bucketize.num_buckets: 1 must be an integer >= 2",
+        ),
+        (
+            {"features": {"year": {"bucketize": {"num_buckets": True}}}},
+            "transform.features.year.bucketize.num_buckets: True must be an integer >= 2",
+        ),
+        (
+            {"features": {"year": {"bucketize": {"buckets": 3}}}},
+            "transform.features.year.bucketize.buckets: unknown key (allowed: num_buckets)",
+        ),
+        (
+            {"features": {"island": {"vocabulary": {"num_oov_buckets": 0}}}},
+            "transform.features.island.vocabulary.num_oov_buckets: 0 must be an integer >= 1",
+        ),
+        (
+            {"features": {"island": {"vocabulary": {"top_k": "ten"}}}},
+            "transform.features.island.vocabulary.top_k: 'ten' must be an integer >= 1",
+        ),
+        (
+            {"features": {"island": {"hash": {"buckets": 0}}}},
+            "transform.features.island.hash.buckets: 0 must be an integer >= 1",
+        ),
         ({"features": {"island": "hash"}}, "transform.features.island.hash.buckets: is required"),
-        ({"features": {"year": {"z_score": {"x": 1}}}}, "transform.features.year.z_score: takes no parameters, got {'x': 1}"),
-        ({"features": {"photo": {"decode_resize": [0, 3]}}}, "transform.features.photo.decode_resize: [0, 3] must be [height, width] in pixels"),
-        ({"features": {"photo": {"decode_resize": 32}}}, "transform.features.photo.decode_resize: 32 must be [height, width]"),
-        ({"features": {"photos": {"decode_resize": [2, 2]}}}, "transform.features.photos.decode_resize: applies to scalar image features"),
-        ({"features": {"year": {"fill_missing": 0}}}, "transform.features.year.fill_missing: 'year' is never missing (required)"),
-        ({"features": {"mass": [{"fill_missing": 0}, "z_score"]}}, "transform.features.mass.fill_missing: 'mass' is never missing (it has a default)"),
-        ({"features": {"tags": {"fill_missing": "x"}}}, "transform.features.tags.fill_missing: a variable-length feature has no missing value"),
-        ({"features": {"bill": "fill_missing"}}, "transform.features.bill.fill_missing: needs one float value"),
-        ({"features": {"bill": {"fill_missing": "abc"}}}, "transform.features.bill.fill_missing: not a number"),
-        ({"features": {"bill": ["z_score", "log1p"]}}, "transform.features.bill: 'log1p' cannot follow 'z_score'"),
-        ({"features": {"bill": ["z_score", "scale_to_0_1"]}}, "transform.features.bill: 'scale_to_0_1' cannot follow 'z_score'"),
-        ({"features": {"year": ["log1p", "vocabulary"]}}, "transform.features.year: 'log1p' can only precede z_score, scale_to_0_1, bucketize"),
+        (
+            {"features": {"year": {"z_score": {"x": 1}}}},
+            "transform.features.year.z_score: takes no parameters, got {'x': 1}",
+        ),
+        (
+            {"features": {"photo": {"decode_resize": [0, 3]}}},
+            "transform.features.photo.decode_resize: [0, 3] must be [height, width] in pixels",
+        ),
+        (
+            {"features": {"photo": {"decode_resize": 32}}},
+            "transform.features.photo.decode_resize: 32 must be [height, width]",
+        ),
+        (
+            {"features": {"photos": {"decode_resize": [2, 2]}}},
+            "transform.features.photos.decode_resize: applies to scalar image features",
+        ),
+        (
+            {"features": {"year": {"fill_missing": 0}}},
+            "transform.features.year.fill_missing: 'year' is never missing (required)",
+        ),
+        (
+            {"features": {"mass": [{"fill_missing": 0}, "z_score"]}},
+            "transform.features.mass.fill_missing: 'mass' is never missing (it has a default)",
+        ),
+        (
+            {"features": {"tags": {"fill_missing": "x"}}},
+            "transform.features.tags.fill_missing: a variable-length feature has no missing value",
+        ),
+        (
+            {"features": {"bill": "fill_missing"}},
+            "transform.features.bill.fill_missing: needs one float value",
+        ),
+        (
+            {"features": {"bill": {"fill_missing": "abc"}}},
+            "transform.features.bill.fill_missing: not a number",
+        ),
+        (
+            {"features": {"bill": ["z_score", "log1p"]}},
+            "transform.features.bill: 'log1p' cannot follow 'z_score'",
+        ),
+        (
+            {"features": {"bill": ["z_score", "scale_to_0_1"]}},
+            "transform.features.bill: 'scale_to_0_1' cannot follow 'z_score'",
+        ),
+        (
+            {"features": {"year": ["log1p", "vocabulary"]}},
+            "transform.features.year: 'log1p' can only precede z_score, scale_to_0_1, bucketize",
+        ),
         ({"features": {"year": []}}, "transform.features.year: needs at least one op"),
-        ({"features": {"year": {"z_score": None, "log1p": None}}}, "transform.features.year: {'z_score': None, 'log1p': None} must be an op name"),
+        (
+            {"features": {"year": {"z_score": None, "log1p": None}}},
+            "transform.features.year: {'z_score': None, 'log1p': None} must be an op name",
+        ),
         ({"features": {}}, "transform.features: must map one or more features to their ops"),
-        ({"features": {"year": "z_score"}, "module": "m.py"}, "transform: give either `features` (ops per feature) or `module`"),
+        (
+            {"features": {"year": "z_score"}, "module": "m.py"},
+            "transform: give either `features` (ops per feature) or `module`",
+        ),
         ({"materialize": "raw"}, "transform: give either `features`"),
-        ({"features": {"year": "z_score"}, "materialize": "both"}, "transform.materialize: unknown value 'both' (raw, transformed)"),
-        ({"features": {"year": "z_score"}, "cache": "x"}, "transform.cache: unknown key (allowed: features, materialize, module)"),
+        (
+            {"features": {"year": "z_score"}, "materialize": "both"},
+            "transform.materialize: unknown value 'both' (raw, transformed)",
+        ),
+        (
+            {"features": {"year": "z_score"}, "cache": "x"},
+            "transform.cache: unknown key (allowed: features, materialize, module)",
+        ),
         ({"module": "missing.py"}, "transform.module: cannot read '/cfg/missing.py'"),
-        ({"module": "gs://b/m.py"}, "transform.module: 'gs://b/m.py': the module must be a local file"),
+        (
+            {"module": "gs://b/m.py"},
+            "transform.module: 'gs://b/m.py': the module must be a local file",
+        ),
         ("z_score", "transform: must be a mapping"),
     ],
 )
@@ -257,7 +381,9 @@ def test_transform_errors_name_the_field(transform, message):
 
 def test_transform_needs_a_train_split():
     cfg = _transform({"features": {"year": "z_score"}}, splits={"fit": 0.5, "eval": 0.5})
-    with pytest.raises(ConfigError, match="^transform: tf.Transform analyzes the split named 'train'"):
+    with pytest.raises(
+        ConfigError, match="^transform: tf.Transform analyzes the split named 'train'"
+    ):
         parse_config(cfg, base_dir="/cfg")
 
 
@@ -266,7 +392,10 @@ def test_transform_needs_a_train_split():
     [
         ("def preprocessing_fn(:\n", "is not valid Python (line 1)"),
         ("def other(inputs):\n    return inputs\n", "defines no preprocessing_fn"),
-        ("class X:\n    def preprocessing_fn(self, inputs):\n        pass\n", "defines no preprocessing_fn"),
+        (
+            "class X:\n    def preprocessing_fn(self, inputs):\n        pass\n",
+            "defines no preprocessing_fn",
+        ),
     ],
 )
 def test_transform_module_errors(tmp_path, source, message):

@@ -64,7 +64,9 @@ def test_prepare_records_encodes_valid_records_and_rejects_invalid_ones(tmp_path
     with TestPipeline(runner="FnApiRunner") as p:
         chunks, _, _ = p | ReadSource(dataset.sources[0])
         encoded, rejected, _ = chunks | PrepareRecords(dataset)
-        keys = encoded | beam.FlatMap(lambda c: list(zip(c.key, [len(p) > 0 for p in c.payload.to_pylist()])))
+        keys = encoded | beam.FlatMap(
+            lambda c: list(zip(c.key, [len(p) > 0 for p in c.payload.to_pylist()]))
+        )
         assert_that(
             keys,
             equal_to([("1", True), ("3", True), ("1", True)]),
@@ -111,7 +113,13 @@ def test_join_run_publishes_a_balanced_manifest(tmp_path):
     }
     assert manifest["rejected"]["records"] == 3
     assert not os.path.exists(staging)
-    assert sorted(os.listdir(out)) == ["eval", "manifest.json", "rejected", "statistics.json", "train"]
+    assert sorted(os.listdir(out)) == [
+        "eval",
+        "manifest.json",
+        "rejected",
+        "statistics.json",
+        "train",
+    ]
 
 
 def test_union_of_a_folder_and_a_glob_writes_sized_shards(tmp_path):
@@ -187,10 +195,13 @@ def test_undecodable_input_bytes_are_rejected_not_fatal(tmp_path):
     assert sum(s["records"] for s in manifest["splits"].values()) == 2
     rejected = [
         json.loads(line)
-        for line in open(os.path.join(dataset.output.path, manifest["rejected"]["files"][0]["path"]))
+        for line in open(
+            os.path.join(dataset.output.path, manifest["rejected"]["files"][0]["path"])
+        )
     ]
     assert sorted((r["source"], r["record"]) for r in rejected) == [
-        ("c", "2,caf\\xff\n"), ("j", '{"id": \\xff}')
+        ("c", "2,caf\\xff\n"),
+        ("j", '{"id": \\xff}'),
     ]
 
 

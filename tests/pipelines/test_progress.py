@@ -42,8 +42,9 @@ def test_nothing_is_counted_when_no_run_is_watched(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [[], ["--direct_num_workers", "2",
-                                          "--direct_running_mode", "multi_processing"]])
+@pytest.mark.parametrize(
+    "workers", [[], ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]]
+)
 def test_a_run_reports_growing_counts_then_its_summary(tmp_path, workers):
     rows = ["id,name"] + [f"{i},n{i}" for i in range(60_000)] + ["x,bad"]
     (tmp_path / "in.csv").write_text("\n".join(rows) + "\n")

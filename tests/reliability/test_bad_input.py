@@ -57,37 +57,37 @@ FEATURES = {
 
 # The CSV file of bad rows: line numbers matter (a rejected record names its first line).
 ROWS_CSV = (
-    b"id,name,kind,x,extra\n"            # 1: `extra` is not a feature: ignored
-    b'1,"Smith, Ann",a,1.5,zz\n'         # 2: quoted comma
-    b'2,"multi\nline",b,2.5,zz\n'        # 3-4: quoted newline
-    b"3,too,many,1,2,3\n"                # 5
-    b"4,too few\n"                       # 6
-    b"abc,bad id,a,1,\n"                 # 7
-    b"2000,big,a,1,\n"                   # 8
-    b"-1,neg,a,1,\n"                     # 9
-    b"5,notin,c,1,\n"                    # 10
-    b"6,nan,a,nan,\n"                    # 11
-    b"7,inf,a,inf,\n"                    # 12
-    b"8,,a,1,\n"                         # 13: "" is the default null marker
-    b'9,"",a,1,\n'                       # 14: so is a quoted ""
-    b"10,bad \xff utf8,a,1,\n"           # 15
-    b"11,first,a,1,\n"                   # 16
-    b"11,duplicate,a,1,\n"               # 17: same key: a duplicate
-    b"12,no kind,,,\n"                   # 18: optional features missing
+    b"id,name,kind,x,extra\n"  # 1: `extra` is not a feature: ignored
+    b'1,"Smith, Ann",a,1.5,zz\n'  # 2: quoted comma
+    b'2,"multi\nline",b,2.5,zz\n'  # 3-4: quoted newline
+    b"3,too,many,1,2,3\n"  # 5
+    b"4,too few\n"  # 6
+    b"abc,bad id,a,1,\n"  # 7
+    b"2000,big,a,1,\n"  # 8
+    b"-1,neg,a,1,\n"  # 9
+    b"5,notin,c,1,\n"  # 10
+    b"6,nan,a,nan,\n"  # 11
+    b"7,inf,a,inf,\n"  # 12
+    b"8,,a,1,\n"  # 13: "" is the default null marker
+    b'9,"",a,1,\n'  # 14: so is a quoted ""
+    b"10,bad \xff utf8,a,1,\n"  # 15
+    b"11,first,a,1,\n"  # 16
+    b"11,duplicate,a,1,\n"  # 17: same key: a duplicate
+    b"12,no kind,,,\n"  # 18: optional features missing
 )
-NULLS_CSV = b"id,name\n20,\n21,NULL\n"   # null_values: [NULL]: "" is an empty string
+NULLS_CSV = b"id,name\n20,\n21,NULL\n"  # null_values: [NULL]: "" is an empty string
 BOM_CSV = "\ufeffid,name,kind,x\r\n30,bom,a,0.5\r\n31,crlf,b,1\r\n".encode()
-DRIFT_CSV = b"id,kind\n40,a\n41,b\n"     # the required `name` column is missing
+DRIFT_CSV = b"id,kind\n40,a\n41,b\n"  # the required `name` column is missing
 BOM_JSONL = b'\xef\xbb\xbf{"id": 60, "name": "bom"}\r\n{"id": 61, "name": "crlf"}\r\n'
 JSONL = (
     b'{"id": 50, "name": "j", "kind": "a", "x": 1, "unknown": [1]}\n'  # 1
-    b"not json\n"                                                     # 2
-    b"[1, 2]\n"                                                       # 3
-    b'{"id": 51, "name": ""}\n'                                       # 4
-    b'{"id": 52, "name": null}\n'                                     # 5
-    b'{"id": 53, "name": "n", "x": NaN}\n'                            # 6
-    b'{"id": 54, "name": "bad \xff utf8"}\n'                          # 7
-    b'{"id": 55, "name": "i", "x": Infinity}\n'                       # 8
+    b"not json\n"  # 2
+    b"[1, 2]\n"  # 3
+    b'{"id": 51, "name": ""}\n'  # 4
+    b'{"id": 52, "name": null}\n'  # 5
+    b'{"id": 53, "name": "n", "x": NaN}\n'  # 6
+    b'{"id": 54, "name": "bad \xff utf8"}\n'  # 7
+    b'{"id": 55, "name": "i", "x": Infinity}\n'  # 8
 )
 
 
@@ -130,8 +130,12 @@ def tabular(tmp_path_factory):
     (d / "bom.jsonl").write_bytes(BOM_JSONL)
     sources = [
         {"name": "rows", "format": "csv", "path": "rows.csv"},
-        {"name": "nulls", "format": "csv", "path": "nulls.csv",
-         "options": {"null_values": ["NULL"]}},
+        {
+            "name": "nulls",
+            "format": "csv",
+            "path": "nulls.csv",
+            "options": {"null_values": ["NULL"]},
+        },
         {"name": "bom", "format": "csv", "path": "bom.csv"},
         {"name": "empty", "format": "csv", "path": "empty.csv"},
         {"name": "header", "format": "csv", "path": "header.csv"},
@@ -172,7 +176,13 @@ def _rejected_in(rejected: dict, source: str) -> dict[int, str]:
 def test_tabular_ledger_balances_and_reasons_are_counted(tabular):
     manifest, written, rejected = tabular
     assert {k: v["records"] for k, v in manifest["sources"].items()} == {
-        "rows": 16, "nulls": 2, "bom": 2, "empty": 0, "header": 0, "drift": 2, "events": 8,
+        "rows": 16,
+        "nulls": 2,
+        "bom": 2,
+        "empty": 0,
+        "header": 0,
+        "drift": 2,
+        "events": 8,
         "bomjsonl": 2,
     }
     assert sorted(written) == [1, 2, 7, 11, 12, 20, 30, 31, 50, 51, 55, 60, 61]
@@ -211,7 +221,9 @@ def test_csv_out_of_range_and_not_in_values_are_rejected(tabular):
     _, _, rejected = tabular
     lines = _rejected_in(rejected, "rows")
     assert (lines[8], lines[9], lines[10]) == (
-        "id: above max 1000", "id: below min 0", "kind: not one of the allowed values",
+        "id: above max 1000",
+        "id: below min 0",
+        "kind: not one of the allowed values",
     )
 
 
@@ -224,7 +236,7 @@ def test_nan_is_rejected_and_inf_is_a_float(tabular):
 
 
 def test_empty_string_vs_null(tabular):
-    """"" (quoted or not) is a null by default (`null_values: [""]`); with other null markers it
+    """ "" (quoted or not) is a null by default (`null_values: [""]`); with other null markers it
     is an empty string. In JSONL, "" is an empty string and null is missing."""
     _, written, rejected = tabular
     lines = _rejected_in(rejected, "rows")
@@ -266,7 +278,8 @@ def test_csv_empty_and_header_only_files_have_no_records(tabular):
 def test_csv_missing_required_column_rejects_every_record_of_the_file(tabular):
     _, _, rejected = tabular
     assert _rejected_in(rejected, "drift") == {
-        2: "name: missing required value", 3: "name: missing required value",
+        2: "name: missing required value",
+        3: "name: missing required value",
     }
     assert rejected["drift", "drift.csv:2"]["record"] == "40,a\n"
 
@@ -279,8 +292,14 @@ def test_extra_unknown_columns_are_ignored_and_counted(tabular):
     # rows.csv: `extra` holds a value on the two records that parse (lines 2, 3); empty cells
     # are missing values; the rows with a wrong field count never become records
     assert ignored == {
-        "rows": {"extra": 2}, "nulls": {}, "bom": {}, "empty": {}, "header": {}, "drift": {},
-        "events": {"unknown": 1}, "bomjsonl": {},
+        "rows": {"extra": 2},
+        "nulls": {},
+        "bom": {},
+        "empty": {},
+        "header": {},
+        "drift": {},
+        "events": {"unknown": 1},
+        "bomjsonl": {},
     }
 
 
@@ -349,17 +368,25 @@ def test_truncated_or_undecodable_images_are_rejected(tmp_path):
     (tmp_path / "photos" / "cat" / "ok.png").write_bytes(png)
     (tmp_path / "photos" / "cat" / "truncated.png").write_bytes(png[: len(png) // 2])
     (tmp_path / "photos" / "dog" / "garbage.png").write_bytes(b"not an image at all")
-    source = {"name": "photos", "format": "images", "path": "photos",
-              "options": {"label_from": "parent_dir"}}
+    source = {
+        "name": "photos",
+        "format": "images",
+        "path": "photos",
+        "options": {"label_from": "parent_dir"},
+    }
     features = {"image": {"type": "image"}, "label": {"type": "string"}}
     assert run(["--config", str(_config(tmp_path, [source], features, key=None))]) == 0
     out = tmp_path / "out"
     manifest = readback.manifest(out)
-    written = [(f["label"].bytes_list.value[0], f["image"].bytes_list.value[0])
-               for f in readback.features(out, manifest)]
+    written = [
+        (f["label"].bytes_list.value[0], f["image"].bytes_list.value[0])
+        for f in readback.features(out, manifest)
+    ]
     assert written == [(b"cat", png)]
-    rejected = {r["location"].rsplit("/", 2)[-2:][0] + "/" + r["location"].rsplit("/", 1)[-1]: r
-                for r in readback.rejected(out)}
+    rejected = {
+        r["location"].rsplit("/", 2)[-2:][0] + "/" + r["location"].rsplit("/", 1)[-1]: r
+        for r in readback.rejected(out)
+    }
     assert {k: r["reason"] for k, r in rejected.items()} == {
         "cat/truncated.png:1": "image: not a decodable image",
         "dog/garbage.png:1": "image: not a decodable image",

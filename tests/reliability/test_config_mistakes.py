@@ -87,6 +87,7 @@ def test_the_base_config_is_valid(tmp_path, capsys):
 
 # --- values of the wrong type where a name or a choice is expected ---------------------------
 
+
 @pytest.mark.parametrize(
     "changes, field",
     [
@@ -99,12 +100,18 @@ def test_the_base_config_is_valid(tmp_path, capsys):
         ({"sources__0__format": ["csv"]}, "sources[0].format: unknown format ['csv'] (csv,"),
         ({"sources__0__path": ["rows.csv"]}, "sources[0].path: ['rows.csv'] must be a path"),
         ({"sources__0__options": ["x"]}, "sources[0].options: must be a mapping"),
-        ({"sources__0__options": {"delimiter": [","]}},
-         "sources[0].options.delimiter: [','] must be one character"),
-        ({"sources__0__options": {"delimiter": ";;"}},
-         "sources[0].options.delimiter: ';;' must be one character"),
-        ({"sources__0__options": {"encoding": {"a": 1}}},
-         "sources[0].options.encoding: unknown encoding"),
+        (
+            {"sources__0__options": {"delimiter": [","]}},
+            "sources[0].options.delimiter: [','] must be one character",
+        ),
+        (
+            {"sources__0__options": {"delimiter": ";;"}},
+            "sources[0].options.delimiter: ';;' must be one character",
+        ),
+        (
+            {"sources__0__options": {"encoding": {"a": 1}}},
+            "sources[0].options.encoding: unknown encoding",
+        ),
         ({"features__id__type": ["int"]}, "features.id.type: unknown type ['int'] (int, float,"),
         ({"features__id__required": "yes"}, "features.id.required: must be true or false"),
         ({"features__id__source": ["rows.id"]}, "features.id.source: ['rows.id'] must be SOURCE"),
@@ -116,12 +123,18 @@ def test_the_base_config_is_valid(tmp_path, capsys):
         ({"output": ["out"]}, "output: must be a mapping"),
         ({"output__compression": {}}, "output.compression: unknown value {} (gzip, zlib, none)"),
         ({"output__compression": ["gzip"]}, "output.compression: unknown value ['gzip']"),
-        ({"transform": {"features": {"x": [["z_score"]]}}},
-         "transform.features.x: ['z_score'] must be an op name"),
-        ({"transform": {"features": {"x": {"bucketize": [3]}}}},
-         "transform.features.x.bucketize: must be a mapping"),
-        ({"transform": {"features": {"x": "z_score"}, "materialize": ["raw"]}},
-         "transform.materialize: unknown value ['raw'] (raw, transformed)"),
+        (
+            {"transform": {"features": {"x": [["z_score"]]}}},
+            "transform.features.x: ['z_score'] must be an op name",
+        ),
+        (
+            {"transform": {"features": {"x": {"bucketize": [3]}}}},
+            "transform.features.x.bucketize: must be a mapping",
+        ),
+        (
+            {"transform": {"features": {"x": "z_score"}, "materialize": ["raw"]}},
+            "transform.materialize: unknown value ['raw'] (raw, transformed)",
+        ),
         ({"transform": {"module": ["m.py"]}}, "transform.module: must be the path of a Python"),
     ],
 )
@@ -178,16 +191,26 @@ def test_shard_size_mb_within_its_bounds_is_accepted(tmp_path, capsys, value):
         ({"splits__train": NAN}, "splits.train: nan must be a fraction in (0, 1]"),
         ({"splits__train": True}, "splits.train: True must be a fraction in (0, 1]"),
         ({"splits__train": INF}, "splits.train: inf must be a fraction in (0, 1]"),
-        ({"transform": {"features": {"x": {"bucketize": {"num_buckets": True}}}}},
-         "transform.features.x.bucketize.num_buckets: True must be an integer >= 2"),
-        ({"transform": {"features": {"x": {"bucketize": {"num_buckets": 10**6}}}}},
-         "transform.features.x.bucketize.num_buckets: 1000000 must be an integer >= 2 (at most"),
-        ({"transform": {"features": {"x": {"bucketize": {"num_buckets": None}}}}},
-         "transform.features.x.bucketize.num_buckets: is required"),
-        ({"transform": {"features": {"tags": {"hash": {"buckets": 1e9}}}}},
-         "transform.features.tags.hash.buckets: 1000000000.0 must be an integer >= 1"),
-        ({"transform": {"features": {"x": [{"fill_missing": NAN}, "z_score"]}}},
-         "transform.features.x.fill_missing: not a number"),
+        (
+            {"transform": {"features": {"x": {"bucketize": {"num_buckets": True}}}}},
+            "transform.features.x.bucketize.num_buckets: True must be an integer >= 2",
+        ),
+        (
+            {"transform": {"features": {"x": {"bucketize": {"num_buckets": 10**6}}}}},
+            "transform.features.x.bucketize.num_buckets: 1000000 must be an integer >= 2 (at most",
+        ),
+        (
+            {"transform": {"features": {"x": {"bucketize": {"num_buckets": None}}}}},
+            "transform.features.x.bucketize.num_buckets: is required",
+        ),
+        (
+            {"transform": {"features": {"tags": {"hash": {"buckets": 1e9}}}}},
+            "transform.features.tags.hash.buckets: 1000000000.0 must be an integer >= 1",
+        ),
+        (
+            {"transform": {"features": {"x": [{"fill_missing": NAN}, "z_score"]}}},
+            "transform.features.x.fill_missing: not a number",
+        ),
     ],
 )
 def test_a_bad_number_is_refused_naming_its_field(tmp_path, capsys, changes, field):
@@ -217,6 +240,7 @@ def test_the_largest_allowed_sizes_are_accepted(tmp_path, capsys):
 
 # --- OUTPUT that cannot be a dataset folder ---------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "output, why",
     [
@@ -237,8 +261,10 @@ def test_an_output_without_a_parent_and_a_name_is_refused(tmp_path, capsys, outp
 
 def test_output_in_the_config_is_checked_like_the_flag(tmp_path, capsys):
     line = _refused(capsys, _config(tmp_path, output__path="data/.."))
-    assert line == "output.path: 'data/..' cannot be a dataset folder (it ends in '..': name a " \
+    assert (
+        line == "output.path: 'data/..' cannot be a dataset folder (it ends in '..': name a "
         "folder of the dataset's own)"
+    )
 
 
 def test_the_current_folder_and_the_folders_holding_it_are_refused(tmp_path, capsys, monkeypatch):
@@ -248,8 +274,10 @@ def test_the_current_folder_and_the_folders_holding_it_are_refused(tmp_path, cap
     config = _config(tmp_path)
     for output in (str(work), str(work.parent)):
         line = _refused(capsys, config, "--output", output)
-        assert line == f"output.path: {output!r} cannot be a dataset folder (it is or holds the " \
+        assert (
+            line == f"output.path: {output!r} cannot be a dataset folder (it is or holds the "
             "current folder)"
+        )
     _accepted(capsys, config, "--output", str(work / "out"))
 
 
@@ -265,8 +293,10 @@ def test_an_output_under_a_file_is_refused(tmp_path, capsys):
     config = _config(tmp_path)
     output = str(tmp_path / "rows.csv" / "out" / "deeper")
     line = _refused(capsys, config, "--output", output)
-    assert line == f"output.path: {output!r} cannot be a dataset folder " \
+    assert (
+        line == f"output.path: {output!r} cannot be a dataset folder "
         f"({str(tmp_path / 'rows.csv')!r} is not a folder)"
+    )
 
 
 def test_an_output_name_too_long_for_its_staging_folder_is_refused(tmp_path, capsys):
@@ -282,6 +312,7 @@ def test_an_output_holding_a_nul_character_is_refused(tmp_path, capsys):
 
 
 # --- the YAML itself ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "text",
@@ -393,6 +424,7 @@ def test_a_config_of_the_wrong_shape_is_refused(tmp_path, capsys, text, line):
 
 # --- names the trainer derives ------------------------------------------------------------------
 
+
 def test_a_feature_named_like_a_presence_input_is_refused(tmp_path, capsys):
     features = dict(BASE["features"], x__present={"type": "float", "required": False})
     line = _refused(capsys, _config(tmp_path, features=features))
@@ -423,12 +455,16 @@ def test_refusals_do_not_depend_on_the_working_folder(tmp_path, capsys, monkeypa
     "changes, line",
     [
         ({"name": "abc\n"}, r"name: 'abc\n' must match [a-z0-9_-]+"),
-        ({"splits": {"train": 0.5, "transform": 0.5}},
-         "splits: split name 'transform' must match [a-z0-9_-]+ (at most 100 characters; not "
-         "rejected, transform, _runs)"),
+        (
+            {"splits": {"train": 0.5, "transform": 0.5}},
+            "splits: split name 'transform' must match [a-z0-9_-]+ (at most 100 characters; not "
+            "rejected, transform, _runs)",
+        ),
         ({"splits": {"train": 0.5, "s" * 101: 0.5}}, "splits: split name 'sssss"),
-        ({"features__x": {"type": "float", "required": False, "min": 10**400}},
-         "features.x.min: 1000000"),
+        (
+            {"features__x": {"type": "float", "required": False, "min": 10**400}},
+            "features.x.min: 1000000",
+        ),
         ({"sources__0__path": "rows\0.csv"}, r"sources[0].path: 'rows\x00.csv' holds a NUL"),
     ],
 )

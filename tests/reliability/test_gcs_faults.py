@@ -97,7 +97,8 @@ def etl(folder: Path, out: str, env: dict[str, str], launcher: list[str] | None 
 def leftovers(client) -> list[str]:
     """Objects that no finished run may leave: staging folders and publishing markers."""
     return [
-        b.name for b in client.list_blobs(BUCKET, prefix="faults/")
+        b.name
+        for b in client.list_blobs(BUCKET, prefix="faults/")
         if ".incomplete-" in b.name or ".shardflow-publishing" in b.name
     ]
 

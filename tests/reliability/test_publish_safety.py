@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import threading
-import time
 import uuid
 from pathlib import Path
 

@@ -203,8 +203,12 @@ def test_tfrecord_corrupt_length_is_checked_before_the_length_is_used(tmp_path):
     path = tmp_path / "f.tfrecord"
     path.write_bytes(good + bytes(header) + b"z" * 100)
     assert _tfrecords(path) == [
-        ("rejected", f"{path}:2", "tfrecord: corrupt record length",
-         json.dumps({"offset": len(good)})),
+        (
+            "rejected",
+            f"{path}:2",
+            "tfrecord: corrupt record length",
+            json.dumps({"offset": len(good)}),
+        ),
         (1, {"id": [1], "name": [b"a"]}, None),
     ]
 
@@ -246,11 +250,13 @@ def test_corrupt_gzip_tfrecord_keeps_the_records_before_the_damage(tmp_path):
 def test_csv_blank_lines_are_never_records_or_the_header(both_parsers):
     data = b"\n  \n\t\r\nid,name\n1,a\n \t \n\n2,b\n   "
     assert _csv(data) == [
-        (5, {"id": "1", "name": "a"}, "1,a\n"), (8, {"id": "2", "name": "b"}, "2,b\n")
+        (5, {"id": "1", "name": "a"}, "1,a\n"),
+        (8, {"id": "2", "name": "b"}, "2,b\n"),
     ]
     assert _csv(b"id\n1\n  \n2\n") == [(2, {"id": "1"}, "1\n"), (4, {"id": "2"}, "2\n")]
     assert _csv(b"1,a\n\n \n2,b\n", header=False, columns=["id", "name"]) == [
-        (1, {"id": "1", "name": "a"}, "1,a\n"), (4, {"id": "2", "name": "b"}, "2,b\n")
+        (1, {"id": "1", "name": "a"}, "1,a\n"),
+        (4, {"id": "2", "name": "b"}, "2,b\n"),
     ]
 
 
@@ -261,7 +267,8 @@ def test_csv_a_file_of_blank_lines_has_no_records(both_parsers):
 
 def test_csv_a_line_holding_the_delimiter_is_a_row_of_empty_fields(both_parsers):
     assert _csv(b"a\tb\n\t\n1\t2\n", delimiter="\t") == [
-        (2, {}, "\t\n"), (3, {"a": "1", "b": "2"}, "1\t2\n")
+        (2, {}, "\t\n"),
+        (3, {"a": "1", "b": "2"}, "1\t2\n"),
     ]
     assert _csv(b"a b\n  \n1 2\n", delimiter=" ") == [
         ("rejected", "f.csv:2", "csv: expected 2 fields, got 3", "  \n"),
@@ -335,13 +342,18 @@ def test_csv_other_encodings_still_decode(both_parsers):
 # --- end to end ---------------------------------------------------------------------------------
 
 EVENTS = (
-    DEEP_LIST.encode() + b"\n"  # 1
-    + DEEP_OBJECT.encode() + b"\n"  # 2
+    DEEP_LIST.encode()
+    + b"\n"  # 1
+    + DEEP_OBJECT.encode()
+    + b"\n"  # 2
     + b'{"\\udc80": 1, "id": 2, "name": "s"}\n'  # 3
     + b'{"\xff": 1, "id": 3, "name": "b"}\n'  # 4
     + b'{"id": 4,\r "name": "cr"}\r\n'  # 5: a lone CR is whitespace
     + b'{"id": 5, "name": "j", "extra": 1}\n'  # 6
-    + b'{"id": 6, "name": "d", "extra": ' + b"[" * 99 + b"]" * 99 + b"}\n"  # 7: 100 deep: read
+    + b'{"id": 6, "name": "d", "extra": '
+    + b"[" * 99
+    + b"]" * 99
+    + b"}\n"  # 7: 100 deep: read
 )
 TABLE = b"\n \nid,na\xffme,name\n10,zz,a\n\t\n11,,b\n"  # the \xff column is read by nothing
 
@@ -375,8 +387,7 @@ def edge(tmp_path_factory):
     sources = [
         {"name": "events", "format": "jsonl", "path": "events.jsonl"},
         {"name": "table", "format": "csv", "path": "table*.csv"},
-        {"name": "latin", "format": "csv", "path": "latin.csv",
-         "options": {"encoding": "latin-1"}},
+        {"name": "latin", "format": "csv", "path": "latin.csv", "options": {"encoding": "latin-1"}},
         {"name": "frames", "format": "tfrecord", "path": "frames.tfrecord"},
         {"name": "shard", "format": "tfrecord", "path": "shard.tfrecord.gz"},
     ]
@@ -391,12 +402,23 @@ def edge(tmp_path_factory):
 def test_every_edge_case_is_read_and_the_job_goes_on(edge):
     _, manifest, written, rejected, _, shard_ids, _ = edge
     assert {name: s["records"] for name, s in manifest["sources"].items()} == {
-        "events": 7, "table": 2, "latin": 1, "frames": 3,
+        "events": 7,
+        "table": 2,
+        "latin": 1,
+        "frames": 3,
         "shard": len(shard_ids) + 1,
     }
     assert written == sorted(
-        [((4,), (b"cr",)), ((5,), (b"j",)), ((6,), (b"d",)), ((10,), (b"a",)), ((11,), (b"b",)),
-         ((20,), ("café".encode(),)), ((30,), (b"t0",)), ((31,), (b"t1",))]
+        [
+            ((4,), (b"cr",)),
+            ((5,), (b"j",)),
+            ((6,), (b"d",)),
+            ((10,), (b"a",)),
+            ((11,), (b"b",)),
+            ((20,), ("café".encode(),)),
+            ((30,), (b"t0",)),
+            ((31,), (b"t1",)),
+        ]
         + [((i,), (b"g%d" % i,)) for i in shard_ids]
     )
     assert manifest["rejected"]["reasons"] == {TOO_DEEP: 2, BAD_NAME: 2, TRUNCATED: 2}
@@ -414,7 +436,8 @@ def test_rejections_name_the_reason_location_and_raw_text(edge):
         ("events", "events.jsonl:4"): (BAD_NAME, '{"\\xff": 1, "id": 3, "name": "b"}'),
         ("frames", "frames.tfrecord:3"): (TRUNCATED, json.dumps({"offset": good_bytes})),
         ("shard", f"shard.tfrecord.gz:{len(shard_ids) + 1}"): (
-            TRUNCATED, json.dumps({"offset": tail})
+            TRUNCATED,
+            json.dumps({"offset": tail}),
         ),
     }
 
@@ -423,8 +446,11 @@ def test_field_names_that_were_not_text_reach_manifest_statistics_and_report(edg
     out, manifest, *_ = edge
     ignored = {name: s["ignored_fields"] for name, s in manifest["sources"].items()}
     assert ignored == {
-        "events": {"extra": 2}, "table": {"na\\xffme": 1}, "latin": {},
-        "frames": {}, "shard": {},
+        "events": {"extra": 2},
+        "table": {"na\\xffme": 1},
+        "latin": {},
+        "frames": {},
+        "shard": {},
     }
     statistics = json.loads((out / manifest["statistics"]["path"]).read_text(encoding="utf-8"))
     assert statistics

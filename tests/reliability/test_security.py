@@ -190,8 +190,13 @@ def test_partition_bounds_are_bound_parameters_not_sql_text(dialect):
         bare = part.where.replace(sql.quote_identifier(HOSTILE_NAME), "<c>")
         assert set(bare.split()) <= words, bare
     assert [p.params for p in parts] == [
-        (-5,), (-5, 2.5), (2.5, 1e300), (1e300, decimal.Decimal("1E+2")),
-        (decimal.Decimal("1E+2"), 2**70), (2**70,), (),
+        (-5,),
+        (-5, 2.5),
+        (2.5, 1e300),
+        (1e300, decimal.Decimal("1E+2")),
+        (decimal.Decimal("1E+2"), 2**70),
+        (2**70,),
+        (),
     ]
 
 
@@ -362,12 +367,20 @@ def test_the_password_appears_in_no_output_log_or_file(postgres_server, tmp_path
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
     env.update(HOME=str(home), TMPDIR=str(temp), TF_CPP_MIN_LOG_LEVEL="2")
     runs = [
-        ("env", config("env", table="secret_rows", password_env="SF_SECRET", partition_column="id"),
-         {"SF_SECRET": secret}, 0),
+        (
+            "env",
+            config("env", table="secret_rows", password_env="SF_SECRET", partition_column="id"),
+            {"SF_SECRET": secret},
+            0,
+        ),
         ("file", config("file", query="SELECT * FROM secret_rows", password_file="pw.txt"), {}, 0),
         ("wrong", config("wrong", table="secret_rows"), {"PGPASSWORD": wrong}, 1),
-        ("query", config("query", query="SELECT nope FROM secret_rows", password_env="SF_SECRET"),
-         {"SF_SECRET": secret}, 1),
+        (
+            "query",
+            config("query", query="SELECT nope FROM secret_rows", password_env="SF_SECRET"),
+            {"SF_SECRET": secret},
+            1,
+        ),
     ]
     logs = []
     for name, cfg, extra, code in runs:
@@ -388,9 +401,7 @@ def test_the_password_appears_in_no_output_log_or_file(postgres_server, tmp_path
     assert sorted(os.listdir(tmp_path / "out")) == ["env", "file"]  # failed runs left nothing
 
     haystacks = [(f"output of run {i}", log) for i, log in enumerate(logs)]
-    haystacks += [
-        (str(p), p.read_bytes()) for p in _files_under(tmp_path, skip={password_file})
-    ]
+    haystacks += [(str(p), p.read_bytes()) for p in _files_under(tmp_path, skip={password_file})]
     assert len(haystacks) > 10
     for form in _secret_forms(secret) + _secret_forms(wrong):
         leaks = [where for where, data in haystacks if form in data]
@@ -628,7 +639,6 @@ def preprocessing_fn(inputs):
     out["x"] = tft.scale_to_z_score(inputs["x"])
     return out
 """
-
 
 
 def _snapshot(root: Path) -> dict[str, tuple]:

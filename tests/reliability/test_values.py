@@ -258,7 +258,14 @@ def test_json_numbers_beyond_float32_or_int64_are_rejected(ftype, values, outcom
 def test_typed_columns_beyond_float32_or_int64_are_rejected():
     floats = pa.array([1e39, -1e39, 1e-50, float("inf"), -0.0, 3.0, 1e-45, None], pa.float64())
     assert _batch(F("x", "float", required=False), floats) == [
-        OVER, OVER, UNDER, float("inf"), -0.0, 3.0, SUBNORMAL, None,
+        OVER,
+        OVER,
+        UNDER,
+        float("inf"),
+        -0.0,
+        3.0,
+        SUBNORMAL,
+        None,
     ]
     ints = pa.array([2**63, 2**63 - 1, 5], pa.uint64())
     assert _batch(F("x", "int"), ints) == [INT64, 2**63 - 1, 5]
@@ -269,7 +276,10 @@ def test_float32_bounds_come_before_min_and_max():
     texts = ("1e39", "1e-50", "11")
     assert [_single(feature, t) for t in texts] == [OVER, UNDER, "x: above max 10"]
     assert _batch(feature, ["1e39", "1e-50", "11", "-1"], text=True) == [
-        OVER, UNDER, "x: above max 10", "x: below min 0",
+        OVER,
+        UNDER,
+        "x: above max 10",
+        "x: below min 0",
     ]
 
 
@@ -439,16 +449,16 @@ def test_a_very_long_name_gets_a_short_id_of_its_own():
 
 ROWS_CSV = (
     b"id,n,x\n"
-    b"r1,1,1.5\n"                       # 2: written
-    b"\xff,2,2.5\n"                     # 3: the key is not UTF-8
-    b"r3,1_000,\n"                      # 4
-    b"r4,\xef\xbc\x91\xef\xbc\x92,\n"   # 5: full-width 12
-    b"r5,9223372036854775808,\n"        # 6
-    b"r6,,1e39\n"                       # 7
-    b"r7,,-1e39\n"                      # 8
-    b"r8,,1e-50\n"                      # 9
-    b"r9,,inf\n"                        # 10: written, inf
-    b"r10,\xd9\xa3,\n"                  # 11: Arabic-Indic 3
+    b"r1,1,1.5\n"  # 2: written
+    b"\xff,2,2.5\n"  # 3: the key is not UTF-8
+    b"r3,1_000,\n"  # 4
+    b"r4,\xef\xbc\x91\xef\xbc\x92,\n"  # 5: full-width 12
+    b"r5,9223372036854775808,\n"  # 6
+    b"r6,,1e39\n"  # 7
+    b"r7,,-1e39\n"  # 8
+    b"r8,,1e-50\n"  # 9
+    b"r9,,inf\n"  # 10: written, inf
+    b"r10,\xd9\xa3,\n"  # 11: Arabic-Indic 3
 )
 JSONL_LINES = [
     {"id": "\udc80", "n": 1},                                # 1: a lone surrogate
@@ -560,9 +570,7 @@ def test_an_etl_run_with_10_mb_values_keeps_its_statistics_and_report_small(valu
     assert (out / "report.html").stat().st_size < 500_000
     stats = json.loads(statistics.read_text())
     text = {
-        v["value"]
-        for split in stats["splits"].values()
-        for v in split["features"]["text"]["top"]
+        v["value"] for split in stats["splits"].values() for v in split["features"]["text"]["top"]
     }
     assert text == {_clipped(LONG_A), _clipped(LONG_B)}
     ids = _Ids((out / "report.html").read_text()).ids()

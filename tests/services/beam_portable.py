@@ -62,10 +62,14 @@ class BeamPortableServices:
     def flags(self) -> list[str]:
         """The Beam pipeline options that run a job on these services."""
         return [
-            "--runner", "PortableRunner",
-            "--job_endpoint", self.job_endpoint,
-            "--environment_type", "EXTERNAL",
-            "--environment_config", self.pool_endpoint,
+            "--runner",
+            "PortableRunner",
+            "--job_endpoint",
+            self.job_endpoint,
+            "--environment_type",
+            "EXTERNAL",
+            "--environment_config",
+            self.pool_endpoint,
         ]
 
     def workers_started(self) -> int:
@@ -91,8 +95,9 @@ def _start(name: str, args: list[str], log: Path, env: dict[str, str]) -> subpro
         )
 
 
-def _wait_for_port(name: str, proc: subprocess.Popen, port_file: Path, log: Path,
-                   deadline: float) -> int:
+def _wait_for_port(
+    name: str, proc: subprocess.Popen, port_file: Path, log: Path, deadline: float
+) -> int:
     """The port `proc` wrote to `port_file`, once it accepts connections on 127.0.0.1."""
     while True:
         if proc.poll() is not None:
@@ -146,17 +151,31 @@ def running_services() -> Iterator[BeamPortableServices]:
         job_port_file, pool_port_file = folder / "job.port", folder / "pool.port"
         procs = []
         try:
-            procs.append(job := _start(
-                "job service",
-                ["-m", "apache_beam.runners.portability.local_job_service_main", "--port", "0",
-                 "--port_file", str(job_port_file), "--staging_dir", str(folder / "staging")],
-                job_log, env,
-            ))
-            procs.append(pool := _start(
-                "worker pool",
-                ["-m", "tests.services.beam_portable", "--port_file", str(pool_port_file)],
-                pool_log, env,
-            ))
+            procs.append(
+                job := _start(
+                    "job service",
+                    [
+                        "-m",
+                        "apache_beam.runners.portability.local_job_service_main",
+                        "--port",
+                        "0",
+                        "--port_file",
+                        str(job_port_file),
+                        "--staging_dir",
+                        str(folder / "staging"),
+                    ],
+                    job_log,
+                    env,
+                )
+            )
+            procs.append(
+                pool := _start(
+                    "worker pool",
+                    ["-m", "tests.services.beam_portable", "--port_file", str(pool_port_file)],
+                    pool_log,
+                    env,
+                )
+            )
             deadline = time.monotonic() + _START_TIMEOUT_S
             job_port = _wait_for_port("job service", job, job_port_file, job_log, deadline)
             pool_port = _wait_for_port("worker pool", pool, pool_port_file, pool_log, deadline)

@@ -46,8 +46,14 @@ DOWNLOADS = r"[?&]alt=media(&|$)"  # object data reads
 
 # Headers that belong to one connection, not to the request: never forwarded.
 _HOP_BY_HOP = {
-    "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
-    "upgrade", "content-length",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
 }
 
 
@@ -159,8 +165,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def _refuse(self, rule: Rule) -> None:
         reason = http.client.responses.get(rule.status, "Error")
         data = json.dumps(
-            {"error": {"code": rule.status, "message": f"{reason} (injected: {rule.name})",
-                       "errors": [{"reason": "backendError", "message": reason}]}}
+            {
+                "error": {
+                    "code": rule.status,
+                    "message": f"{reason} (injected: {rule.name})",
+                    "errors": [{"reason": "backendError", "message": reason}],
+                }
+            }
         ).encode()
         self.send_response_only(rule.status, reason)
         self.send_header("Content-Type", "application/json; charset=UTF-8")

@@ -111,8 +111,18 @@ def running_emulator(buckets: tuple[str, ...] = BUCKETS) -> Iterator[GcsEmulator
         port = _free_port()
         endpoint = f"http://127.0.0.1:{port}"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
-             "--port", str(port), "--in-memory", "--quiet"],
+            [
+                sys.executable,
+                "-m",
+                "gcp_storage_emulator",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--in-memory",
+                "--quiet",
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

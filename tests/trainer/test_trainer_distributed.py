@@ -358,4 +358,3 @@ def test_tpu_flag_without_a_tpu_exits_1_with_one_line(dataset, tmp_path):
         ), case
         assert "Traceback" not in proc.stderr, case
         assert not (tmp_path / case).exists(), case
-

@@ -75,9 +75,7 @@ def test_classifier_gives_a_distribution_over_the_label_values(dataset):
     probabilities = model(features, training=False).numpy()
 
     assert sorted(model.input) == sorted(features)
-    assert sorted(features) == sorted(
-        {*FEATURES, "body_mass_g__present"} - {"photo", "species"}
-    )
+    assert sorted(features) == sorted({*FEATURES, "body_mass_g__present"} - {"photo", "species"})
     assert probabilities.shape == (32, 3)
     np.testing.assert_allclose(probabilities.sum(axis=1), np.ones(32), rtol=1e-5)
 

@@ -48,7 +48,10 @@ def test_flags_win_over_the_defaults(sized):
     flags = InputFlags(shuffle_buffer=50, read_batch=4, cycle_length=2, block_length=3)
     plan = plan_input(sized["none"], flags)
     assert (plan.shuffle_buffer, plan.read_batch, plan.cycle_length, plan.block_length) == (
-        50, 4, 2, 3,
+        50,
+        4,
+        2,
+        3,
     )
 
 

@@ -132,7 +132,7 @@ def test_render_page_is_self_contained():
 
 
 def test_render_escapes_all_text():
-    metrics = {**METRICS, "dataset": "gs://b/<x>&\"y\"", "train": {"<b>loss": 1.0}, "eval": {}}
+    metrics = {**METRICS, "dataset": 'gs://b/<x>&"y"', "train": {"<b>loss": 1.0}, "eval": {}}
     history = [{"epoch": 0, "<b>loss": 1.0, RATE: 10.0}]
 
     page = render(metrics, history, {"name": "<script>alert(1)</script>"})

@@ -189,9 +189,13 @@ def test_label_value_outside_the_manifest_values_fails_the_run_with_1(tmp_path, 
     )
 
     assert status == 1
-    assert capsys.readouterr().err.splitlines()[-1].startswith(
-        "shardflow train: training failed: InvalidArgumentError: assertion failed: "
-        "[label species: a value is not one of the manifest values]"
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .startswith(
+            "shardflow train: training failed: InvalidArgumentError: assertion failed: "
+            "[label species: a value is not one of the manifest values]"
+        )
     )
 
 

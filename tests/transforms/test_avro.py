@@ -15,29 +15,45 @@ from transforms import avro
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.csv import FileError
 
-POINT = {"type": "record", "name": "Point", "fields": [
-    {"name": "x", "type": "double"},
-    {"name": "label", "type": ["null", "string"]},
-]}
-SCHEMA = {"type": "record", "name": "Row", "namespace": "test", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "name", "type": ["null", "string"]},
-    {"name": "score", "type": ["null", "float", "long"]},
-    {"name": "blob", "type": "bytes"},
-    {"name": "tags", "type": {"type": "array", "items": "string"}},
-    {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
-    {"name": "code", "type": {"type": "fixed", "name": "Code", "size": 2}},
-    {"name": "point", "type": ["null", POINT]},
-    {"name": "path", "type": {"type": "array", "items": "test.Point"}},
-    {"name": "attrs", "type": {"type": "map", "values": "long"}},
-]}
+POINT = {
+    "type": "record",
+    "name": "Point",
+    "fields": [
+        {"name": "x", "type": "double"},
+        {"name": "label", "type": ["null", "string"]},
+    ],
+}
+SCHEMA = {
+    "type": "record",
+    "name": "Row",
+    "namespace": "test",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "name", "type": ["null", "string"]},
+        {"name": "score", "type": ["null", "float", "long"]},
+        {"name": "blob", "type": "bytes"},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
+        {"name": "code", "type": {"type": "fixed", "name": "Code", "size": 2}},
+        {"name": "point", "type": ["null", POINT]},
+        {"name": "path", "type": {"type": "array", "items": "test.Point"}},
+        {"name": "attrs", "type": {"type": "map", "values": "long"}},
+    ],
+}
 
 
 def _row(i: int, **changes) -> dict:
     row = {
-        "id": i, "name": f"n{i}", "score": 1.5, "blob": b"\x00\xff", "tags": ["a", "b"],
-        "kind": "B", "code": b"xy", "point": {"x": 0.5, "label": None},
-        "path": [{"x": 1.0, "label": "p"}, {"x": 2.0, "label": None}], "attrs": {"k": 7},
+        "id": i,
+        "name": f"n{i}",
+        "score": 1.5,
+        "blob": b"\x00\xff",
+        "tags": ["a", "b"],
+        "kind": "B",
+        "code": b"xy",
+        "point": {"x": 0.5, "label": None},
+        "path": [{"x": 1.0, "label": "p"}, {"x": 2.0, "label": None}],
+        "attrs": {"k": 7},
     }
     row.update(changes)
     return row
@@ -67,46 +83,109 @@ def test_records_become_fields_with_nested_values_flattened():
     chunks, rejected = _parse(_file(records))
     assert rejected == []
     assert _rows(chunks) == [
-        (1, {"id": 1, "name": "n1", "score": 1.5, "blob": b"\x00\xff", "tags": ["a", "b"],
-             "kind": "B", "code": b"xy", "point.x": 0.5, "point.label": None,
-             "path.x": [1.0, 2.0], "path.label": ["p", None], "attrs.key": ["k"],
-             "attrs.value": [7]}),
-        (2, {"id": 2, "name": None, "score": None, "blob": b"\x00\xff", "tags": [],
-             "kind": "B", "code": b"xy", "point.x": None, "point.label": None,
-             "path.x": [], "path.label": [], "attrs.key": [], "attrs.value": []}),
-        (3, {"id": 3, "name": "n3", "score": 4, "blob": b"\x00\xff", "tags": ["a", "b"],
-             "kind": "B", "code": b"xy", "point.x": 0.5, "point.label": None,
-             "path.x": [1.0, 2.0], "path.label": ["p", None], "attrs.key": ["a", "b"],
-             "attrs.value": [1, 2]}),
+        (
+            1,
+            {
+                "id": 1,
+                "name": "n1",
+                "score": 1.5,
+                "blob": b"\x00\xff",
+                "tags": ["a", "b"],
+                "kind": "B",
+                "code": b"xy",
+                "point.x": 0.5,
+                "point.label": None,
+                "path.x": [1.0, 2.0],
+                "path.label": ["p", None],
+                "attrs.key": ["k"],
+                "attrs.value": [7],
+            },
+        ),
+        (
+            2,
+            {
+                "id": 2,
+                "name": None,
+                "score": None,
+                "blob": b"\x00\xff",
+                "tags": [],
+                "kind": "B",
+                "code": b"xy",
+                "point.x": None,
+                "point.label": None,
+                "path.x": [],
+                "path.label": [],
+                "attrs.key": [],
+                "attrs.value": [],
+            },
+        ),
+        (
+            3,
+            {
+                "id": 3,
+                "name": "n3",
+                "score": 4,
+                "blob": b"\x00\xff",
+                "tags": ["a", "b"],
+                "kind": "B",
+                "code": b"xy",
+                "point.x": 0.5,
+                "point.label": None,
+                "path.x": [1.0, 2.0],
+                "path.label": ["p", None],
+                "attrs.key": ["a", "b"],
+                "attrs.value": [1, 2],
+            },
+        ),
     ]
 
 
 def test_logical_types_become_text():
-    schema = {"type": "record", "name": "T", "fields": [
-        {"name": "day", "type": ["null", {"type": "int", "logicalType": "date"}]},
-        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 6,
-                                   "scale": 2}},
-        {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
-        {"name": "days",
-         "type": {"type": "array", "items": {"type": "int", "logicalType": "date"}}},
-    ]}
+    schema = {
+        "type": "record",
+        "name": "T",
+        "fields": [
+            {"name": "day", "type": ["null", {"type": "int", "logicalType": "date"}]},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {
+                "name": "price",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2},
+            },
+            {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
+            {
+                "name": "days",
+                "type": {"type": "array", "items": {"type": "int", "logicalType": "date"}},
+            },
+        ],
+    }
     at = datetime.datetime(2024, 1, 2, 3, 4, 5, 600000, tzinfo=datetime.timezone.utc)
-    record = {"day": datetime.date(2024, 2, 29), "at": at, "price": decimal.Decimal("12.50"),
-              "uid": uuid.UUID(int=1), "days": [datetime.date(2024, 1, 1)]}
+    record = {
+        "day": datetime.date(2024, 2, 29),
+        "at": at,
+        "price": decimal.Decimal("12.50"),
+        "uid": uuid.UUID(int=1),
+        "days": [datetime.date(2024, 1, 1)],
+    }
     chunks, _ = _parse(_file([record, dict(record, day=None)], schema))
     assert _rows(chunks)[0][1] == {
-        "day": "2024-02-29", "at": "2024-01-02T03:04:05.600000+00:00", "price": "12.50",
-        "uid": "00000000-0000-0000-0000-000000000001", "days": ["2024-01-01"],
+        "day": "2024-02-29",
+        "at": "2024-01-02T03:04:05.600000+00:00",
+        "price": "12.50",
+        "uid": "00000000-0000-0000-0000-000000000001",
+        "days": ["2024-01-01"],
     }
     assert _rows(chunks)[1][1]["day"] is None
 
 
 def test_a_recursive_record_is_delivered_as_it_is():
-    schema = {"type": "record", "name": "Node", "fields": [
-        {"name": "v", "type": "long"},
-        {"name": "next", "type": ["null", "Node"]},
-    ]}
+    schema = {
+        "type": "record",
+        "name": "Node",
+        "fields": [
+            {"name": "v", "type": "long"},
+            {"name": "next", "type": ["null", "Node"]},
+        ],
+    }
     chunks, _ = _parse(_file([{"v": 1, "next": {"v": 2, "next": None}}], schema))
     assert _rows(chunks) == [(1, {"v": 1, "next": {"v": 2, "next": None}})]
 
@@ -131,10 +210,14 @@ def test_a_truncated_last_block_is_one_rejected_record():
     chunks, rejected = _parse(data[:-10])
     kept = 20 - last_count
     assert [fields["id"] for _, fields in _rows(chunks)] == list(range(kept))
-    assert rejected == [{
-        "source": "src", "location": f"f.avro:{kept + 1}", "reason": "avro: unreadable data block",
-        "record": f'{{"offset": {last_offset}}}',
-    }]
+    assert rejected == [
+        {
+            "source": "src",
+            "location": f"f.avro:{kept + 1}",
+            "reason": "avro: unreadable data block",
+            "record": f'{{"offset": {last_offset}}}',
+        }
+    ]
 
 
 def test_a_corrupt_compressed_block_ends_the_file_with_one_rejected_record():
@@ -159,7 +242,10 @@ def test_an_undecodable_record_rejects_the_rest_of_its_block_and_reading_goes_on
     data[at] = 0x7F
     chunks, rejected = _parse(bytes(data))
     assert [(line, fields["s"]) for line, fields in _rows(chunks)] == [
-        (1, "v0"), (4, "v3"), (5, "v4"), (6, "v5")
+        (1, "v0"),
+        (4, "v3"),
+        (5, "v4"),
+        (6, "v5"),
     ]
     assert [(r["location"], r["reason"], r["record"]) for r in rejected] == [
         (f"f.avro:{n}", "avro: undecodable record", f'{{"block_offset": {first_offset}}}')

@@ -146,15 +146,24 @@ def test_options_of_each_method_are_kept():
         }
     )
     assert (opts["query"], opts["method"], opts["project"]) == (
-        "SELECT a FROM `p.d.t`", "DIRECT_READ", "billing-proj"
+        "SELECT a FROM `p.d.t`",
+        "DIRECT_READ",
+        "billing-proj",
     )
     assert (opts["query_priority"], opts["temp_dataset"]) == ("INTERACTIVE", "proj:scratch")
     opts = options(
-        {"table": "proj.ds.t", "method": "DIRECT_READ", "selected_fields": ["a", "b.c"],
-         "row_restriction": "a > 1", "chunk_rows": 10}
+        {
+            "table": "proj.ds.t",
+            "method": "DIRECT_READ",
+            "selected_fields": ["a", "b.c"],
+            "row_restriction": "a > 1",
+            "chunk_rows": 10,
+        }
     )
     assert (opts["selected_fields"], opts["row_restriction"], opts["chunk_rows"]) == (
-        ["a", "b.c"], "a > 1", 10
+        ["a", "b.c"],
+        "a > 1",
+        10,
     )
     opts = options({"table": "proj.ds.t", "gcs_location": "gs://b/bq", "use_json_exports": True})
     assert (opts["gcs_location"], opts["use_json_exports"]) == ("gs://b/bq", True)
@@ -214,8 +223,10 @@ def test_a_table_is_read_by_an_export_to_the_gcs_location():
     assert src._get_project() == "billing"
     batch = nodes["Read[events]/MapRows/BatchRows"]
     assert isinstance(batch, beam.BatchElements)
-    assert (batch._batch_size_estimator._min_batch_size,
-            batch._batch_size_estimator._max_batch_size) == (CHUNK_ROWS, CHUNK_ROWS)
+    assert (
+        batch._batch_size_estimator._min_batch_size,
+        batch._batch_size_estimator._max_batch_size,
+    ) == (CHUNK_ROWS, CHUNK_ROWS)
     chunks, rejected, counts = outputs
     assert chunks.element_type is RawChunk
     assert "Read[events]/MapRows/RowsToRecords" in nodes
@@ -274,7 +285,8 @@ def test_direct_read_of_a_table_passes_fields_and_restriction():
 def test_direct_read_of_a_query():
     read, src, _, _ = built_read(
         {"query": "SELECT 1 AS one", "method": "DIRECT_READ", "query_priority": "batch"},
-        "--project", "p",
+        "--project",
+        "p",
     )
     assert read.method == "DIRECT_READ"
     assert isinstance(src, beam_bigquery._CustomBigQueryStorageSource)
@@ -293,7 +305,7 @@ AVRO_ROW = {
     "qty": Decimal("3.000000000"),
     "big": Decimal("123456789012345678901234567890"),
     "ok": True,
-    "name": "Åsa \"quoted\"",
+    "name": 'Åsa "quoted"',
     "blob": b"\x00\xff\x10",
     "day": datetime.date(2024, 5, 1),
     "ts": datetime.datetime(2024, 5, 1, 12, 30, 5, 250000, tzinfo=UTC),
@@ -315,7 +327,7 @@ AVRO_FIELDS = {
     "qty": 3,
     "big": 123456789012345678901234567890,
     "ok": True,
-    "name": "Åsa \"quoted\"",
+    "name": 'Åsa "quoted"',
     "blob": b"\x00\xff\x10",
     "day": "2024-05-01",
     "ts": "2024-05-01T12:30:05.250000+00:00",
@@ -396,8 +408,15 @@ def test_json_exports_deliver_bytes_decoded_from_base64():
         "gone": None,
     }
     assert flatten_row(row) == {
-        "id": 42, "price": 12.5, "blob": b"\x00\xffhi", "blobs": [b"a", b""], "day": "2024-05-01",
-        "ts": "2024-05-01 12:30:05 UTC", "ok": True, "items.sku": ["x"], "items.raw": [b"\x01"],
+        "id": 42,
+        "price": 12.5,
+        "blob": b"\x00\xffhi",
+        "blobs": [b"a", b""],
+        "day": "2024-05-01",
+        "ts": "2024-05-01 12:30:05 UTC",
+        "ok": True,
+        "items.sku": ["x"],
+        "items.raw": [b"\x01"],
         "gone": None,
     }
 
@@ -414,14 +433,24 @@ def test_rows_that_cannot_be_mapped_are_rejected_with_a_stable_location():
     assert len(chunk) == 1
     ids = [row_number(record_json(row)) for row in BAD_ROWS]
     assert rejected == [
-        {"source": "events", "location": f"bigquery:p:d.t:{ids[0]}",
-         "reason": "bigquery: orders.lines: an array inside an array",
-         "record": record_json(BAD_ROWS[0])},
-        {"source": "events", "location": f"bigquery:p:d.t:{ids[1]}",
-         "reason": "bigquery: shape: unsupported value type set",
-         "record": record_json(BAD_ROWS[1])},
-        {"source": "events", "location": f"bigquery:p:d.t:{ids[2]}",
-         "reason": "bigquery: not a row but tuple", "record": record_json(BAD_ROWS[2])},
+        {
+            "source": "events",
+            "location": f"bigquery:p:d.t:{ids[0]}",
+            "reason": "bigquery: orders.lines: an array inside an array",
+            "record": record_json(BAD_ROWS[0]),
+        },
+        {
+            "source": "events",
+            "location": f"bigquery:p:d.t:{ids[1]}",
+            "reason": "bigquery: shape: unsupported value type set",
+            "record": record_json(BAD_ROWS[1]),
+        },
+        {
+            "source": "events",
+            "location": f"bigquery:p:d.t:{ids[2]}",
+            "reason": "bigquery: not a row but tuple",
+            "record": record_json(BAD_ROWS[2]),
+        },
     ]
 
 
@@ -437,7 +466,8 @@ def test_row_ids_depend_on_the_row_alone():
 
 def test_empty_repeated_records_give_empty_lists_to_leaves_seen_in_other_rows():
     chunk, _ = rows_to_chunk(
-        "s", "bigquery:query",
+        "s",
+        "bigquery:query",
         [{"items": [{"sku": "a"}]}, {"items": []}, {"items": None}],
     )
     assert chunk.values("items.sku") == [["a"], [], None]
@@ -452,14 +482,22 @@ def test_rows_to_chunks_on_a_local_pipeline():
         chunks, rejected, counts = p | beam.Create(rows) | RowsToChunks(source)
         records = chunks | "Records" >> beam.FlatMap(
             lambda c: [
-                (c.path, c.lines[i], json.dumps({n: c.values(n)[i] for n in c.columns},
-                                                sort_keys=True, default=repr))
+                (
+                    c.path,
+                    c.lines[i],
+                    json.dumps(
+                        {n: c.values(n)[i] for n in c.columns}, sort_keys=True, default=repr
+                    ),
+                )
                 for i in range(len(c))
             ]
         )
         expected = [
-            ("bigquery:proj:ds.t", row_number(record_json(dict(AVRO_ROW, id=i))),
-             json.dumps(dict(AVRO_FIELDS, id=i), sort_keys=True, default=repr))
+            (
+                "bigquery:proj:ds.t",
+                row_number(record_json(dict(AVRO_ROW, id=i))),
+                json.dumps(dict(AVRO_FIELDS, id=i), sort_keys=True, default=repr),
+            )
             for i in range(5)
         ]
         assert_that(records, equal_to(expected), label="CheckRecords")
@@ -470,10 +508,12 @@ def test_rows_to_chunks_on_a_local_pipeline():
         )
         assert_that(
             rejected | beam.Map(lambda r: r["reason"]),
-            equal_to([
-                "bigquery: orders.lines: an array inside an array",
-                "bigquery: shape: unsupported value type set",
-            ]),
+            equal_to(
+                [
+                    "bigquery: orders.lines: an array inside an array",
+                    "bigquery: shape: unsupported value type set",
+                ]
+            ),
             label="CheckRejected",
         )
         assert_that(
@@ -578,7 +618,7 @@ output: {path: out}
             "qty": [3],
             "big": [b"123456789012345678901234567890"],
             "ok": [b"true"],
-            "name": ["Åsa \"quoted\"".encode()],
+            "name": ['Åsa "quoted"'.encode()],
             "blob": [b"\x00\xff\x10"],
             "day": [b"2024-05-01"],
             "ts": [b"2024-05-01T12:30:05.250000+00:00"],

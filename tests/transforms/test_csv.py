@@ -59,12 +59,12 @@ def test_quoted_fields_keep_delimiters_quotes_and_newlines():
 
 
 def test_crlf_line_endings_are_not_part_of_values():
-    rows, _ = _parse(b"a,b\r\n1,2\r\n3,\"4\r\n5\"\r\n")
+    rows, _ = _parse(b'a,b\r\n1,2\r\n3,"4\r\n5"\r\n')
     assert [r.fields for r in rows] == [{"a": "1", "b": "2"}, {"a": "3", "b": "4\r\n5"}]
 
 
 def test_a_utf8_byte_order_mark_is_not_part_of_the_first_column_name():
-    for data in (b"\xef\xbb\xbfa,b\r\n1,2\r\n", b"\xef\xbb\xbfa,b\n1,\"x\ny\"\n"):
+    for data in (b"\xef\xbb\xbfa,b\r\n1,2\r\n", b'\xef\xbb\xbfa,b\n1,"x\ny"\n'):
         rows, rejected = _parse(data)
         assert list(rows[0].fields) == ["a", "b"], data
         assert rows[0].line == 2 and not rows[0].raw.startswith("\ufeff")
@@ -79,7 +79,7 @@ def test_null_markers_become_missing_values():
 
 
 def test_wrong_field_count_is_rejected_with_line_and_text():
-    data = b"a,b\n1,2\n\"multi\nline\",2,3\n4\n5,6\n"
+    data = b'a,b\n1,2\n"multi\nline",2,3\n4\n5,6\n'
     rows, rejected = _parse(data)
     assert [r.fields for r in rows] == [{"a": "1", "b": "2"}, {"a": "5", "b": "6"}]
     assert [r.line for r in rows] == [2, 6]
@@ -90,7 +90,12 @@ def test_wrong_field_count_is_rejected_with_line_and_text():
             "reason": "csv: expected 2 fields, got 3",
             "record": '"multi\nline",2,3\n',
         },
-        {"source": "src", "location": "f.csv:5", "reason": "csv: expected 2 fields, got 1", "record": "4\n"},
+        {
+            "source": "src",
+            "location": "f.csv:5",
+            "reason": "csv: expected 2 fields, got 1",
+            "record": "4\n",
+        },
     ]
 
 
@@ -142,6 +147,8 @@ def test_empty_file_has_no_records():
 def test_record_text_spans_exactly_its_own_lines_across_chunks():
     data = b'a,b\n1,"x\ny"\nbad\n\n2,z\n3,"p\r\nq"\n'
     chunks = [c for c in parse_csv(io.BytesIO(data), "f.csv", _source(), 2)]
-    records = [(c.lines[i], c.raw(i)) for c in chunks if isinstance(c, RawChunk) for i in range(len(c))]
+    records = [
+        (c.lines[i], c.raw(i)) for c in chunks if isinstance(c, RawChunk) for i in range(len(c))
+    ]
     assert records == [(2, '1,"x\ny"\n'), (6, "2,z\n"), (7, '3,"p\r\nq"\n')]
     assert [c["record"] for c in chunks if isinstance(c, dict)] == ["bad\n"]

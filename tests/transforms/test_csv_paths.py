@@ -16,8 +16,19 @@ from transforms.csv import FileError, parse_csv
 from transforms.records import RawChunk
 
 FIELDS = [
-    "a", "17", "-3.5", "", "NA", "héllo", "x y", '"q, x"', '"a""b"', '"multi\nline"',
-    '"cr\r\nlf"', '""', '"ok"',
+    "a",
+    "17",
+    "-3.5",
+    "",
+    "NA",
+    "héllo",
+    "x y",
+    '"q, x"',
+    '"a""b"',
+    '"multi\nline"',
+    '"cr\r\nlf"',
+    '""',
+    '"ok"',
 ]
 RARE = ['x"y', '"x"y', '"open', "\r", "\x00", '"\n"']
 
@@ -86,19 +97,27 @@ def test_arrow_path_matches_the_csv_module(seed, monkeypatch):
 def test_fast_path_takes_well_formed_files_without_falling_back(monkeypatch):
     calls = []
     original = csv_module._python_records
-    monkeypatch.setattr(
-        csv_module, "_python_records", lambda *a: calls.append(a) or original(*a)
-    )
+    monkeypatch.setattr(csv_module, "_python_records", lambda *a: calls.append(a) or original(*a))
     data = b'a,b\n1,"x, ""y"""\n2,"two\r\nlines"\n\n3,\n'
     source = SourceSpec(
-        "src", "csv", "f.csv",
-        {"delimiter": ",", "header": True, "columns": None, "null_values": [""],
-         "encoding": "utf-8", "list_delimiter": "|"},
+        "src",
+        "csv",
+        "f.csv",
+        {
+            "delimiter": ",",
+            "header": True,
+            "columns": None,
+            "null_values": [""],
+            "encoding": "utf-8",
+            "list_delimiter": "|",
+        },
     )
     records, rejected = _read(data, source, 100, True)
     assert calls == []
     assert [r[0] for r in records] == [
-        {"a": "1", "b": 'x, "y"'}, {"a": "2", "b": "two\r\nlines"}, {"a": "3", "b": None}
+        {"a": "1", "b": 'x, "y"'},
+        {"a": "2", "b": "two\r\nlines"},
+        {"a": "3", "b": None},
     ]
     assert [r[1] for r in records] == [2, 3, 6]
     assert rejected == []

@@ -51,8 +51,11 @@ FILES = {
     "avro": ("a.avro", _avro(), {}),
     "tfrecord": ("a.tfrecord", _tfrecord(), {}),
     "text": ("a.txt", b"one\ntwo\n\nthree\n", {}),
-    "binary": ("a.bin", struct.pack("<ii", 1, 2) + struct.pack("<ii", 3, 4) + b"\x09",
-               {"record_bytes": 8, "struct": "<ii", "fields": ["a", "b"]}),
+    "binary": (
+        "a.bin",
+        struct.pack("<ii", 1, 2) + struct.pack("<ii", 3, 4) + b"\x09",
+        {"record_bytes": 8, "struct": "<ii", "fields": ["a", "b"]},
+    ),
 }
 
 
@@ -63,7 +66,8 @@ def _read(path: str, fmt: str, options: dict):
     chunks = [i for i in items if isinstance(i, RawChunk)]
     rejected = [
         {**r, "location": r["location"].replace(path, "FILE")}
-        for r in items if not isinstance(r, RawChunk)
+        for r in items
+        if not isinstance(r, RawChunk)
     ]
     return chunk_rows(chunks), rejected
 

@@ -13,7 +13,9 @@ def _parse(data: bytes):
     for item in parse_jsonl(io.BytesIO(data), "o.jsonl", source):
         if isinstance(item, RawChunk):
             for i in range(len(item)):
-                fields = {k: c[i] for k, c in item.columns.items() if c[i] is not None or k in ("t",)}
+                fields = {
+                    k: c[i] for k, c in item.columns.items() if c[i] is not None or k in ("t",)
+                }
                 rows.append((fields, item.lines[i]))
         else:
             rejected.append(item)
@@ -33,8 +35,18 @@ def test_invalid_json_and_non_objects_are_rejected():
     rows, rejected = _parse(b'{"id": 1}\n{"id": \n[1, 2]\n')
     assert [r[0] for r in rows] == [{"id": 1}]
     assert rejected == [
-        {"source": "obs", "location": "o.jsonl:2", "reason": "json: invalid JSON", "record": '{"id": '},
-        {"source": "obs", "location": "o.jsonl:3", "reason": "json: not an object", "record": "[1, 2]"},
+        {
+            "source": "obs",
+            "location": "o.jsonl:2",
+            "reason": "json: invalid JSON",
+            "record": '{"id": ',
+        },
+        {
+            "source": "obs",
+            "location": "o.jsonl:3",
+            "reason": "json: not an object",
+            "record": "[1, 2]",
+        },
     ]
 
 

@@ -61,12 +61,30 @@ def test_structs_lists_of_structs_and_maps_become_dotted_fields():
     )
     chunks, _ = _parse(_file(table))
     assert [fields for _, fields in _rows(chunks)] == [
-        {"point.x": 1, "point.y.z": "q", "items.p": [1, 2], "items.q": ["a", None],
-         "attrs.key": ["k", "l"], "attrs.value": [1, 2]},
-        {"point.x": None, "point.y.z": None, "items.p": [], "items.q": [],
-         "attrs.key": None, "attrs.value": None},
-        {"point.x": None, "point.y.z": None, "items.p": None, "items.q": None,
-         "attrs.key": [], "attrs.value": []},
+        {
+            "point.x": 1,
+            "point.y.z": "q",
+            "items.p": [1, 2],
+            "items.q": ["a", None],
+            "attrs.key": ["k", "l"],
+            "attrs.value": [1, 2],
+        },
+        {
+            "point.x": None,
+            "point.y.z": None,
+            "items.p": [],
+            "items.q": [],
+            "attrs.key": None,
+            "attrs.value": None,
+        },
+        {
+            "point.x": None,
+            "point.y.z": None,
+            "items.p": None,
+            "items.q": None,
+            "attrs.key": [],
+            "attrs.value": [],
+        },
     ]
 
 
@@ -75,8 +93,10 @@ def test_dates_times_and_decimals_become_text():
     table = pa.table(
         {
             "day": pa.array([datetime.date(2024, 2, 29), None], pa.date32()),
-            "at": pa.array([datetime.datetime(2024, 1, 2, 3, 4, 5, 600000, tzinfo=utc), None],
-                           pa.timestamp("ms", tz="UTC")),
+            "at": pa.array(
+                [datetime.datetime(2024, 1, 2, 3, 4, 5, 600000, tzinfo=utc), None],
+                pa.timestamp("ms", tz="UTC"),
+            ),
             "naive": pa.array([datetime.datetime(2024, 1, 2, 3, 4, 5), None], pa.timestamp("us")),
             "price": pa.array([decimal.Decimal("12.50"), None], pa.decimal128(6, 2)),
             "days": pa.array([[datetime.date(2024, 1, 1)], None], pa.list_(pa.date32())),
@@ -84,8 +104,13 @@ def test_dates_times_and_decimals_become_text():
     )
     chunks, _ = _parse(_file(table))
     assert [fields for _, fields in _rows(chunks)] == [
-        {"day": "2024-02-29", "at": "2024-01-02T03:04:05.600000+00:00",
-         "naive": "2024-01-02T03:04:05", "price": "12.50", "days": ["2024-01-01"]},
+        {
+            "day": "2024-02-29",
+            "at": "2024-01-02T03:04:05.600000+00:00",
+            "naive": "2024-01-02T03:04:05",
+            "price": "12.50",
+            "days": ["2024-01-01"],
+        },
         {"day": None, "at": None, "naive": None, "price": None, "days": None},
     ]
 
@@ -137,11 +162,20 @@ def _corrupt_middle_row_group() -> bytes:
 def test_an_undecodable_row_group_rejects_its_rows_and_the_others_are_read():
     chunks, rejected = _parse(_corrupt_middle_row_group(), chunk_rows=4)
     assert [(line, fields["n"]) for line, fields in _rows(chunks)] == [
-        (1, 0), (2, 1), (3, 2), (7, 6), (8, 7), (9, 8)
+        (1, 0),
+        (2, 1),
+        (3, 2),
+        (7, 6),
+        (8, 7),
+        (9, 8),
     ]
     assert rejected == [
-        {"source": "src", "location": f"f.parquet:{row}", "reason": "parquet: unreadable row group",
-         "record": '{"row_group": 1}'}
+        {
+            "source": "src",
+            "location": f"f.parquet:{row}",
+            "reason": "parquet: unreadable row group",
+            "record": '{"row_group": 1}',
+        }
         for row in (4, 5, 6)
     ]
 
@@ -179,10 +213,12 @@ def test_a_column_named_like_a_flattened_field_fails_the_file():
 
 
 def test_nested_columns_of_a_sliced_batch_are_flattened_from_the_slice():
-    batch = pa.RecordBatch.from_pydict({
-        "items": [[{"p": 1}], None, [{"p": 2}, {"p": 3}], [{"p": None}]],
-        "attrs": pa.array([[("a", 1)], [("b", 2)], None, []], pa.map_(pa.string(), pa.int64())),
-    })
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "items": [[{"p": 1}], None, [{"p": 2}, {"p": 3}], [{"p": None}]],
+            "attrs": pa.array([[("a", 1)], [("b", 2)], None, []], pa.map_(pa.string(), pa.int64())),
+        }
+    )
     assert parquet.record_fields(batch.slice(1, 3), "f.parquet") == {
         "items.p": [None, [2, 3], [None]],
         "attrs.key": [["b"], None, []],

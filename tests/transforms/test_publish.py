@@ -66,15 +66,23 @@ def test_staging_path_is_a_hidden_sibling():
 def test_remote_publish_replaces_the_old_dataset_and_writes_the_manifest_last(bucket):
     root, names = bucket
     output, staging = f"{root}/ds", staging_path(f"{root}/ds", "new")
-    stage(output, {MANIFEST: DATASET_BYTES, "train/train-00000-of-00002.tfrecord": b"old0",
-                   "train/train-00001-of-00002.tfrecord": b"old1"})
+    stage(
+        output,
+        {
+            MANIFEST: DATASET_BYTES,
+            "train/train-00000-of-00002.tfrecord": b"old0",
+            "train/train-00001-of-00002.tfrecord": b"old1",
+        },
+    )
     stage(staging, {"train/train-00000-of-00001.tfrecord": b"new0", "rejected/r.jsonl": b""})
 
     publish(staging, output, {"name": "ds"}, expect(output, overwrite=True))
 
     after = names()
     assert sorted(after) == [
-        f"ds/{MANIFEST}", "ds/rejected/r.jsonl", "ds/train/train-00000-of-00001.tfrecord"
+        f"ds/{MANIFEST}",
+        "ds/rejected/r.jsonl",
+        "ds/train/train-00000-of-00001.tfrecord",
     ]
     assert all(g < after[f"ds/{MANIFEST}"] for g in after.values() if g != after[f"ds/{MANIFEST}"])
     with FileSystems.open(f"{output}/{MANIFEST}") as f:
@@ -217,18 +225,33 @@ def _manifest(transform):
         base_dir="/cfg",
     )
     shards = [
-        {"split": "train", "path": "train/train-00000-of-00001.tfrecord.gz", "records": 3,
-         "bytes": 1, "sha256": "x"},
-        {"split": "eval", "path": "eval/eval-00000-of-00001.tfrecord.gz", "records": 1,
-         "bytes": 1, "sha256": "y"},
+        {
+            "split": "train",
+            "path": "train/train-00000-of-00001.tfrecord.gz",
+            "records": 3,
+            "bytes": 1,
+            "sha256": "x",
+        },
+        {
+            "split": "eval",
+            "path": "eval/eval-00000-of-00001.tfrecord.gz",
+            "records": 1,
+            "bytes": 1,
+            "sha256": "y",
+        },
     ]
     rejected = {"path": "rejected/r.jsonl", "records": 0, "bytes": 0, "sha256": "z"}
     return build_manifest(dataset, shards, rejected, Counter(), {"read/a": 4}, transform)
 
 
 def test_manifest_transform_section_and_its_train_count_invariant():
-    section = {"path": "transform", "materialize": "raw", "analyzed_split": "train",
-               "analyzed_records": 3, "features": {}}
+    section = {
+        "path": "transform",
+        "materialize": "raw",
+        "analyzed_split": "train",
+        "analyzed_records": 3,
+        "features": {},
+    }
     assert _manifest(section).to_dict()["transform"] == section
     assert _manifest(None).to_dict()["transform"] is None
     with pytest.raises(RuntimeError, match="analyzed 2 records, but the train split holds 3"):

@@ -111,8 +111,15 @@ def _split_stats(records: int, species: list[tuple[str, int]]) -> dict:
             ),
             "flipper_mm": _number(records, 0, 172.0, 231.0, 200.9, 14.1, [5, 50, 30, 80]),
             "body_mass_g": {
-                "type": "float", "records": records, "missing": records, "missing_rate": 1.0,
-                "values": 0, "min": None, "max": None, "mean": None, "std": None,
+                "type": "float",
+                "records": records,
+                "missing": records,
+                "missing_rate": 1.0,
+                "values": 0,
+                "min": None,
+                "max": None,
+                "mean": None,
+                "std": None,
                 "histogram": [],
             },  # fmt: skip
             "year": _number(records, 0, 2007, 2009, 2008.1, 0.8, [300, 250, 240], kind="int"),
@@ -328,8 +335,11 @@ def test_label_balance_per_split(doc):
     assert doc.by_id("label-train")
     train = doc.bars("label-train-chart")
     assert [b["data-value"] for b in train] == ["Adelie", "Gentoo", "Chinstrap"]
-    assert [b["data-value"] for b in doc.bars("label-eval-chart")] == ["Gentoo", "Adelie",
-                                                                        "Chinstrap"]
+    assert [b["data-value"] for b in doc.bars("label-eval-chart")] == [
+        "Gentoo",
+        "Adelie",
+        "Chinstrap",
+    ]
     assert "(44.2 %)" in doc.text["label-train"]  # 350 of 792
 
 

@@ -18,7 +18,9 @@ def _chunk(rng: random.Random, n: int, keyed: bool, equal_hashes: bool = False) 
         hashes = [rng.choice([1 << 40, (1 << 63) + 7, (1 << 64) - 1]) for _ in range(n)]
     else:
         hashes = [rng.getrandbits(64) for _ in range(n)]
-    keys = [rng.choice(["k", "ключ\n", "a\u2028b", '"q"']) + str(rng.randrange(50)) for _ in range(n)]
+    keys = [
+        rng.choice(["k", "ключ\n", "a\u2028b", '"q"']) + str(rng.randrange(50)) for _ in range(n)
+    ]
     return EncodedChunk(
         np.array([rng.randrange(3) for _ in range(n)], np.int16),
         np.array(hashes, np.uint64),
@@ -79,7 +81,9 @@ def test_a_shard_from_runs_equals_the_shard_from_the_chunks(tmp_path):
     from transforms.write import route_chunk
 
     for shard in range(4):
-        direct = [part for c in chunks for dest, part in route_chunk(c, [4, 4, 4]) if dest == (1, shard)]
+        direct = [
+            part for c in chunks for dest, part in route_chunk(c, [4, 4, 4]) if dest == (1, shard)
+        ]
         spilled = shard_parts([r for r in written if r.split == 1], *runs.shard_bounds(shard, 4))
         a, b = sorted_records(direct), sorted_records(spilled)
         assert a[0].to_pylist() == b[0].to_pylist() and a[1] == b[1] > 0
@@ -129,7 +133,9 @@ def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path):
     chunks = [_chunk(rng, 400, keyed=True) for _ in range(3)]
     for c in chunks:
         c.order_hash = np.array([record_hash(k.encode())[1] for k in c.key], np.uint64)
-    written = [r for r in runs.write_runs(chunks, str(tmp_path / "runs"), keyed=True) if r.split == 0]
+    written = [
+        r for r in runs.write_runs(chunks, str(tmp_path / "runs"), keyed=True) if r.split == 0
+    ]
     output = OutputSpec(path=str(tmp_path / "out"), compression="gzip", shard_size_mb=1)
     facts = []
     for pieces in (1, 9):

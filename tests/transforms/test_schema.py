@@ -107,21 +107,56 @@ def test_validator_fills_missing_optionals_and_rejects_missing_required():
 
 
 def test_validator_takes_a_feature_from_the_first_source_that_has_it():
-    rows, _ = _validate([F("a", "int")], ["s1", "s2"], [
-        {"s1": {"a": None}, "s2": {"a": 5}}, {"s1": {"a": 1}, "s2": {"a": 5}}])
+    rows, _ = _validate(
+        [F("a", "int")],
+        ["s1", "s2"],
+        [{"s1": {"a": None}, "s2": {"a": 5}}, {"s1": {"a": 1}, "s2": {"a": 5}}],
+    )
     assert rows == [[[5]], [[1]]]
 
 
 def test_the_first_failing_feature_gives_the_reason():
     features = [F("a", "int"), F("b", "float", min=0)]
-    _, reasons = _validate(features, ["s"], [{"s": {"a": "x", "b": "-1"}}, {"s": {"a": "1", "b": "-1"}}])
+    _, reasons = _validate(
+        features, ["s"], [{"s": {"a": "x", "b": "-1"}}, {"s": {"a": "1", "b": "-1"}}]
+    )
     assert reasons == {0: "a: not an integer", 1: "b: below min 0"}
 
 
 ODD_VALUES = [
-    None, "", " 42 ", "42", "-7", "+3", "1_000", "1e3", "1.5", ".5", "5.", "-0", "abc", "nan",
-    "inf", "-Infinity", "9223372036854775807", "9223372036854775808", "0x10", "٣", "1 2",
-    "  ", "1e400", "1E-3", 7, 7.0, 7.5, True, "caf\udce9", ["1"], [], {"a": 1}, "Adelie",
+    None,
+    "",
+    " 42 ",
+    "42",
+    "-7",
+    "+3",
+    "1_000",
+    "1e3",
+    "1.5",
+    ".5",
+    "5.",
+    "-0",
+    "abc",
+    "nan",
+    "inf",
+    "-Infinity",
+    "9223372036854775807",
+    "9223372036854775808",
+    "0x10",
+    "٣",
+    "1 2",
+    "  ",
+    "1e400",
+    "1E-3",
+    7,
+    7.0,
+    7.5,
+    True,
+    "caf\udce9",
+    ["1"],
+    [],
+    {"a": 1},
+    "Adelie",
 ]
 
 
@@ -152,7 +187,8 @@ def test_batch_validation_agrees_with_per_value_coercion(ftype, extra):
     for column, text in cases:
         given = column if isinstance(column, pa.Array) else list(column)
         columns, reasons = Validator([feature], ["s"]).validate(
-            len(column), {"s": SourceColumns({"x": given}, text)})
+            len(column), {"s": SourceColumns({"x": given}, text)}
+        )
         if isinstance(column, pa.Array):
             column = column.to_pylist()
         rows = [None if i in reasons else [columns[0][i].as_py()] for i in range(len(column))]

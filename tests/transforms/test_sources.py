@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from pipelines.config import parse_config
-from transforms.records import RawChunk, ignored_counter
 from transforms.quality import CountFields, present_counter, used_fields
+from transforms.records import RawChunk, ignored_counter
 
 
 def _dataset(tmp_path):

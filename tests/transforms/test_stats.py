@@ -45,7 +45,9 @@ def test_numbers_strings_and_bytes():
 
 def test_exact_sums_do_not_depend_on_the_order():
     rng = np.random.default_rng(3)
-    values = np.concatenate([rng.normal(0, 1e6, 3000), rng.normal(0, 1e-6, 3000)]).astype(np.float32)
+    values = np.concatenate([rng.normal(0, 1e6, 3000), rng.normal(0, 1e-6, 3000)]).astype(
+        np.float32
+    )
     values = values.astype(np.float64)
     total = exact_sum(values)
     assert exact_sum(values[::-1]) == total
@@ -60,7 +62,10 @@ def test_merged_statistics_give_the_same_json_in_any_order():
     for _ in range(12):
         n = rng.randrange(1, 300)
         columns = [
-            _lists([rng.uniform(-1e4, 1e4) if rng.random() > 0.1 else None for _ in range(n)], pa.float32()),
+            _lists(
+                [rng.uniform(-1e4, 1e4) if rng.random() > 0.1 else None for _ in range(n)],
+                pa.float32(),
+            ),
             _lists([rng.randrange(-50, 50) for _ in range(n)], pa.int64()),
             _lists([f"v{rng.randrange(30)}".encode() for _ in range(n)], pa.binary()),
         ]

@@ -74,10 +74,14 @@ def test_a_feature_whose_kind_differs_between_examples_keeps_each_value():
 def test_a_record_that_is_not_an_example_is_rejected():
     chunks, rejected = _parse(frame_records([THREE[0], b"plain text", THREE[1]]))
     assert [line for line, _ in _rows(chunks)] == [1, 3]
-    assert rejected == [{
-        "source": "src", "location": "f.tfrecord:2", "reason": "tfrecord: not a tf.train.Example",
-        "record": '{"data": "plain text"}',
-    }]
+    assert rejected == [
+        {
+            "source": "src",
+            "location": "f.tfrecord:2",
+            "reason": "tfrecord: not a tf.train.Example",
+            "record": '{"data": "plain text"}',
+        }
+    ]
 
 
 def test_a_data_checksum_mismatch_rejects_that_record_only():
@@ -86,10 +90,14 @@ def test_a_data_checksum_mismatch_rejects_that_record_only():
     data[second + 12 + 3] ^= 0x01
     chunks, rejected = _parse(bytes(data))
     assert [line for line, _ in _rows(chunks)] == [1, 3]
-    assert rejected == [{
-        "source": "src", "location": "f.tfrecord:2", "reason": "tfrecord: data checksum mismatch",
-        "record": f'{{"offset": {second}}}',
-    }]
+    assert rejected == [
+        {
+            "source": "src",
+            "location": "f.tfrecord:2",
+            "reason": "tfrecord: data checksum mismatch",
+            "record": f'{{"offset": {second}}}',
+        }
+    ]
 
 
 def test_a_corrupt_length_rejects_the_rest_of_the_file_as_one_record():
@@ -179,7 +187,8 @@ def test_corrupt_compressed_data_rejects_the_rest_of_the_file():
     data[len(data) // 2] ^= 0xFF
     _, rejected = _parse(bytes(data), path="f.tfrecord.zz")
     assert [r["reason"] for r in rejected][-1:] in (
-        ["tfrecord: corrupt compressed data"], ["tfrecord: truncated record"]
+        ["tfrecord: corrupt compressed data"],
+        ["tfrecord: truncated record"],
     )
     assert len(rejected) == 1
 

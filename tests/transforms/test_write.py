@@ -26,9 +26,11 @@ def _read_frames(data: bytes) -> list[bytes]:
 
 
 def test_frame_matches_the_tfrecord_format():
-    # Known-good framing, as written by TensorFlow's TFRecordWriter (lengths repeat: cached headers).
+    # Known-good framing, as written by TensorFlow's TFRecordWriter (lengths repeat: cached
+    # headers).
     tf = pytest.importorskip("tensorflow")
-    import tempfile, os
+    import os
+    import tempfile
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "r.tfrecord")
@@ -40,8 +42,10 @@ def test_frame_matches_the_tfrecord_format():
             assert f.read() == frame_records(payloads)
 
 
-@pytest.mark.parametrize("compression, decompress", [
-    ("gzip", gzip.decompress), ("zlib", zlib.decompress), ("none", lambda b: b)])
+@pytest.mark.parametrize(
+    "compression, decompress",
+    [("gzip", gzip.decompress), ("zlib", zlib.decompress), ("none", lambda b: b)],
+)
 def test_writer_compresses_and_reports_size_and_checksum(tmp_path, compression, decompress):
     import hashlib
 
@@ -95,11 +99,17 @@ def test_sorted_records_order_is_independent_of_part_order_and_drops_later_dupli
 
 def test_ties_are_ordered_by_key_then_provenance_whatever_the_input_order():
     parts = [
-        ShardPart([7, 7, 7, 1], ["b", "a", "b", "z"], [(0, "f", 9), (0, "f", 5), (0, "f", 2), (0, "f", 1)],
-                  [b"b9", b"a5", b"b2", b"z1"]),
+        ShardPart(
+            [7, 7, 7, 1],
+            ["b", "a", "b", "z"],
+            [(0, "f", 9), (0, "f", 5), (0, "f", 2), (0, "f", 1)],
+            [b"b9", b"a5", b"b2", b"z1"],
+        ),
     ]
     assert _sorted(parts) == ([b"z1", b"a5", b"b2"], 1)
-    reversed_part = ShardPart(*(list(reversed(getattr(parts[0], f))) for f in ("order_hash", "key", "order", "payload")))
+    reversed_part = ShardPart(
+        *(list(reversed(getattr(parts[0], f))) for f in ("order_hash", "key", "order", "payload"))
+    )
     assert _sorted([reversed_part]) == ([b"z1", b"a5", b"b2"], 1)
 
 
@@ -116,7 +126,10 @@ def test_route_chunk_groups_records_by_split_and_shard_in_order():
         [(0, "f", i) for i in range(4)],
         [b"p0", b"p1", b"p2", b"p3"],
     )
-    routed = [(dest, part.payload.to_pylist(), part.key, part.order_hash.tolist()) for dest, part in route_chunk(chunk, [2, 1])]
+    routed = [
+        (dest, part.payload.to_pylist(), part.key, part.order_hash.tolist())
+        for dest, part in route_chunk(chunk, [2, 1])
+    ]
     assert routed == [
         ((0, 0), [b"p1"], ["a"], [3]),
         ((0, 1), [b"p3"], ["b"], [top + 1]),

@@ -103,9 +103,11 @@ def test_the_compression_table_matches_zlib_and_tensorflow_names():
 
 def test_the_output_defaults_are_the_layouts():
     out = OutputSpec(path="p")
-    assert (out.compression, out.compression_level, out.shard_size_mb) == (
-        DEFAULT_COMPRESSION, DEFAULT_COMPRESSION_LEVEL, DEFAULT_SHARD_SIZE_MB
-    ) == ("gzip", 6, 128)
+    assert (
+        (out.compression, out.compression_level, out.shard_size_mb)
+        == (DEFAULT_COMPRESSION, DEFAULT_COMPRESSION_LEVEL, DEFAULT_SHARD_SIZE_MB)
+        == ("gzip", 6, 128)
+    )
     assert out.suffix == shard_suffix("gzip") == ".tfrecord.gz"
 
 

@@ -64,13 +64,27 @@ def _built(tmp_path, date: str | None = None) -> Manifest:
     """A manifest as the ETL builds it, every optional section set."""
     dataset = dataclasses.replace(_dataset(tmp_path), date=date)
     shards = [
-        {"split": "train", "path": "train/train-00000-of-00001.tfrecord.zz", "records": 2,
-         "bytes": 10, "sha256": "a" * 64},
-        {"split": "eval", "path": "eval/eval-00000-of-00001.tfrecord.zz", "records": 1,
-         "bytes": 7, "sha256": "b" * 64},
+        {
+            "split": "train",
+            "path": "train/train-00000-of-00001.tfrecord.zz",
+            "records": 2,
+            "bytes": 10,
+            "sha256": "a" * 64,
+        },
+        {
+            "split": "eval",
+            "path": "eval/eval-00000-of-00001.tfrecord.zz",
+            "records": 1,
+            "bytes": 7,
+            "sha256": "b" * 64,
+        },
     ]
-    rejected = {"path": "rejected/rejected-00000-of-00001.jsonl", "records": 1, "bytes": 3,
-                "sha256": "c" * 64}
+    rejected = {
+        "path": "rejected/rejected-00000-of-00001.jsonl",
+        "records": 1,
+        "bytes": 3,
+        "sha256": "c" * 64,
+    }
     counts = {"read/a": 4, "read/b": 0, "ignored/a/extra": 2}
     manifest = build_manifest(
         dataset, shards, rejected, Counter({"score: not a number": 1}), counts, TRANSFORM
@@ -88,21 +102,47 @@ def test_a_built_manifest_reads_back_equal(tmp_path):
 def test_the_json_keys_are_in_the_published_order(tmp_path):
     m = _built(tmp_path).to_dict()
     assert list(m) == [
-        "format_version", "name", "created", "config_sha256", "compression",
-        "compression_level", "features", "label", "key", "combine", "sources", "splits",
-        "rejected", "duplicates", "transform", "joined", "statistics",
+        "format_version",
+        "name",
+        "created",
+        "config_sha256",
+        "compression",
+        "compression_level",
+        "features",
+        "label",
+        "key",
+        "combine",
+        "sources",
+        "splits",
+        "rejected",
+        "duplicates",
+        "transform",
+        "joined",
+        "statistics",
     ]
     assert m["features"]["score"] == {
-        "type": "float", "shape": [], "required": False, "default": 0.0, "min": 0
+        "type": "float",
+        "shape": [],
+        "required": False,
+        "default": 0.0,
+        "min": 0,
     }
     assert m["features"]["size"] == {
-        "type": "int", "shape": [1], "required": False, "default": [0], "max": 100
+        "type": "int",
+        "shape": [1],
+        "required": False,
+        "default": [0],
+        "max": 100,
     }
     assert m["features"]["name"]["values"] == ["ann", "bo", "cy", "di"]
     assert m["sources"]["a"] == {"format": "csv", "records": 4, "ignored_fields": {"extra": 2}}
     assert m["splits"]["train"]["files"] == [
-        {"path": "train/train-00000-of-00001.tfrecord.zz", "records": 2, "bytes": 10,
-         "sha256": "a" * 64}
+        {
+            "path": "train/train-00000-of-00001.tfrecord.zz",
+            "records": 2,
+            "bytes": 10,
+            "sha256": "a" * 64,
+        }
     ]
     assert m["rejected"]["files"][0]["path"] == "rejected/rejected-00000-of-00001.jsonl"
     assert m["transform"] == TRANSFORM
