@@ -3,29 +3,37 @@
 `render` is a pure function of the dataset's manifest, its statistics (statistics.json), the
 pipeline graph, the stage timings and a few rejected records per reason. The page has no
 external CSS, scripts, fonts or images: it opens offline, from a bucket or an e-mail attachment.
-Charts are hand-written inline SVG. Every text from the data is HTML-escaped, and cut to
-`MAX_TEXT_CHARS` characters with its full size noted (`clip`), so that the page stays small
-whatever the data. Numbers that a reader (or a test) looks up carry stable ids, e.g.
-`id="split-train-records"`, and the raw value in `data-value`; the ids are listed in `render`'s
-docstring and made by `_id`, one id per name.
+Charts are hand-written inline SVG (`transforms.svg`). Every text from the data is
+HTML-escaped, and cut to `svg.MAX_TEXT_CHARS` characters with its full size noted (`clip`), so
+that the page stays small whatever the data. Numbers that a reader (or a test) looks up carry
+stable ids, e.g. `id="split-train-records"`, and the raw value in `data-value`; the ids are
+listed in `render`'s docstring and made by `_id`, one id per name.
 """
 
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import statistics as pystats
 from collections.abc import Iterable
 from typing import Any
 
+from transforms.svg import (
+    attrs,
+    bar_chart,
+    clip,
+    escape,
+    fmt_float,
+    fmt_int,
+    graph_svg,
+    histogram,
+    top_values,
+)
+
 NUMBER_TYPES = ("int", "float")
 SIZE_TYPES = ("bytes", "image")
 MAX_EXAMPLES = 5  # rejected records shown per reason
-MAX_TEXT_CHARS = 400  # of any text from the data: a rejected record, a value, a field name
 MAX_ID_PART_CHARS = 200  # of one name in an element id, escaped; longer ones end in a digest
-BAR_W, BAR_H = 240, 48  # histogram and shard chart area, px
-ROW_H = 16  # one bar of a top-values chart, px
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
@@ -87,9 +95,9 @@ def render(
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e('shardflow run report: ' + title)}</title>"
+        f"<title>{escape('shardflow run report: ' + title)}</title>"
         f"<style>{_CSS}</style></head>\n<body>\n"
-        f"<h1>{_e(title)}</h1>\n"
+        f"<h1>{escape(title)}</h1>\n"
         '<p class="muted">shardflow run report</p>\n'
         + "\n".join(s for s in sections if s)
         + "\n</body></html>\n"
@@ -111,19 +119,22 @@ def _summary(manifest: dict, timings: dict | None) -> str:
         rows.append(("runner", "Runner", str(timings.get("runner", "")), timings.get("runner")))
         rows.append(("elapsed", "Elapsed", _seconds(elapsed), elapsed))
     rows += [
-        ("read", "Records read", _int(read), read),
-        ("written", "Records written", _int(written), written),
-        ("rejected", "Rejected", _int(_rejected_count(manifest)), _rejected_count(manifest)),
-        ("duplicates", "Duplicates dropped", _int(manifest.get("duplicates", 0)),
+        ("read", "Records read", fmt_int(read), read),
+        ("written", "Records written", fmt_int(written), written),
+        ("rejected", "Rejected", fmt_int(_rejected_count(manifest)), _rejected_count(manifest)),
+        ("duplicates", "Duplicates dropped", fmt_int(manifest.get("duplicates", 0)),
          manifest.get("duplicates", 0)),
     ]  # fmt: skip
     if "joined" in manifest:
-        rows.append(("joined", "Joined into others", _int(manifest["joined"]), manifest["joined"]))
+        rows.append(
+            ("joined", "Joined into others", fmt_int(manifest["joined"]), manifest["joined"])
+        )
     if elapsed:
         rate = read / elapsed
-        rows.append(("throughput", "Throughput", f"{_int(round(rate))} records/s", rate))
+        rows.append(("throughput", "Throughput", f"{fmt_int(round(rate))} records/s", rate))
     items = "".join(
-        f"<dt>{_e(label)}</dt><dd{_attrs(id=_id('summary', key), data_value=raw)}>{_e(text)}</dd>"
+        f"<dt>{escape(label)}</dt>"
+        f"<dd{attrs(id=_id('summary', key), data_value=raw)}>{escape(text)}</dd>"
         for key, label, text, raw in rows
     )
     extra = []
@@ -131,7 +142,7 @@ def _summary(manifest: dict, timings: dict | None) -> str:
         if manifest.get(key) is not None:
             value = manifest[key]
             text = ", ".join(value) if isinstance(value, list) else str(value)
-            extra.append(f"<dt>{_e(key.capitalize())}</dt><dd>{_e(text)}</dd>")
+            extra.append(f"<dt>{escape(key.capitalize())}</dt><dd>{escape(text)}</dd>")
     return _section("summary", "Summary", f'<dl class="summary">{items}{"".join(extra)}</dl>')
 
 
@@ -140,15 +151,15 @@ def _sources(manifest: dict) -> str:
     for name, source in manifest.get("sources", {}).items():
         ignored = source.get("ignored_fields") or {}
         fields = ", ".join(
-            f"{_e(clip(field))} "
-            f"(<span{_attrs(id=_id('source', name, 'ignored', field), data_value=n)}>"
-            f"{_int(n)}</span>)"
+            f"{escape(clip(field))} "
+            f"(<span{attrs(id=_id('source', name, 'ignored', field), data_value=n)}>"
+            f"{fmt_int(n)}</span>)"
             for field, n in ignored.items()
         )
         rows.append(
             [
-                _e(name),
-                _e(source.get("format", "")),
+                escape(name),
+                escape(source.get("format", "")),
                 _num_cell(_id("source", name, "records"), source.get("records", 0)),
                 fields or '<span class="muted">none</span>',
             ]
@@ -174,10 +185,10 @@ def _splits(manifest: dict, statistics: dict | None) -> str:
     for name, split in splits.items():
         records = split.get("records", 0)
         row = [
-            _e(name),
+            escape(name),
             _num_cell(_id("split", name, "records"), records),
             f"{100 * records / total:.1f} %",
-            _int(len(split.get("files", []))),
+            fmt_int(len(split.get("files", []))),
         ]
         if differs:
             row.insert(2, _num_cell(_id("split", name, "validated"), validated.get(name)))
@@ -197,12 +208,12 @@ def _rejected(manifest: dict, examples: dict[str, list[dict]]) -> str:
         if shown:
             shown = f"<details><summary>examples</summary>{shown}</details>"
         rows.append(
-            f"<tr{_attrs(data_reason=reason)}><td>{_e(reason)}</td>"
-            f'<td class="n"{_attrs(data_value=count)}>{_int(count)}</td><td>{shown}</td></tr>'
+            f"<tr{attrs(data_reason=reason)}><td>{escape(reason)}</td>"
+            f'<td class="n"{attrs(data_value=count)}>{fmt_int(count)}</td><td>{shown}</td></tr>'
         )
-    files = ", ".join(_e(f.get("path", "")) for f in rejected.get("files") or [])
+    files = ", ".join(escape(f.get("path", "")) for f in rejected.get("files") or [])
     body = (
-        f"<p>{_int(_rejected_count(manifest))} records rejected"
+        f"<p>{fmt_int(_rejected_count(manifest))} records rejected"
         + (f", written to {files}" if files else "")
         + '.</p><table><tr><th>reason</th><th class="n">records</th><th></th></tr>'
         + "".join(rows)
@@ -215,14 +226,14 @@ def _example(example: dict) -> str:
     record = example.get("record")
     text = record if isinstance(record, str) else json.dumps(record, ensure_ascii=False)
     where = clip(str(example.get("location", "")))
-    return f"<div><code>{_e(where)}</code><pre>{_e(clip(text))}</pre></div>"
+    return f"<div><code>{escape(where)}</code><pre>{escape(clip(text))}</pre></div>"
 
 
 def _shards(manifest: dict) -> str:
     rows = []
     for name, split in manifest.get("splits", {}).items():
         sizes = [f.get("bytes", 0) for f in split.get("files", [])]
-        cells = [_e(name), _num_cell(_id("shards", name, "count"), len(sizes))]
+        cells = [escape(name), _num_cell(_id("shards", name, "count"), len(sizes))]
         cells.append(_bytes_cell(_id("shards", name, "bytes"), sum(sizes)))
         for stat, value in (
             ("min", min(sizes, default=None)),
@@ -230,8 +241,9 @@ def _shards(manifest: dict) -> str:
             ("max", max(sizes, default=None)),
         ):
             cells.append(_bytes_cell(_id("shards", name, stat), value))
-        cells.append(_bar_chart(_id("shards", name, "chart"), sizes, [
-            f"{f.get('path', '')}: {_bytes(f.get('bytes', 0))}, {_int(f.get('records', 0))} records"
+        cells.append(bar_chart(_id("shards", name, "chart"), sizes, [
+            f"{f.get('path', '')}: {_bytes(f.get('bytes', 0))}, "
+            f"{fmt_int(f.get('records', 0))} records"
             for f in split.get("files", [])
         ]))  # fmt: skip
         rows.append(cells)
@@ -246,10 +258,10 @@ def _features(manifest: dict, statistics: dict) -> str:
         features = stats.get("features") or {}
         validated = stats.get("records")
         written = (manifest_splits.get(split) or {}).get("records")
-        counts = f"{_int(validated)} records validated"
+        counts = f"{fmt_int(validated)} records validated"
         if written is not None and written != validated:
-            counts += f", {_int(written)} written after dropping duplicates"
-        parts.append(f"<h3>{_e(split)}</h3><p>{counts}.</p>")
+            counts += f", {fmt_int(written)} written after dropping duplicates"
+        parts.append(f"<h3>{escape(split)}</h3><p>{counts}.</p>")
         numbers = {f: s for f, s in features.items() if s.get("type") in NUMBER_TYPES}
         strings = {f: s for f, s in features.items() if s.get("type") == "string"}
         sizes = {f: s for f, s in features.items() if s.get("type") in SIZE_TYPES}
@@ -264,8 +276,8 @@ def _features(manifest: dict, statistics: dict) -> str:
 
 def _common_cells(split: str, feature: str, s: dict) -> list[str]:
     return [
-        _e(feature),
-        _e(s.get("type", "")),
+        escape(feature),
+        escape(s.get("type", "")),
         _stat_cell(split, feature, "missing", s.get("missing")),
         _stat_cell(split, feature, "missing_rate", s.get("missing_rate"),
                    _percent(s.get("missing_rate"))),
@@ -277,7 +289,7 @@ def _number_table(split: str, features: dict[str, dict]) -> str:
     for feature, s in features.items():
         cells = _common_cells(split, feature, s)
         cells += [_stat_cell(split, feature, k, s.get(k)) for k in ("min", "max", "mean", "std")]
-        cells.append(_histogram(_id("hist", split, feature), s.get("histogram") or []))
+        cells.append(histogram(_id("hist", split, feature), s.get("histogram") or []))
         rows.append(cells)
     header = ["number", "type", "missing", "missing rate", "min", "max", "mean", "std",
               "histogram"]  # fmt: skip
@@ -288,7 +300,7 @@ def _string_table(split: str, features: dict[str, dict]) -> str:
     rows = []
     for feature, s in features.items():
         cells = _common_cells(split, feature, s)
-        distinct = _int(s.get("distinct"))
+        distinct = fmt_int(s.get("distinct"))
         if s.get("distinct") is not None and not s.get("distinct_exact", True):
             distinct = "≈ " + distinct
         cells.append(_stat_cell(split, feature, "distinct", s.get("distinct"), distinct))
@@ -297,7 +309,7 @@ def _string_table(split: str, features: dict[str, dict]) -> str:
                  for k in ("min", "mean", "max")]  # fmt: skip
         cells.append(" / ".join(spans))
         top = s.get("top") or []
-        cells.append(_top_values(_id("top", split, feature), top))
+        cells.append(top_values(_id("top", split, feature), top))
         rows.append(cells)
     header = ["string", "type", "missing", "missing rate", "distinct", "length min / mean / max",
               "top values"]  # fmt: skip
@@ -327,13 +339,13 @@ def _label_balance(manifest: dict, statistics: dict) -> str:
             continue
         chart_id = _id("label", split, "chart")
         if s.get("type") in NUMBER_TYPES:
-            chart = _histogram(chart_id, s.get("histogram") or [])
+            chart = histogram(chart_id, s.get("histogram") or [])
         else:
-            chart = _top_values(chart_id, s.get("top") or [], total=s.get("values"))
-        parts.append(f"<div{_attrs(id=_id('label', split))}><h3>{_e(split)}</h3>{chart}</div>")
+            chart = top_values(chart_id, s.get("top") or [], total=s.get("values"))
+        parts.append(f"<div{attrs(id=_id('label', split))}><h3>{escape(split)}</h3>{chart}</div>")
     if not parts:
         return ""
-    body = f"<p>Label: <code>{_e(label)}</code></p>" + "".join(parts)
+    body = f"<p>Label: <code>{escape(label)}</code></p>" + "".join(parts)
     return _section("label-balance", "Label balance", body)
 
 
@@ -343,16 +355,16 @@ def _timings(timings: dict) -> str:
         records, seconds = stage.get("records"), stage.get("seconds")
         rate = records / seconds if records is not None and seconds else None
         rows.append(
-            f"<tr{_attrs(data_stage=stage.get('name', ''))}><td>{_e(stage.get('name', ''))}</td>"
+            f"<tr{attrs(data_stage=stage.get('name', ''))}><td>{escape(stage.get('name', ''))}</td>"
             + _num_cell(_id("stage", str(i), "records"), records)
-            + f'<td class="n"{_attrs(id=_id("stage", str(i), "seconds"), data_value=seconds)}>'
-            f"{_e(_seconds(seconds))}</td>"
-            + f'<td class="n"{_attrs(id=_id("stage", str(i), "rate"), data_value=rate)}>'
-            f"{_e(_int(round(rate)) if rate is not None else '–')}</td></tr>"
+            + f'<td class="n"{attrs(id=_id("stage", str(i), "seconds"), data_value=seconds)}>'
+            f"{escape(_seconds(seconds))}</td>"
+            + f'<td class="n"{attrs(id=_id("stage", str(i), "rate"), data_value=rate)}>'
+            f"{escape(fmt_int(round(rate)) if rate is not None else '–')}</td></tr>"
         )
     body = (
-        f"<p>Runner: {_e(timings.get('runner', ''))}; elapsed "
-        f"{_e(_seconds(timings.get('elapsed_s')))}.</p>"
+        f"<p>Runner: {escape(timings.get('runner', ''))}; elapsed "
+        f"{escape(_seconds(timings.get('elapsed_s')))}.</p>"
         '<table><tr><th>stage</th><th class="n">records</th><th class="n">seconds</th>'
         '<th class="n">records/s</th></tr>' + "".join(rows) + "</table>"
     )
@@ -364,193 +376,6 @@ def _graph(graph: dict) -> str:
 
 
 # --- charts --------------------------------------------------------------------------------
-
-
-def _histogram(chart_id: str, bins: list[dict]) -> str:
-    """Vertical bars, one per bin, heights proportional to the counts; bounds below."""
-    if not bins:
-        return '<span class="muted">no values</span>'
-    top = max(b.get("count", 0) for b in bins) or 1
-    width = BAR_W / len(bins)
-    bars = []
-    for i, b in enumerate(bins):
-        count = b.get("count", 0)
-        h = round(BAR_H * count / top, 2)
-        tip = f"[{_float(b.get('low'))}, {_float(b.get('high'))}): {_int(count)}"
-        bars.append(
-            f'<rect class="bar"{_attrs(data_count=count)} x="{i * width:.2f}" '
-            f'y="{BAR_H - h:.2f}" width="{max(width - 1, 0.5):.2f}" height="{h}">'
-            f"<title>{_e(tip)}</title></rect>"
-        )
-    low, high = _float(bins[0].get("low")), _float(bins[-1].get("high"))
-    labels = (
-        f'<text x="0" y="{BAR_H + 12}">{_e(low)}</text>'
-        f'<text x="{BAR_W}" y="{BAR_H + 12}" text-anchor="end">{_e(high)}</text>'
-    )
-    return (
-        f'<svg class="histogram" id="{_e(chart_id)}" width="{BAR_W}" height="{BAR_H + 16}" '
-        f'viewBox="0 0 {BAR_W} {BAR_H + 16}">{"".join(bars)}{labels}</svg>'
-    )
-
-
-def _top_values(chart_id: str, top: list[dict], total: int | None = None) -> str:
-    """Horizontal bars, one per value in the given order, with the value and its count."""
-    if not top:
-        return '<span class="muted">no values</span>'
-    label_w, bar_w = 130, 160
-    most = max(t.get("count", 0) for t in top) or 1
-    rows = []
-    for i, t in enumerate(top):
-        value, count = clip(str(t.get("value", ""))), t.get("count", 0)
-        y = i * ROW_H
-        w = round(bar_w * count / most, 2)
-        text = _int(count) + (f" ({100 * count / total:.1f} %)" if total else "")
-        rows.append(
-            f'<text x="{label_w - 4}" y="{y + 12}" text-anchor="end">{_e(_short(value, 20))}'
-            f"<title>{_e(value)}</title></text>"
-            f'<rect class="bar"{_attrs(data_value=value, data_count=count)} x="{label_w}" '
-            f'y="{y + 2}" width="{w}" height="{ROW_H - 4}"/>'
-            f'<text x="{label_w + w + 4}" y="{y + 12}">{_e(text)}</text>'
-        )
-    width, height = label_w + bar_w + 90, ROW_H * len(top)
-    return (
-        f'<svg class="top-values" id="{_e(chart_id)}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}">{"".join(rows)}</svg>'
-    )
-
-
-def _bar_chart(chart_id: str, values: list[int], tips: list[str]) -> str:
-    """Vertical bars of `values` (e.g. shard sizes) in their order, with a tooltip each."""
-    if not values:
-        return ""
-    top = max(values) or 1
-    width = BAR_W / len(values)
-    bars = "".join(
-        f'<rect class="bar"{_attrs(data_count=v)} x="{i * width:.2f}" '
-        f'y="{BAR_H - BAR_H * v / top:.2f}" width="{max(width - 1, 0.5):.2f}" '
-        f'height="{BAR_H * v / top:.2f}"><title>{_e(tip)}</title></rect>'
-        for i, (v, tip) in enumerate(zip(values, tips))
-    )
-    return (
-        f'<svg class="bars" id="{_e(chart_id)}" width="{BAR_W}" height="{BAR_H}" '
-        f'viewBox="0 0 {BAR_W} {BAR_H}">{bars}</svg>'
-    )
-
-
-def graph_layers(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
-    """Layer of each node of a DAG: the length of the longest path from a source to it."""
-    preds: dict[str, list[str]] = {n: [] for n in nodes}
-    succs: dict[str, list[str]] = {n: [] for n in nodes}
-    for a, b in edges:
-        preds[b].append(a)
-        succs[a].append(b)
-    layer = {n: 0 for n in nodes}
-    waiting = {n: len(preds[n]) for n in nodes}
-    ready = [n for n in nodes if not waiting[n]]
-    while ready:
-        n = ready.pop(0)
-        for m in succs[n]:
-            layer[m] = max(layer[m], layer[n] + 1)
-            waiting[m] -= 1
-            if not waiting[m]:
-                ready.append(m)
-    if any(waiting.values()):
-        raise ValueError("the pipeline graph has a cycle")
-    return layer
-
-
-def graph_svg(graph: dict) -> str:
-    """The graph as inline SVG: layers top to bottom, boxes with labels, curved arrows."""
-    labels = {n["id"]: str(n.get("label", n["id"])) for n in graph.get("nodes", [])}
-    if not labels:
-        return '<p class="muted">The graph has no steps.</p>'
-    edges = [(a, b) for a, b in graph.get("edges", []) if a in labels and b in labels]
-    layer = graph_layers(list(labels), edges)
-    rows: dict[int, list[str]] = {}
-    for n in labels:  # graph order within a layer, then ordered by the parents' positions
-        rows.setdefault(layer[n], []).append(n)
-    position: dict[str, float] = {}
-    for depth in sorted(rows):
-        row = rows[depth]
-        if depth:
-            parents = {n: [position[a] for a, b in edges if b == n] for n in row}
-            row.sort(key=lambda n: sum(parents[n]) / len(parents[n]) if parents[n] else 0)
-        for i, n in enumerate(row):
-            position[n] = i - (len(row) - 1) / 2
-    box_w = min(max((len(t) for t in labels.values()), default=8) * 6.6 + 20, 260)
-    box_h, gap_x, gap_y, margin = 26, 24, 34, 8
-    widest = max((len(r) for r in rows.values()), default=1)
-    width = widest * (box_w + gap_x) + 2 * margin
-    height = len(rows) * (box_h + gap_y) - gap_y + 2 * margin
-    centre = {
-        n: (width / 2 + position[n] * (box_w + gap_x), margin + layer[n] * (box_h + gap_y))
-        for n in labels
-    }
-    max_chars = int((box_w - 12) / 6.6)
-    parts = [
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
-        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#777"/>'
-        "</marker></defs>"
-    ]
-    # Arrows leave and enter a box at spread points, ordered by the other end's position, so
-    # that the edges of a node with many inputs or outputs stay apart.
-    port_out = _ports(edges, centre, box_w, outgoing=True)
-    port_in = _ports(edges, centre, box_w, outgoing=False)
-    for a, b in edges:
-        x1, y1 = port_out[a, b], centre[a][1] + box_h
-        x2, y2 = port_in[a, b], centre[b][1]
-        bend = (y2 - y1) / 2
-        parts.append(
-            f'<path class="edge"{_attrs(data_from=a, data_to=b)} marker-end="url(#arrow)" '
-            f'd="M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 + bend:.1f} {x2:.1f},{y2 - bend:.1f} '
-            f'{x2:.1f},{y2:.1f}"/>'
-        )
-    for n, label in labels.items():
-        x, y = centre[n]
-        parts.append(
-            f'<g class="node"{_attrs(data_node=n)}><title>{_e(label)}</title>'
-            f'<rect x="{x - box_w / 2:.1f}" y="{y:.1f}" width="{box_w:.1f}" height="{box_h}" '
-            f'rx="4"/><text x="{x:.1f}" y="{y + 17:.1f}" text-anchor="middle">'
-            f"{_e(_short(label, max_chars))}</text></g>"
-        )
-    return (
-        f'<svg id="pipeline-graph" width="{width:.0f}" height="{height:.0f}" '
-        f'viewBox="0 0 {width:.0f} {height:.0f}">{"".join(parts)}</svg>'
-    )
-
-
-def _ports(
-    edges: list[tuple[str, str]],
-    centre: dict[str, tuple[float, float]],
-    box_w: float,
-    outgoing: bool,
-) -> dict[tuple[str, str], float]:
-    """The x where each edge leaves its source box (`outgoing`) or enters its target box."""
-    by_node: dict[str, list[tuple[str, str]]] = {}
-    for edge in edges:
-        by_node.setdefault(edge[0] if outgoing else edge[1], []).append(edge)
-    ports = {}
-    for node, node_edges in by_node.items():
-        other = 1 if outgoing else 0
-        node_edges.sort(key=lambda e: centre[e[other]][0])
-        step = min(14.0, (box_w - 16) / max(len(node_edges), 1))
-        for i, edge in enumerate(node_edges):
-            ports[edge] = centre[node][0] + (i - (len(node_edges) - 1) / 2) * step
-    return ports
-
-
-# --- small helpers -------------------------------------------------------------------------
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
-    """`text`, or its first `limit` characters and `… (N bytes)`, N its UTF-8 size."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… ({len(_utf8(text))} bytes)"
 
 
 def _utf8(text: str) -> bytes:
@@ -584,21 +409,8 @@ def _id_part(name: str) -> str:
     return out
 
 
-def _attrs(**attrs: Any) -> str:
-    """` name="value"` for each attribute that is not None; data_x becomes data-x."""
-    return "".join(
-        f' {k.replace("_", "-")}="{_e(_raw(v))}"' for k, v in attrs.items() if v is not None
-    )
-
-
-def _raw(value: Any) -> str:
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
 def _section(section_id: str, title: str, body: str) -> str:
-    return f'<section id="{section_id}"><h2>{_e(title)}</h2>\n{body}\n</section>'
+    return f'<section id="{section_id}"><h2>{escape(title)}</h2>\n{body}\n</section>'
 
 
 def _table(header: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...] = ()) -> str:
@@ -610,7 +422,7 @@ def _table(header: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...
         return f'<td class="n">{html_}</td>' if i in numeric else f"<td>{html_}</td>"
 
     head = "".join(
-        f'<th class="n">{_e(h)}</th>' if i in numeric else f"<th>{_e(h)}</th>"
+        f'<th class="n">{escape(h)}</th>' if i in numeric else f"<th>{escape(h)}</th>"
         for i, h in enumerate(header)
     )
     body = "".join(
@@ -620,22 +432,22 @@ def _table(header: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...
 
 
 def _num_cell(element_id: str, value: Any) -> str:
-    return f'<td class="n"{_attrs(id=element_id, data_value=value)}>{_e(_int(value))}</td>'
+    return f'<td class="n"{attrs(id=element_id, data_value=value)}>{escape(fmt_int(value))}</td>'
 
 
 def _bytes_cell(element_id: str, value: Any) -> str:
-    return f'<td class="n"{_attrs(id=element_id, data_value=value)}>{_e(_bytes(value))}</td>'
+    return f'<td class="n"{attrs(id=element_id, data_value=value)}>{escape(_bytes(value))}</td>'
 
 
 def _stat_cell(split: str, feature: str, stat: str, value: Any, text: str | None = None) -> str:
     shown = text if text is not None else _number(value)
     element_id = _id("stat", split, feature, stat)
-    return f'<td class="n"{_attrs(id=element_id, data_value=value)}>{_e(shown)}</td>'
+    return f'<td class="n"{attrs(id=element_id, data_value=value)}>{escape(shown)}</td>'
 
 
 def _stat_span(split: str, feature: str, stat: str, value: Any) -> str:
     element_id = _id("stat", split, feature, stat)
-    return f"<span{_attrs(id=element_id, data_value=value)}>{_e(_number(value))}</span>"
+    return f"<span{attrs(id=element_id, data_value=value)}>{escape(_number(value))}</span>"
 
 
 def _rejected_count(manifest: dict) -> int:
@@ -645,19 +457,7 @@ def _rejected_count(manifest: dict) -> int:
 def _number(value: Any) -> str:
     if isinstance(value, bool) or value is None:
         return "–" if value is None else str(value)
-    return _float(value)  # no thousands separator: a year reads 2007, not 2,007
-
-
-def _int(value: Any) -> str:
-    return "–" if value is None else f"{value:,}"
-
-
-def _float(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.6g}"
+    return fmt_float(value)  # no thousands separator: a year reads 2007, not 2,007
 
 
 def _percent(rate: float | None) -> str:
@@ -680,7 +480,3 @@ def _bytes(value: float | None) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1000
     return f"{value:.1f} GB"
-
-
-def _short(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: max(n - 1, 1)] + "…"

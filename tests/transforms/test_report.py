@@ -7,7 +7,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from transforms.report import graph_layers, render
+from transforms.report import render
+from transforms.svg import graph_layers
 
 SCRIPT = "<script>alert(1)</script>"
 
