@@ -37,7 +37,7 @@ from pipelines.fields import (
     value_of,
 )
 from pipelines.preprocessing import parse_transform
-from transforms import formats, schema
+from transforms import schema
 from transforms.contract.config import (
     ALLOWANCES,
     FEATURE_TYPES,
@@ -56,11 +56,12 @@ from transforms.contract.layout import (
     DEFAULT_SHARD_SIZE_MB,
 )
 from transforms.files import is_remote
+from transforms.sources import registry
 
 NAME_RE = re.compile(r"[a-z0-9_-]+")  # with fullmatch: `$` would let a trailing newline in
 DEFAULT_SPLITS = {"train": 0.9, "eval": 0.1}
 FILE_FORMATS = ("csv", "jsonl", "parquet", "avro", "tfrecord", "text", "binary", "images")
-IMPLEMENTED_FORMATS = formats.IMPLEMENTED
+IMPLEMENTED_FORMATS = registry.IMPLEMENTED
 
 # Bounds of values that pass every type check but cannot be meant: beyond them a run would take
 # forever, exhaust memory or fail half-way on a limit of the file system (see the README).
@@ -68,7 +69,7 @@ SHARD_SIZE_MB = (0.001, 16384)  # 1 KiB (tests use tiny shards to get many) to 1
 MAX_FIXED_LENGTH = 1_000_000  # values of a fixed-length ([n]) feature; longer lists are [null]
 
 MAX_SPLIT_NAME = 100  # split names are folder and file names
-# OUTPUT is staged as its sibling `.NAME.incomplete-RUNID` (transforms.publish.staging_path):
+# OUTPUT is staged as its sibling `.NAME.incomplete-RUNID` (transforms.sink.publish.staging_path):
 # NAME and those 25 bytes must fit in a file name (255 bytes on Linux and macOS file systems).
 MAX_OUTPUT_NAME_BYTES = 255 - len("..incomplete-") - 12
 # Folders of OUTPUT (and of its staging folder) that are not splits.
@@ -266,7 +267,7 @@ def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
         options = value_of(src, "options", where + ".", {})
         require_mapping(options, f"{where}.options")
         options = _parse_options(fmt, options, f"{where}.options")
-        options = formats.resolve_paths(fmt, options, base_dir)
+        options = registry.resolve_paths(fmt, options, base_dir)
         path = value_of(src, "path", where + ".", None)
         if fmt in FILE_FORMATS:
             if path is None or path == "":
@@ -280,7 +281,7 @@ def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
 
 def _parse_options(fmt: str, options: dict[str, Any], where: str) -> dict[str, Any]:
     try:
-        return formats.check_options(fmt, options)
+        return registry.check_options(fmt, options)
     except OptionError as e:
         raise ConfigError(f"{where}.{e.field}", e.message) from None
 
@@ -500,7 +501,7 @@ def _dataset_folder(value: Any, where: str, base_dir: str | None) -> str:
     it cannot be a dataset folder.
 
     A run stages the dataset in the sibling `.NAME.incomplete-RUNID` and renames it to OUTPUT
-    (transforms.publish), so OUTPUT needs a parent and a name of its own; and it must not be,
+    (transforms.sink.publish), so OUTPUT needs a parent and a name of its own; and it must not be,
     or hold, the current or the home folder, which `--overwrite` would replace.
     """
     text = path_text(value, where)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import dataclasses
 import datetime
 import json
 import logging
@@ -32,9 +33,9 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
-from pipelines import joblog
+from pipelines import joblog, progress
 from pipelines.config import ConfigError, load_config
-from transforms import formats, progress
+from pipelines.report.graph import pipeline_graph
 from transforms.contract.config import DatasetSpec
 from transforms.contract.layout import (
     COMPRESSIONS,
@@ -55,10 +56,10 @@ from transforms.files import (
     match_files,
     pattern_root,
 )
-from transforms.graph import pipeline_graph
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
-from transforms.publish import (
+from transforms.quality import CountFields, QualityError
+from transforms.sink.publish import (
     Expected,
     OutputError,
     discard,
@@ -67,10 +68,10 @@ from transforms.publish import (
     staging_path,
     write_atomically,
 )
-from transforms.quality import CountFields, QualityError
-from transforms.sources import ReadSource
+from transforms.sink.write import RUN_BYTES, PublishDataset, WriteShards
+from transforms.sources import ranges, registry
+from transforms.sources.read import ReadSource
 from transforms.stats import MergeStats
-from transforms.write import PublishDataset, WriteShards
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +81,22 @@ logger = logging.getLogger(__name__)
 _LOCAL_RUNNERS = {None, "DirectRunner", "direct", "directrunner"}
 
 
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+    """How a run cuts its work, not what it makes: the dataset's bytes are the same whatever
+    these are (`shardflow etl --split-mb/--spill-mb/--progress-seconds`)."""
+
+    split_bytes: int = ranges.SPLIT_BYTES  # CSV/JSONL/Parquet files larger: read in ranges
+    spill_bytes: int = RUN_BYTES  # encoded bytes a worker gathers before it sorts and spills
+    progress_seconds: float | None = None  # between progress lines (default: 5 s on a terminal)
+
+
 def build_etl(
-    p: beam.Pipeline, dataset: DatasetSpec, staging: str, expected: Expected = Expected()
+    p: beam.Pipeline,
+    dataset: DatasetSpec,
+    staging: str,
+    expected: Expected = Expected(),
+    tuning: Tuning = Tuning(),
 ) -> beam.PCollection:
     """Wires the ETL graph; returns the PCollection holding the published manifest.
 
@@ -90,9 +105,9 @@ def build_etl(
     chunks, rejected, counts = [], [], []
     for source in dataset.sources:
         read = (
-            formats.reader(source.format)(source)
-            if source.format in formats.QUERY_FORMATS
-            else ReadSource(source)
+            registry.reader(source.format)(source)
+            if source.format in registry.QUERY_FORMATS
+            else ReadSource(source, tuning.split_bytes)
         )
         c, r, n = p | f"Read[{source.name}]" >> read
         chunks.append(c)
@@ -113,10 +128,12 @@ def build_etl(
         # datasets without a transform never need. Keras, which it imports, writes its config
         # file to KERAS_HOME (~/.keras by default): keep it in the temp location.
         os.environ.setdefault("KERAS_HOME", os.path.join(tempfile.gettempdir(), "shardflow-keras"))
-        from transforms.tft import TransformFeatures
+        from transforms.tf_transform import TransformFeatures
 
         encoded, transform = encoded | "TransformFeatures" >> TransformFeatures(dataset, staging)
-    shards, shard_count = encoded | "WriteShards" >> WriteShards(dataset, staging)
+    shards, shard_count = encoded | "WriteShards" >> WriteShards(
+        dataset, staging, tuning.spill_bytes
+    )
     all_rejected = rejected | "MergeRejected" >> beam.Flatten()
     totals = counts | "MergeCounts" >> beam.Flatten() | "SumCounts" >> beam.CombinePerKey(sum)
     return p | "Publish" >> PublishDataset(
@@ -250,6 +267,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="do nothing (exit 0) when OUTPUT already holds a complete dataset: for retried or "
         "scheduled runs",
     )
+    tuning = parser.add_argument_group(
+        "tuning (the dataset's bytes are the same whatever these are)"
+    )
+    tuning.add_argument(
+        "--split-mb", type=_megabytes, default=ranges.SPLIT_BYTES, metavar="MB",
+        help=f"CSV, JSON Lines and Parquet files larger than this are read in ranges of about "
+        f"this size, spread over the workers (default {ranges.SPLIT_BYTES >> 20})",
+    )  # fmt: skip
+    tuning.add_argument(
+        "--spill-mb", type=_megabytes, default=RUN_BYTES, metavar="MB",
+        help=f"encoded records a worker holds before it sorts and spills them to the staging "
+        f"folder (default {RUN_BYTES >> 20})",
+    )  # fmt: skip
+    tuning.add_argument(
+        "--progress-seconds", type=_seconds, metavar="S",
+        help="seconds between progress lines (default 5 on a terminal, 60 otherwise)",
+    )  # fmt: skip
     dates = parser.add_argument_group(
         "date partitions: {date}, {YYYY}, {MM}, {DD} in source and output paths"
     )
@@ -264,6 +298,31 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     dates.add_argument("--to", dest="last", type=_day, metavar="YYYY-MM-DD", help="last date")
     return parser
+
+
+def _megabytes(text: str) -> int:
+    """A size in MB (fractions allowed) as bytes."""
+    try:
+        mb = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MB") from None
+    if not mb > 0 or mb == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of MB")
+    return max(1, int(mb * 2**20))
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
+    return seconds
+
+
+def _tuning(args: argparse.Namespace) -> Tuning:
+    return Tuning(args.split_mb, args.spill_mb, args.progress_seconds)
 
 
 def _day(text: str) -> datetime.date:
@@ -349,7 +408,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     if args.validate_only:
         print(f"shardflow etl: {dataset.name}: config valid; {len(inputs)} input file(s)")
         return 0
-    return _run_dataset(dataset, inputs, beam_args, expected)
+    return _run_dataset(dataset, inputs, beam_args, expected, _tuning(args))
 
 
 def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[datetime.date]) -> int:
@@ -382,7 +441,7 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
             print(f"shardflow etl: {day}: config valid; {len(inputs)} input file(s)")
             done += 1
             continue
-        if _run_dataset(dataset, inputs, beam_args, expected) == 0:
+        if _run_dataset(dataset, inputs, beam_args, expected, _tuning(args)) == 0:
             done += 1
         else:
             failed.append(day)
@@ -396,14 +455,18 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
 
 
 def _run_dataset(
-    dataset: DatasetSpec, inputs: list[str], beam_args: list[str], expected: Expected
+    dataset: DatasetSpec,
+    inputs: list[str],
+    beam_args: list[str],
+    expected: Expected,
+    tuning: Tuning = Tuning(),
 ) -> int:
     options = pipeline_options(beam_args)
     staging = staging_path(dataset.output.path, uuid.uuid4().hex[:12])
     started = time.monotonic()
     size = sum(m.size_in_bytes for r in FileSystems.match(inputs) for m in r.metadata_list)
     runner = options.view_as(StandardOptions).runner
-    queries = sum(s.format in formats.QUERY_FORMATS for s in dataset.sources)
+    queries = sum(s.format in registry.QUERY_FORMATS for s in dataset.sources)
     what = [f"{len(inputs)} file(s), {size / 1e6:.1f} MB"] if inputs or not queries else []
     what += [f"{queries} quer{'y' if queries == 1 else 'ies'}"] if queries else []
     print(
@@ -411,11 +474,11 @@ def _run_dataset(
         flush=True,
     )
     logger.info("staging under %s", staging)
-    reporter = progress.Reporter(f"shardflow etl: {dataset.name}")
+    reporter = progress.Reporter(f"shardflow etl: {dataset.name}", interval=tuning.progress_seconds)
     try:
         with reporter:
             with beam.Pipeline(options=options) as p:
-                build_etl(p, dataset, staging, expected)
+                build_etl(p, dataset, staging, expected, tuning)
                 graph = pipeline_graph(p)
     except BaseException as e:  # failed or interrupted: leave nothing half-written
         discard(staging)
@@ -439,7 +502,7 @@ def write_report(output: str, graph: dict, timings: dict) -> None:
     """Writes OUTPUT/report.html from the published dataset (its manifest, statistics and
     rejected records), the job's graph and timings. The dataset is complete without it: a
     report that cannot be written is a warning, not a failed run."""
-    from transforms.report import (
+    from pipelines.report.page import (
         render,  # only here: the report's code is only for this
     )
 

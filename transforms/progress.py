@@ -1,33 +1,22 @@
-"""Progress of a running ETL: records read, rejected and written, reported at a sane rate.
+"""The progress counts of a running ETL: records read, rejected and written.
 
-The pipeline's steps count into this module (`add`). The counts of the process the job runs in
-are read directly; worker processes of a local multi-process run (which inherit the
-environment) each keep theirs in a small JSON file of a folder that `Reporter` creates, written
-at most once a second. `Reporter` is a thread of the `shardflow etl` process that sums them and
-prints one line to stderr every few seconds on a terminal, and every minute otherwise (a log
-file must not fill with progress). Runners whose workers do not share this machine (Dataflow, a
-portable worker pool elsewhere) report their own progress; the lines then show this process's
-part only, or nothing.
+The pipeline's steps count into this module (`add`) while a run is watched (the entry point's
+`pipelines.progress.Reporter` sets `ENV` to a folder). The counts of the process the job runs in
+are read directly; worker processes of a local multi-process run (which inherit the environment)
+each keep theirs in a small JSON file of that folder, written at most once a second; `totals`
+sums them.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
-import tempfile
 import threading
 import time
 from collections import Counter
-from typing import TextIO
 
 ENV = "SHARDFLOW_PROGRESS_DIR"
-INTERVAL_ENV = "SHARDFLOW_PROGRESS_SECONDS"  # overrides the reporting interval
-TERMINAL_INTERVAL_S = 5.0
-LOG_INTERVAL_S = 60.0
 _FLUSH_INTERVAL_S = 1.0
-_SAMPLE_INTERVAL_S = 0.5  # how often the counts are sampled for the stage timings
 COUNTS = ("read", "rejected", "written")
 
 _counts: Counter = Counter()
@@ -59,6 +48,12 @@ def _write(folder: str, counts: dict[str, int]) -> None:
         pass
 
 
+def reset() -> None:
+    """Forgets this process's counts (a new run is watched)."""
+    with _lock:
+        _counts.clear()
+
+
 def totals(folder: str) -> Counter:
     """The counts of every process of the run: this one's, and the files of the others."""
     with _lock:
@@ -72,77 +67,3 @@ def totals(folder: str) -> Counter:
             except (OSError, ValueError):
                 continue
     return total
-
-
-def line(counts: Counter, seconds: float) -> str:
-    read = counts.get("read", 0)
-    rate = f", {read / seconds:,.0f} records/s" if seconds > 0 and read else ""
-    return (
-        f"progress: {read:,} records read, {counts.get('rejected', 0):,} rejected, "
-        f"{counts.get('written', 0):,} written, {seconds:.0f} s{rate}"
-    )
-
-
-class Reporter:
-    """Prints progress lines while a run lasts (a context manager around the pipeline)."""
-
-    def __init__(self, prefix: str, stream: TextIO | None = None):
-        self._prefix = prefix
-        self._stream = stream or sys.stderr
-        default = TERMINAL_INTERVAL_S if self._stream.isatty() else LOG_INTERVAL_S
-        self._interval = float(os.environ.get(INTERVAL_ENV) or default)
-        self._stop = threading.Event()
-        self._folder: str | None = None
-        self._started = 0.0
-        self._thread: threading.Thread | None = None
-        # per count: (seconds into the run of its first change, of its last change, its value)
-        self._seen: dict[str, tuple[float, float, int]] = {}
-        self._ended = 0.0
-
-    def __enter__(self) -> Reporter:
-        self._folder = tempfile.mkdtemp(prefix="shardflow-progress-")
-        os.environ[ENV] = self._folder
-        with _lock:
-            _counts.clear()
-        self._started = time.monotonic()
-        self._thread = threading.Thread(target=self._loop, name="shardflow-progress", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self._sample(totals(self._folder))
-        self._ended = time.monotonic() - self._started
-        os.environ.pop(ENV, None)
-        shutil.rmtree(self._folder, ignore_errors=True)
-
-    def _loop(self) -> None:
-        next_line = self._interval
-        while not self._stop.wait(min(self._interval, _SAMPLE_INTERVAL_S)):
-            seconds = time.monotonic() - self._started
-            counts = totals(self._folder)
-            self._sample(counts)
-            if seconds >= next_line:
-                next_line += self._interval
-                print(f"{self._prefix}: {line(counts, seconds)}", file=self._stream, flush=True)
-
-    def _sample(self, counts: Counter) -> None:
-        now = time.monotonic() - self._started
-        for name in ("read", "written"):
-            value = counts.get(name, 0)
-            first, last, before = self._seen.get(name, (None, None, 0))
-            if value != before:
-                self._seen[name] = (now if first is None else first, now, value)
-
-    def timings(self) -> dict:
-        """The run's elapsed time and, as far as this machine saw them, its two stages: reading
-        (with validation, encoding and spilling, which go along) and writing the shards."""
-        stages = []
-        for name, label in (("read", "read, validate and encode"), ("written", "write shards")):
-            first, last, value = self._seen.get(name, (None, None, 0))
-            if value:
-                start = 0.0 if name == "read" else first
-                stages.append({"name": label, "records": value, "seconds": round(last - start, 3)})
-        return {"elapsed_s": round(self._ended, 3), "stages": stages}

@@ -13,7 +13,6 @@ import dataclasses
 import gc
 import itertools
 import json
-import os
 import pickle
 from typing import Any, Iterator
 
@@ -119,20 +118,6 @@ class ChunkCoder(coders.Coder):
 
     def to_type_hint(self):
         return Any
-
-
-def env_bytes(variable: str, default: int) -> int:
-    """A size given in MB (fractions allowed) by an environment variable, else `default`."""
-    value = os.environ.get(variable)
-    if not value:
-        return default
-    try:
-        mb = float(value)
-    except ValueError:
-        raise ValueError(f"{variable}: {value!r} is not a number of MB") from None
-    if not mb > 0:
-        raise ValueError(f"{variable}: {value!r} must be positive")
-    return max(1, int(mb * 2**20))
 
 
 @contextlib.contextmanager

@@ -114,7 +114,12 @@ def test_dataflow_runner_writes_the_etl_job_with_our_package_and_image(gcs_emula
     sdist_path = "gs://" + packages["workflow.tar.gz"].split("/", 1)[1]
     with tarfile.open(fileobj=io.BytesIO(_read_gcs(sdist_path))) as sdist:
         members = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
-    shipped = {"setup.py", "pipelines/etl.py", "transforms/write.py", "deploy/dataflow/launcher.py"}
+    shipped = {
+        "setup.py",
+        "pipelines/etl.py",
+        "transforms/sink/write.py",
+        "deploy/dataflow/launcher.py",
+    }
     assert shipped <= members
 
     # The pipeline proto Dataflow runs holds the ETL's labelled steps.

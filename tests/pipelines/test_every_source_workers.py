@@ -16,7 +16,7 @@ import yaml
 from PIL import Image
 
 from tests.reliability.test_faults import etl, finish, tree
-from tests.transforms.test_formats_gcs import FILES
+from tests.transforms.sources.test_gcs import FILES
 
 pytestmark = pytest.mark.slow
 

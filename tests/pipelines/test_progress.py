@@ -1,4 +1,5 @@
-"""Progress lines of a running ETL (transforms/progress.py)."""
+"""Progress of a running ETL: the counts (transforms/progress.py) and the lines
+(pipelines/progress.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.progress import line
 from transforms import progress
 
 SHARDFLOW = Path(sys.executable).parent / "shardflow"
@@ -29,7 +31,7 @@ def test_counts_of_this_process_and_of_worker_files_add_up(tmp_path, monkeypatch
     (tmp_path / "99999.json").write_text(json.dumps({"read": 5, "written": 4}))
     (tmp_path / "99998.json.tmp").write_text("{")  # a file being written: not read
     assert progress.totals(str(tmp_path)) == Counter(read=15, rejected=1, written=4)
-    assert progress.line(Counter(read=1500, written=3), 3.0) == (
+    assert line(Counter(read=1500, written=3), 3.0) == (
         "progress: 1,500 records read, 0 rejected, 3 written, 3 s, 500 records/s"
     )
 
@@ -52,10 +54,10 @@ def test_a_run_reports_growing_counts_then_its_summary(tmp_path, workers):
         "name: p\nsources: [{name: s, format: csv, path: in.csv}]\n"
         "features: {id: {type: int}, name: {type: string}}\noutput: {path: out}\n"
     )
-    env = {**os.environ, progress.INTERVAL_ENV: "0.2"}
     done = subprocess.run(
-        [str(SHARDFLOW), "etl", "--config", str(tmp_path / "p.yaml"), *workers],
-        capture_output=True, text=True, env=env, timeout=300,
+        [str(SHARDFLOW), "etl", "--config", str(tmp_path / "p.yaml"), "--progress-seconds", "0.2",
+         *workers],
+        capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     counts = [
@@ -78,10 +80,9 @@ def test_a_short_run_off_a_terminal_prints_no_progress_line(tmp_path):
         "name: p\nsources: [{name: s, format: csv, path: in.csv}]\n"
         "features: {id: {type: int}}\nsplits: {train: 1.0}\noutput: {path: out}\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != progress.INTERVAL_ENV}
     done = subprocess.run(
         [str(SHARDFLOW), "etl", "--config", str(tmp_path / "p.yaml")],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "progress:" not in done.stderr

@@ -13,7 +13,8 @@ import pytest
 
 from pipelines.etl import run
 from tests.reliability.test_faults import etl, finish, tree
-from transforms import ranges, runs, write
+from transforms.sink import spill, write
+from transforms.sources import ranges
 
 pytestmark = pytest.mark.slow
 
@@ -63,23 +64,22 @@ def test_ranges_give_the_bytes_of_whole_files_in_process_and_over_two_workers(
         return result
 
     monkeypatch.setattr(ranges, "plan", spy)
-    monkeypatch.setenv(ranges.SPLIT_ENV, "0.01")  # ~10 KB ranges
-    monkeypatch.setenv(write.RUN_ENV, "0.02")  # runs of ~20 KB: each shard reads from many
     spilled = []
-    write_runs = runs.write_runs
+    write_runs = spill.write_runs
 
     def spy_runs(*args, **kwargs):
         spilled.extend(result := list(write_runs(*args, **kwargs)))
         return iter(result)
 
-    monkeypatch.setattr(runs, "write_runs", spy_runs)
+    monkeypatch.setattr(spill, "write_runs", spy_runs)
     monkeypatch.setattr(write, "write_runs", spy_runs)
-    assert run(["--config", cfg, "--overwrite"]) == 0
+    # ~10 KB ranges; runs of ~20 KB: each shard reads from many
+    assert run(["--config", cfg, "--overwrite", "--split-mb", "0.01", "--spill-mb", "0.02"]) == 0
     assert len(planned) == 3 and min(planned) > 1, planned  # every file was cut
     assert len([r for r in spilled if r.split == 0]) > 5, spilled
     assert tree(tmp_path / "out") == whole
 
     finish(etl(tmp_path / "c.yaml", "--overwrite", "--direct_num_workers", "2",
-               "--direct_running_mode", "multi_processing",
-               env={ranges.SPLIT_ENV: "0.01", write.RUN_ENV: "0.02"}))  # fmt: skip
+               "--direct_running_mode", "multi_processing", "--split-mb", "0.01",
+               "--spill-mb", "0.02"))  # fmt: skip
     assert tree(tmp_path / "out") == whole

@@ -7,7 +7,7 @@ Kill points:
 - `write`: as soon as the staging folder `.NAME.incomplete-RUNID` appears next to OUTPUT (the
   first shard or rejected file is being written);
 - `publish`: every file of the dataset staged, just before publication; reached through the
-  test-only hook `SHARDFLOW_TEST_PAUSE_BEFORE_PUBLISH` (see transforms/publish.py).
+  test-only hook `transforms.sink.publish.before_publish` (see tests/services/pause.py).
 The whole process group is killed, workers included.
 """
 
@@ -50,10 +50,13 @@ def write_inputs(folder: Path) -> Path:
     return cfg
 
 
-def etl(cfg: Path, *args: str, **kwargs) -> subprocess.Popen:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **kwargs.pop("env", {}))
+def etl(cfg: Path, *args: str, pause: Path | None = None, env: dict | None = None):
+    """`shardflow etl --config CFG ARGS` as a subprocess; with `pause`, it stops just before
+    publishing, creates that file and waits until it is removed (tests/services/pause.py)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
+    shardflow = ["tests.services.pause", str(pause)] if pause else ["pipelines.cli"]
     return subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "etl", "--config", str(cfg), *args],
+        [sys.executable, "-m", *shardflow, "etl", "--config", str(cfg), *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -120,8 +123,7 @@ def fresh(work, clean) -> Path:
 @pytest.mark.parametrize("point", ["start", "write", "publish"])
 def test_a_killed_run_leaves_no_dataset_and_a_rerun_gives_the_clean_bytes(point, clean, fresh):
     cfg, out, flag = fresh / "c.yaml", fresh / "out", fresh / "publishing"
-    env = {"SHARDFLOW_TEST_PAUSE_BEFORE_PUBLISH": str(flag)} if point == "publish" else {}
-    proc = etl(cfg, env=env)
+    proc = etl(cfg, pause=flag if point == "publish" else None)
     if point == "start":
         assert "reading" in proc.stdout.readline()
     elif point == "write":
@@ -153,7 +155,7 @@ def test_a_run_killed_before_replacing_a_dataset_leaves_the_old_one_intact(clean
     cfg, out, flag = fresh / "c.yaml", fresh / "out", fresh / "publishing"
     finish(etl(cfg))
     before = tree(out)
-    proc = etl(cfg, "--overwrite", env={"SHARDFLOW_TEST_PAUSE_BEFORE_PUBLISH": str(flag)})
+    proc = etl(cfg, "--overwrite", pause=flag)
     wait_for(flag.exists, proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)

@@ -20,7 +20,7 @@ are retried by gcsio's `_batch_with_retry`, whole batch and sub-requests alike.
 When uploads never succeed, the run fails after one retry deadline (shortened here to 5 s),
 exits 1 with one `job failed` line and publishes nothing: a failed shard cancels the shard
 writes not yet started, and failed uploads are cancelled rather than left to be retried when
-their writers are garbage-collected at exit (transforms/publish.py `abandon`).
+their writers are garbage-collected at exit (transforms/sink/publish.py `abandon`).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def test_a_failed_upload_is_cancelled_not_retried_when_its_writer_is_collected(
     from apache_beam.io.gcp import gcsio_retry
     from google.api_core.exceptions import RetryError
 
-    from transforms.write import RecordFileWriter
+    from transforms.sink.write import RecordFileWriter
 
     for name in ("DEFAULT_RETRY", "DEFAULT_RETRY_WITH_THROTTLING_COUNTER"):
         monkeypatch.setattr(gcsio_retry, name, getattr(gcsio_retry, name).with_timeout(2.0))

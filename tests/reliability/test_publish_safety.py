@@ -36,9 +36,10 @@ import yaml
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.etl import run
+from tests.services.pause import pause_on
 from transforms.contract.layout import MANIFEST
-from transforms.publish import (
-    PAUSE_BEFORE_PUBLISH,
+from transforms.sink import publish as publish_module
+from transforms.sink.publish import (
     PUBLISHING,
     PublishConflict,
     expect,
@@ -114,9 +115,9 @@ def leftovers(folder: Path) -> list[str]:
 
 def run_interrupted(folder: Path, monkeypatch, action, *args: str, config: str = "c") -> int:
     """Runs the ETL (`args` after --config) and calls `action` once the run has staged its whole
-    dataset and is about to publish (the test hook PAUSE_BEFORE_PUBLISH); its exit code."""
+    dataset and is about to publish (the test hook `before_publish`); its exit code."""
     flag = folder / "paused"
-    monkeypatch.setenv(PAUSE_BEFORE_PUBLISH, str(flag))
+    monkeypatch.setattr(publish_module, "before_publish", pause_on(flag))
     done, failures = threading.Event(), []
 
     def interfere() -> None:
@@ -124,7 +125,7 @@ def run_interrupted(folder: Path, monkeypatch, action, *args: str, config: str =
             if done.wait(0.005):
                 failures.append("the run ended before it published")
                 return
-        os.environ.pop(PAUSE_BEFORE_PUBLISH)  # publications of the action's own do not wait
+        publish_module.before_publish = None  # publications of the action's own do not wait
         try:
             action()
         except BaseException as e:  # noqa: BLE001 - reported by the test below

@@ -44,15 +44,15 @@ import yaml
 
 from pipelines.etl import run
 from tests import readback
-from transforms import csv as csv_module
-from transforms import formats, ranges, tfrecord
 from transforms.contract.config import SourceSpec
-from transforms.csv import FileError, parse_csv
 from transforms.encode import encode_columns
 from transforms.files import open_file
-from transforms.jsonl import parse_jsonl
 from transforms.records import RawChunk
-from transforms.write import frame_records
+from transforms.sink.write import frame_records
+from transforms.sources import csv as csv_module
+from transforms.sources import ranges, registry, tfrecord
+from transforms.sources.csv import FileError, parse_csv
+from transforms.sources.jsonl import parse_jsonl
 
 INT, BYTES = pa.list_(pa.int64()), pa.list_(pa.binary())
 DEEP_LIST = "[" * 100_000
@@ -82,12 +82,12 @@ def _items(items) -> list[tuple]:
 
 
 def _jsonl(data: bytes) -> list[tuple]:
-    source = SourceSpec("j", "jsonl", "f.jsonl", formats.check_options("jsonl", {}))
+    source = SourceSpec("j", "jsonl", "f.jsonl", registry.check_options("jsonl", {}))
     return _items(parse_jsonl(io.BytesIO(data), "f.jsonl", source))
 
 
 def _csv_source(**options) -> SourceSpec:
-    return SourceSpec("c", "csv", "f.csv", formats.check_options("csv", options))
+    return SourceSpec("c", "csv", "f.csv", registry.check_options("csv", options))
 
 
 def _csv(data: bytes, **options) -> list[tuple]:
@@ -293,8 +293,8 @@ def _blank_lines_csv(rng: random.Random) -> str:
 def test_csv_ranges_agree_with_a_whole_read_on_blank_lines(tmp_path, both_parsers, seed):
     path = tmp_path / "a.csv"
     path.write_text(_blank_lines_csv(random.Random(seed)))
-    source = SourceSpec("c", "csv", str(path), formats.check_options("csv", {}))
-    parse = formats.parser("csv")
+    source = SourceSpec("c", "csv", str(path), registry.check_options("csv", {}))
+    parse = registry.parser("csv")
     whole = _items(ranges.read(ranges.Range(str(path)), source, parse))
     assert len(whole) > 200 and all(item[0] != "rejected" for item in whole)
     for split_bytes in (3, 200, 1500):

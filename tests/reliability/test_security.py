@@ -11,8 +11,8 @@
   separators, and folder names that are not UTF-8 reject their images instead of failing the job.
 - A run writes only under OUTPUT (through its hidden staging sibling) and the temp location.
 
-SQL statements are observed through `transforms.sql.Database.rows`, which every statement the
-reader runs goes through (a subclass records them; the database is real).
+SQL statements are observed through `transforms.sources.sql.Database.rows`, which every statement
+the reader runs goes through (a subclass records them; the database is real).
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ import pytest
 from PIL import Image
 
 from pipelines.etl import run
-from transforms import images, sql
 from transforms.contract.config import SourceSpec
 from transforms.records import RawChunk
 from transforms.schema import RecordError
+from transforms.sources import images, sql
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SHARDFLOW = Path(sys.executable).parent / "shardflow"

@@ -23,6 +23,8 @@ import yaml
 from pipelines.etl import run
 from tests import readback
 
+REPO = Path(__file__).resolve().parents[2]
+
 CSV = b"id,name,extra\n1,a,x\n2,b,\n3,c,y\n4,d,z\n"
 
 
@@ -210,11 +212,15 @@ def test_the_summary_prints_ignored_fields_and_the_top_rejection_reasons(tmp_pat
     assert "  ignored fields of a (records holding a value): extra (13), note (1)" in out
 
 
-def _cli(args: list[str], cwd: Path, **env) -> subprocess.Popen:
+def _cli(args: list[str], cwd: Path, pause: Path | None = None, **env) -> subprocess.Popen:
+    """`shardflow etl ARGS`; with `pause`, it stops just before publishing, creates that file and
+    waits until it is removed (tests/services/pause.py)."""
+    shardflow = ["tests.services.pause", str(pause)] if pause else ["pipelines.cli"]
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     return subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "etl", *args],
+        [sys.executable, "-m", *shardflow, "etl", *args],
         cwd=cwd,
-        env=dict(os.environ, **env),
+        env=dict(os.environ, PYTHONPATH=path, **env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -226,8 +232,7 @@ def test_ctrl_c_exits_130_with_one_line_and_publishes_nothing(tmp_path):
     (tmp_path / "a.csv").write_bytes(CSV)
     config = _config(tmp_path, [{"name": "a", "format": "csv", "path": "a.csv"}])
     flag = tmp_path / "paused"
-    proc = _cli(["--config", str(config)], tmp_path,
-                SHARDFLOW_TEST_PAUSE_BEFORE_PUBLISH=str(flag))  # fmt: skip
+    proc = _cli(["--config", str(config)], tmp_path, pause=flag)
     deadline = time.monotonic() + 120
     while not flag.exists():  # the run is staged and waits just before publishing
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()

@@ -43,12 +43,11 @@ import yaml
 from PIL import Image
 
 from pipelines.etl import run
+from pipelines.report.page import render
 from tests import readback
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
-from transforms.images import decode
 from transforms.prepare import KeyMaker
 from transforms.records import RawChunk, one_line_records
-from transforms.report import render
 from transforms.schema import (
     RecordError,
     SourceColumns,
@@ -56,6 +55,7 @@ from transforms.schema import (
     coerce_feature,
     coerce_scalar,
 )
+from transforms.sources.images import decode
 from transforms.stats import DatasetStats, chunk_stats, column_stats
 
 MB10 = 10 * 2**20
@@ -179,8 +179,8 @@ def test_an_image_feature_with_a_decompression_bomb_header_is_rejected_like_the_
     assert _batch(photo, parquet) == _batch(photo, tfrecord) == expected
 
 
-# pytest resets the warning filters for each test; in a run, transforms.images silences Pillow's
-# warning (about the images it rejects) once per process.
+# pytest resets the warning filters for each test; in a run, transforms.sources.images silences
+# Pillow's warning (about the images it rejects) once per process.
 @pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
 def test_the_pixel_limit_is_pillows_max_image_pixels(monkeypatch):
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 3)  # the 2 x 2 image is above it

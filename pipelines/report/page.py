@@ -1,0 +1,482 @@
+"""The ETL's run report: one self-contained HTML page (OUTPUT/report.html) describing a run.
+
+`render` is a pure function of the dataset's manifest, its statistics (statistics.json), the
+pipeline graph, the stage timings and a few rejected records per reason. The page has no
+external CSS, scripts, fonts or images: it opens offline, from a bucket or an e-mail attachment.
+Charts are hand-written inline SVG (`pipelines.report.svg`). Every text from the data is
+HTML-escaped, and cut to `svg.MAX_TEXT_CHARS` characters with its full size noted (`clip`), so
+that the page stays small whatever the data. Numbers that a reader (or a test) looks up carry
+stable ids, e.g. `id="split-train-records"`, and the raw value in `data-value`; the ids are
+listed in `render`'s docstring and made by `_id`, one id per name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics as pystats
+from collections.abc import Iterable
+from typing import Any
+
+from pipelines.report.svg import (
+    attrs,
+    bar_chart,
+    clip,
+    escape,
+    fmt_float,
+    fmt_int,
+    graph_svg,
+    histogram,
+    top_values,
+)
+
+NUMBER_TYPES = ("int", "float")
+SIZE_TYPES = ("bytes", "image")
+MAX_EXAMPLES = 5  # rejected records shown per reason
+MAX_ID_PART_CHARS = 200  # of one name in an element id, escaped; longer ones end in a digest
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
+max-width:1100px;padding:0 1em;color:#222}
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;margin-top:2em}
+table{border-collapse:collapse;margin:.5em 0}
+th,td{padding:.2em .7em;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+.muted{color:#777}pre{background:#f6f6f6;padding:.4em;white-space:pre-wrap;margin:.2em 0}
+svg text{font:11px sans-serif;fill:#333}.bar{fill:#4a7bd0}.node rect{fill:#eef3fb;stroke:#4a7bd0}
+.edge{fill:none;stroke:#777;stroke-width:1.2}dl.summary{display:grid;
+grid-template-columns:max-content auto;gap:.1em 1.5em}dl.summary dd{margin:0}
+"""
+
+
+def render(
+    manifest: dict[str, Any],
+    statistics: dict[str, Any] | None = None,
+    graph: dict[str, Any] | None = None,
+    timings: dict[str, Any] | None = None,
+    rejected_examples: dict[str, list[dict[str, Any]]] | None = None,
+) -> str:
+    """The run report as one HTML page.
+
+    Sections (element ids): `summary`, `sources`, `splits`, `rejected`, `shards`, `features`
+    and `label-balance` (with statistics), `timings` (with timings), `graph` (with a graph).
+    Numbers (text formatted, raw value in `data-value`):
+    `summary-{created,runner,elapsed,read,written,rejected,duplicates,joined,throughput}`,
+    `source-{S}-records`, `source-{S}-ignored-{FIELD}`, `split-{P}-records`,
+    `split-{P}-validated` (statistics' count before duplicates were dropped),
+    `shards-{P}-{count,bytes,min,median,max}`, `stat-{P}-{F}-{STAT}` for STAT in records,
+    missing, missing_rate, values, min, max, mean, std, distinct, length_{min,max,mean},
+    size_{min,max,mean}; `stage-{I}-{records,seconds,rate}`.
+    Rows: `tr[data-reason]` in `#rejected` (count cell `td[data-value]`), `tr[data-stage]`.
+    Charts (`svg[id]`, bars `rect.bar[data-count]`): `hist-{P}-{F}`, `top-{P}-{F}`,
+    `shards-{P}-chart`, `label-{P}-chart`; `svg#pipeline-graph` holds `g.node[data-node]` and
+    `path.edge[data-from][data-to]`. P, S, F are split, source and feature names, as `_id`
+    writes them: letters, digits, `_` and `.` as they are, any other character as `:` and the
+    hex of its UTF-8 bytes (`a b` → `a:20b`, `a-b` → `a:2db`, `größe` stays `größe`), so that
+    every name has its own id.
+    """
+    name = str(manifest.get("name", "dataset"))
+    date = manifest.get("date") or str(manifest.get("created", ""))[:10]
+    title = f"{name} — {date}" if date else name
+    sections = [
+        _summary(manifest, timings),
+        _sources(manifest),
+        _splits(manifest, statistics),
+        _rejected(manifest, rejected_examples or {}),
+        _shards(manifest),
+    ]
+    if statistics is not None:
+        sections.append(_features(manifest, statistics))
+        sections.append(_label_balance(manifest, statistics))
+    if timings is not None:
+        sections.append(_timings(timings))
+    if graph is not None:
+        sections.append(_graph(graph))
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape('shardflow run report: ' + title)}</title>"
+        f"<style>{_CSS}</style></head>\n<body>\n"
+        f"<h1>{escape(title)}</h1>\n"
+        '<p class="muted">shardflow run report</p>\n'
+        + "\n".join(s for s in sections if s)
+        + "\n</body></html>\n"
+    )
+
+
+# --- sections ------------------------------------------------------------------------------
+
+
+def _summary(manifest: dict, timings: dict | None) -> str:
+    read = sum(s.get("records", 0) for s in manifest.get("sources", {}).values())
+    written = sum(s.get("records", 0) for s in manifest.get("splits", {}).values())
+    rows = [("created", "Created", str(manifest.get("created", "")), manifest.get("created"))]
+    if manifest.get("date"):
+        rows.append(("date", "Date", str(manifest["date"]), manifest["date"]))
+    elapsed = None
+    if timings is not None:
+        elapsed = timings.get("elapsed_s")
+        rows.append(("runner", "Runner", str(timings.get("runner", "")), timings.get("runner")))
+        rows.append(("elapsed", "Elapsed", _seconds(elapsed), elapsed))
+    rows += [
+        ("read", "Records read", fmt_int(read), read),
+        ("written", "Records written", fmt_int(written), written),
+        ("rejected", "Rejected", fmt_int(_rejected_count(manifest)), _rejected_count(manifest)),
+        ("duplicates", "Duplicates dropped", fmt_int(manifest.get("duplicates", 0)),
+         manifest.get("duplicates", 0)),
+    ]  # fmt: skip
+    if "joined" in manifest:
+        rows.append(
+            ("joined", "Joined into others", fmt_int(manifest["joined"]), manifest["joined"])
+        )
+    if elapsed:
+        rate = read / elapsed
+        rows.append(("throughput", "Throughput", f"{fmt_int(round(rate))} records/s", rate))
+    items = "".join(
+        f"<dt>{escape(label)}</dt>"
+        f"<dd{attrs(id=_id('summary', key), data_value=raw)}>{escape(text)}</dd>"
+        for key, label, text, raw in rows
+    )
+    extra = []
+    for key in ("label", "key", "combine"):
+        if manifest.get(key) is not None:
+            value = manifest[key]
+            text = ", ".join(value) if isinstance(value, list) else str(value)
+            extra.append(f"<dt>{escape(key.capitalize())}</dt><dd>{escape(text)}</dd>")
+    return _section("summary", "Summary", f'<dl class="summary">{items}{"".join(extra)}</dl>')
+
+
+def _sources(manifest: dict) -> str:
+    rows = []
+    for name, source in manifest.get("sources", {}).items():
+        ignored = source.get("ignored_fields") or {}
+        fields = ", ".join(
+            f"{escape(clip(field))} "
+            f"(<span{attrs(id=_id('source', name, 'ignored', field), data_value=n)}>"
+            f"{fmt_int(n)}</span>)"
+            for field, n in ignored.items()
+        )
+        rows.append(
+            [
+                escape(name),
+                escape(source.get("format", "")),
+                _num_cell(_id("source", name, "records"), source.get("records", 0)),
+                fields or '<span class="muted">none</span>',
+            ]
+        )
+    table = _table(["source", "format", "records", "ignored fields (records holding one)"],
+                   rows, numeric=(2,))  # fmt: skip
+    return _section("sources", "Records per source", table)
+
+
+def _splits(manifest: dict, statistics: dict | None) -> str:
+    validated = {
+        name: s.get("records")
+        for name, s in ((statistics or {}).get("splits") or {}).items()
+        if s.get("records") is not None
+    }
+    splits = manifest.get("splits", {})
+    differs = any(validated.get(n, s.get("records")) != s.get("records") for n, s in splits.items())
+    header = ["split", "records", "share", "files"]
+    if differs:
+        header.insert(2, "validated (before dropping duplicates)")
+    total = sum(s.get("records", 0) for s in splits.values()) or 1
+    rows = []
+    for name, split in splits.items():
+        records = split.get("records", 0)
+        row = [
+            escape(name),
+            _num_cell(_id("split", name, "records"), records),
+            f"{100 * records / total:.1f} %",
+            fmt_int(len(split.get("files", []))),
+        ]
+        if differs:
+            row.insert(2, _num_cell(_id("split", name, "validated"), validated.get(name)))
+        rows.append(row)
+    numeric = (1, 2, 3, 4) if differs else (1, 2, 3)
+    return _section("splits", "Records per split", _table(header, rows, numeric=numeric))
+
+
+def _rejected(manifest: dict, examples: dict[str, list[dict]]) -> str:
+    rejected = manifest.get("rejected") or {}
+    reasons = rejected.get("reasons") or {}
+    if not reasons:
+        return _section("rejected", "Rejected records", "<p>No record was rejected.</p>")
+    rows = []
+    for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        shown = "".join(_example(x) for x in (examples.get(reason) or [])[:MAX_EXAMPLES])
+        if shown:
+            shown = f"<details><summary>examples</summary>{shown}</details>"
+        rows.append(
+            f"<tr{attrs(data_reason=reason)}><td>{escape(reason)}</td>"
+            f'<td class="n"{attrs(data_value=count)}>{fmt_int(count)}</td><td>{shown}</td></tr>'
+        )
+    files = ", ".join(escape(f.get("path", "")) for f in rejected.get("files") or [])
+    body = (
+        f"<p>{fmt_int(_rejected_count(manifest))} records rejected"
+        + (f", written to {files}" if files else "")
+        + '.</p><table><tr><th>reason</th><th class="n">records</th><th></th></tr>'
+        + "".join(rows)
+        + "</table>"
+    )
+    return _section("rejected", "Rejected records", body)
+
+
+def _example(example: dict) -> str:
+    record = example.get("record")
+    text = record if isinstance(record, str) else json.dumps(record, ensure_ascii=False)
+    where = clip(str(example.get("location", "")))
+    return f"<div><code>{escape(where)}</code><pre>{escape(clip(text))}</pre></div>"
+
+
+def _shards(manifest: dict) -> str:
+    rows = []
+    for name, split in manifest.get("splits", {}).items():
+        sizes = [f.get("bytes", 0) for f in split.get("files", [])]
+        cells = [escape(name), _num_cell(_id("shards", name, "count"), len(sizes))]
+        cells.append(_bytes_cell(_id("shards", name, "bytes"), sum(sizes)))
+        for stat, value in (
+            ("min", min(sizes, default=None)),
+            ("median", pystats.median(sizes) if sizes else None),
+            ("max", max(sizes, default=None)),
+        ):
+            cells.append(_bytes_cell(_id("shards", name, stat), value))
+        cells.append(bar_chart(_id("shards", name, "chart"), sizes, [
+            f"{f.get('path', '')}: {_bytes(f.get('bytes', 0))}, "
+            f"{fmt_int(f.get('records', 0))} records"
+            for f in split.get("files", [])
+        ]))  # fmt: skip
+        rows.append(cells)
+    header = ["split", "shards", "total", "smallest", "median", "largest", "shard sizes"]
+    return _section("shards", "Shards", _table(header, rows, numeric=(1, 2, 3, 4, 5)))
+
+
+def _features(manifest: dict, statistics: dict) -> str:
+    parts = []
+    manifest_splits = manifest.get("splits", {})
+    for split, stats in (statistics.get("splits") or {}).items():
+        features = stats.get("features") or {}
+        validated = stats.get("records")
+        written = (manifest_splits.get(split) or {}).get("records")
+        counts = f"{fmt_int(validated)} records validated"
+        if written is not None and written != validated:
+            counts += f", {fmt_int(written)} written after dropping duplicates"
+        parts.append(f"<h3>{escape(split)}</h3><p>{counts}.</p>")
+        numbers = {f: s for f, s in features.items() if s.get("type") in NUMBER_TYPES}
+        strings = {f: s for f, s in features.items() if s.get("type") == "string"}
+        sizes = {f: s for f, s in features.items() if s.get("type") in SIZE_TYPES}
+        if numbers:
+            parts.append(_number_table(split, numbers))
+        if strings:
+            parts.append(_string_table(split, strings))
+        if sizes:
+            parts.append(_size_table(split, sizes))
+    return _section("features", "Feature statistics", "".join(parts))
+
+
+def _common_cells(split: str, feature: str, s: dict) -> list[str]:
+    return [
+        escape(feature),
+        escape(s.get("type", "")),
+        _stat_cell(split, feature, "missing", s.get("missing")),
+        _stat_cell(split, feature, "missing_rate", s.get("missing_rate"),
+                   _percent(s.get("missing_rate"))),
+    ]  # fmt: skip
+
+
+def _number_table(split: str, features: dict[str, dict]) -> str:
+    rows = []
+    for feature, s in features.items():
+        cells = _common_cells(split, feature, s)
+        cells += [_stat_cell(split, feature, k, s.get(k)) for k in ("min", "max", "mean", "std")]
+        cells.append(histogram(_id("hist", split, feature), s.get("histogram") or []))
+        rows.append(cells)
+    header = ["number", "type", "missing", "missing rate", "min", "max", "mean", "std",
+              "histogram"]  # fmt: skip
+    return _table(header, rows, numeric=(2, 3, 4, 5, 6, 7))
+
+
+def _string_table(split: str, features: dict[str, dict]) -> str:
+    rows = []
+    for feature, s in features.items():
+        cells = _common_cells(split, feature, s)
+        distinct = fmt_int(s.get("distinct"))
+        if s.get("distinct") is not None and not s.get("distinct_exact", True):
+            distinct = "≈ " + distinct
+        cells.append(_stat_cell(split, feature, "distinct", s.get("distinct"), distinct))
+        length = s.get("length") or {}
+        spans = [_stat_span(split, feature, f"length_{k}", length.get(k))
+                 for k in ("min", "mean", "max")]  # fmt: skip
+        cells.append(" / ".join(spans))
+        top = s.get("top") or []
+        cells.append(top_values(_id("top", split, feature), top))
+        rows.append(cells)
+    header = ["string", "type", "missing", "missing rate", "distinct", "length min / mean / max",
+              "top values"]  # fmt: skip
+    return _table(header, rows, numeric=(2, 3, 4))
+
+
+def _size_table(split: str, features: dict[str, dict]) -> str:
+    rows = []
+    for feature, s in features.items():
+        cells = _common_cells(split, feature, s)
+        size = s.get("size") or {}
+        cells += [_stat_cell(split, feature, f"size_{k}", size.get(k), _bytes(size.get(k)))
+                  for k in ("min", "mean", "max")]  # fmt: skip
+        rows.append(cells)
+    header = ["bytes", "type", "missing", "missing rate", "size min", "size mean", "size max"]
+    return _table(header, rows, numeric=(2, 3, 4, 5, 6))
+
+
+def _label_balance(manifest: dict, statistics: dict) -> str:
+    label = manifest.get("label")
+    if not label:
+        return ""
+    parts = []
+    for split, stats in (statistics.get("splits") or {}).items():
+        s = (stats.get("features") or {}).get(label)
+        if s is None:
+            continue
+        chart_id = _id("label", split, "chart")
+        if s.get("type") in NUMBER_TYPES:
+            chart = histogram(chart_id, s.get("histogram") or [])
+        else:
+            chart = top_values(chart_id, s.get("top") or [], total=s.get("values"))
+        parts.append(f"<div{attrs(id=_id('label', split))}><h3>{escape(split)}</h3>{chart}</div>")
+    if not parts:
+        return ""
+    body = f"<p>Label: <code>{escape(label)}</code></p>" + "".join(parts)
+    return _section("label-balance", "Label balance", body)
+
+
+def _timings(timings: dict) -> str:
+    rows = []
+    for i, stage in enumerate(timings.get("stages") or []):
+        records, seconds = stage.get("records"), stage.get("seconds")
+        rate = records / seconds if records is not None and seconds else None
+        rows.append(
+            f"<tr{attrs(data_stage=stage.get('name', ''))}><td>{escape(stage.get('name', ''))}</td>"
+            + _num_cell(_id("stage", str(i), "records"), records)
+            + f'<td class="n"{attrs(id=_id("stage", str(i), "seconds"), data_value=seconds)}>'
+            f"{escape(_seconds(seconds))}</td>"
+            + f'<td class="n"{attrs(id=_id("stage", str(i), "rate"), data_value=rate)}>'
+            f"{escape(fmt_int(round(rate)) if rate is not None else '–')}</td></tr>"
+        )
+    body = (
+        f"<p>Runner: {escape(timings.get('runner', ''))}; elapsed "
+        f"{escape(_seconds(timings.get('elapsed_s')))}.</p>"
+        '<table><tr><th>stage</th><th class="n">records</th><th class="n">seconds</th>'
+        '<th class="n">records/s</th></tr>' + "".join(rows) + "</table>"
+    )
+    return _section("timings", "Timings", body)
+
+
+def _graph(graph: dict) -> str:
+    return _section("graph", "Pipeline graph", graph_svg(graph))
+
+
+# --- charts --------------------------------------------------------------------------------
+
+
+def _utf8(text: str) -> bytes:
+    # surrogatepass: a lone surrogate (undecodable input) still has bytes to count and escape
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _id(*parts: str) -> str:
+    """A stable element id: the parts, escaped by `_id_part`, joined by '-'.
+
+    Distinct parts give distinct ids: a part never holds '-' (it is escaped), and the escape
+    is reversible, so `a b`, `a-b` and `a_b`, or `größe` and `größe_`, never share an id (the
+    old rule, every character outside [A-Za-z0-9_.] as '_', gave them one).
+    """
+    return "-".join(_id_part(str(p)) for p in parts)
+
+
+def _id_part(name: str) -> str:
+    """Letters, digits (of any script), '_' and '.' as they are; any other character as ':'
+    and the two hex digits of each of its UTF-8 bytes. An escaped name longer than
+    MAX_ID_PART_CHARS becomes its start, '~' (never in an escaped name) and a digest."""
+    if name.isascii() and name.replace("_", "a").replace(".", "a").isalnum():
+        out = name  # the common case, e.g. bill_length_mm
+    else:
+        out = "".join(
+            c if c.isalnum() or c in "_." else "".join(f":{b:02x}" for b in _utf8(c)) for c in name
+        )
+    if len(out) > MAX_ID_PART_CHARS:
+        digest = hashlib.sha256(_utf8(name)).hexdigest()[:16]
+        out = f"{out[: MAX_ID_PART_CHARS // 2]}~{digest}"
+    return out
+
+
+def _section(section_id: str, title: str, body: str) -> str:
+    return f'<section id="{section_id}"><h2>{escape(title)}</h2>\n{body}\n</section>'
+
+
+def _table(header: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...] = ()) -> str:
+    """A table of already-escaped cells; cells that are whole `<td ...>` elements stay as is."""
+
+    def cell(i: int, html_: str) -> str:
+        if html_.startswith("<td"):
+            return html_
+        return f'<td class="n">{html_}</td>' if i in numeric else f"<td>{html_}</td>"
+
+    head = "".join(
+        f'<th class="n">{escape(h)}</th>' if i in numeric else f"<th>{escape(h)}</th>"
+        for i, h in enumerate(header)
+    )
+    body = "".join(
+        "<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _num_cell(element_id: str, value: Any) -> str:
+    return f'<td class="n"{attrs(id=element_id, data_value=value)}>{escape(fmt_int(value))}</td>'
+
+
+def _bytes_cell(element_id: str, value: Any) -> str:
+    return f'<td class="n"{attrs(id=element_id, data_value=value)}>{escape(_bytes(value))}</td>'
+
+
+def _stat_cell(split: str, feature: str, stat: str, value: Any, text: str | None = None) -> str:
+    shown = text if text is not None else _number(value)
+    element_id = _id("stat", split, feature, stat)
+    return f'<td class="n"{attrs(id=element_id, data_value=value)}>{escape(shown)}</td>'
+
+
+def _stat_span(split: str, feature: str, stat: str, value: Any) -> str:
+    element_id = _id("stat", split, feature, stat)
+    return f"<span{attrs(id=element_id, data_value=value)}>{escape(_number(value))}</span>"
+
+
+def _rejected_count(manifest: dict) -> int:
+    return (manifest.get("rejected") or {}).get("records", 0)
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return "–" if value is None else str(value)
+    return fmt_float(value)  # no thousands separator: a year reads 2007, not 2,007
+
+
+def _percent(rate: float | None) -> str:
+    return "–" if rate is None else f"{100 * rate:.2f} %"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 120:
+        return f"{int(value // 60)} min {value % 60:.0f} s"
+    return f"{value:.1f} s"
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "–"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(value) < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"

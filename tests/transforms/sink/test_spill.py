@@ -1,0 +1,145 @@
+"""Run files: what is spilled is read back, a shard's slice at a time, exactly."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from transforms.prepare import EncodedChunk
+from transforms.sink import spill
+from transforms.sink.write import shard_parts, sorted_records
+from transforms.split import shard_of
+
+
+def _chunk(rng: random.Random, n: int, keyed: bool, equal_hashes: bool = False) -> EncodedChunk:
+    if equal_hashes:  # long runs of one hash: they cross the fence's blocks
+        hashes = [rng.choice([1 << 40, (1 << 63) + 7, (1 << 64) - 1]) for _ in range(n)]
+    else:
+        hashes = [rng.getrandbits(64) for _ in range(n)]
+    keys = [
+        rng.choice(["k", "ключ\n", "a\u2028b", '"q"']) + str(rng.randrange(50)) for _ in range(n)
+    ]
+    return EncodedChunk(
+        np.array([rng.randrange(3) for _ in range(n)], np.int16),
+        np.array(hashes, np.uint64),
+        keys if keyed else None,
+        [(rng.randrange(2), f"path/{rng.randrange(3)}", rng.randrange(1000)) for _ in range(n)]
+        if keyed
+        else None,
+        [bytes(rng.randrange(256) for _ in range(rng.randrange(30))) for _ in range(n)],
+    )
+
+
+def _records(chunks, split, shard, count, keyed):
+    """(hash, key, order, payload) of the records of one shard, straight from the chunks."""
+    out = []
+    for c in chunks:
+        dest = shard_of(c.order_hash, count)
+        for i in np.flatnonzero((c.split == split) & (dest == shard)).tolist():
+            out.append((int(c.order_hash[i]), c.key[i] if keyed else None,
+                        c.order[i] if keyed else None, c.payload[i]))  # fmt: skip
+    return sorted(out, key=lambda r: (r[0], r[1] or "", r[2] or (), r[3]))
+
+
+@pytest.mark.parametrize("keyed, equal_hashes", [(True, False), (False, False), (True, True)])
+def test_every_shard_reads_back_exactly_its_records(tmp_path, monkeypatch, keyed, equal_hashes):
+    monkeypatch.setattr(spill, "FENCE_STRIDE", 16)  # many fence blocks in a small run
+    rng = random.Random(3)
+    chunks = [_chunk(rng, n, keyed, equal_hashes) for n in (700, 0, 1, 300)]
+    written = list(spill.write_runs(chunks[:2], str(tmp_path), keyed))
+    written += list(spill.write_runs(chunks[2:], str(tmp_path), keyed))
+    assert sorted(r.split for r in written) == [0, 0, 1, 1, 2, 2]
+    for split in range(3):
+        split_runs = [r for r in written if r.split == split]
+        total = sum(r.records for r in split_runs)
+        assert total == sum(int((c.split == split).sum()) for c in chunks)
+        for count in (1, 2, 3, 7, 64):
+            seen = 0
+            for shard in range(count):
+                parts = shard_parts(split_runs, *spill.shard_bounds(shard, count))
+                got = [
+                    (int(h), p.key[i] if keyed else None, p.order[i] if keyed else None, pay)
+                    for p in parts
+                    for i, (h, pay) in enumerate(zip(p.order_hash, p.payload.to_pylist()))
+                ]
+                got.sort(key=lambda r: (r[0], r[1] or "", r[2] or (), r[3]))
+                assert got == _records(chunks, split, shard, count, keyed), (split, shard, count)
+                seen += len(got)
+            assert seen == total
+
+
+def test_a_shard_from_runs_equals_the_shard_from_the_chunks(tmp_path):
+    from transforms.split import record_hash
+
+    rng = random.Random(8)
+    chunks = [_chunk(rng, 500, keyed=True) for _ in range(3)]
+    for c in chunks:  # a key's records share its hash, as in a dataset: duplicates meet
+        c.order_hash = np.array([record_hash(k.encode())[1] for k in c.key], np.uint64)
+    written = list(spill.write_runs(chunks, str(tmp_path), keyed=True))
+    from transforms.sink.write import route_chunk
+
+    for shard in range(4):
+        direct = [
+            part for c in chunks for dest, part in route_chunk(c, [4, 4, 4]) if dest == (1, shard)
+        ]
+        spilled = shard_parts([r for r in written if r.split == 1], *spill.shard_bounds(shard, 4))
+        a, b = sorted_records(direct), sorted_records(spilled)
+        assert a[0].to_pylist() == b[0].to_pylist() and a[1] == b[1] > 0
+
+
+def test_shard_bounds_agree_with_shard_of():
+    rng = random.Random(1)
+    for count in (1, 2, 3, 5, 7, 1000, 65537):
+        for shard in {0, 1 % count, count // 2, count - 1}:
+            low, high = spill.shard_bounds(shard, count)
+            edges = [low, low + 1, (high or 1 << 64) - 1] + [
+                rng.randrange(low, high or 1 << 64) for _ in range(20)
+            ]
+            assert (shard_of(np.array(edges, np.uint64), count) == shard).all()
+            if low:
+                assert shard_of(np.array([low - 1], np.uint64), count)[0] == shard - 1
+            if high is not None:
+                assert shard_of(np.array([high], np.uint64), count)[0] == shard + 1
+
+
+def test_a_truncated_run_file_is_an_error_naming_it(tmp_path):
+    rng = random.Random(2)
+    (run, *_) = spill.write_runs([_chunk(rng, 50, keyed=False)], str(tmp_path), keyed=False)
+    with open(run.path, "r+b") as f:
+        f.truncate(run.payload_bytes // 2)
+    with pytest.raises(OSError, match="truncated"):
+        spill.read_slice(run, 0, None)
+
+
+@pytest.mark.parametrize("count, pieces", [(1, 1), (1, 5), (3, 4), (7, 2)])
+def test_shard_pieces_cover_the_shard_in_order(count, pieces):
+    from transforms.sink.write import shard_pieces
+
+    for shard in range(count):
+        low, high = spill.shard_bounds(shard, count)
+        got = list(shard_pieces(shard, count, pieces))
+        assert len(got) == pieces and got[0][0] == low and got[-1][1] == high
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(got, got[1:]))
+
+
+def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path):
+    from transforms.contract.config import OutputSpec
+    from transforms.sink.write import WriteShardFn
+    from transforms.split import record_hash
+
+    rng = random.Random(4)
+    chunks = [_chunk(rng, 400, keyed=True) for _ in range(3)]
+    for c in chunks:
+        c.order_hash = np.array([record_hash(k.encode())[1] for k in c.key], np.uint64)
+    written = [
+        r for r in spill.write_runs(chunks, str(tmp_path / "runs"), keyed=True) if r.split == 0
+    ]
+    output = OutputSpec(path=str(tmp_path / "out"), compression="gzip", shard_size_mb=1)
+    facts = []
+    for pieces in (1, 9):
+        fn = WriteShardFn(str(tmp_path / f"staging{pieces}"), ["train"], output)
+        facts.append(fn._write(0, 1, 2, pieces, written, __import__("threading").Event()))
+    assert facts[0]["duplicates"] > 0 and facts[0]["records"] > 0
+    assert facts[0] == facts[1]

@@ -1,0 +1,139 @@
+"""Reads JSON Lines files into chunks of raw records: one JSON object per line.
+
+Fields are the object's top-level keys; JSON `null` is a missing value. Blank lines (empty or
+only whitespace) are not records. A UTF-8 byte order mark at the start of the file is dropped.
+Only `\\n` ends a line (a `\\r` just before it is part of the line end, CRLF files): a lone `\\r`
+is JSON whitespace between tokens, and inside a string it is the control character JSON forbids,
+never a line break, so line numbers count `\\n`s as they do for the text format and for the byte
+ranges of `transforms.sources.ranges`.
+
+A line is rejected, with its line number and text, and the reading goes on, when it is
+  `json: invalid JSON`                    not JSON (json.loads says so)
+  `json: not an object`                   JSON, but not an object
+  `json: nested deeper than 100 levels`   arrays/objects nested deeper than `MAX_DEPTH`
+  `json: field name is not valid text`    a key holds a lone surrogate (`"\\udc80"`, or bytes
+                                          the encoding cannot decode)
+The depth limit is checked on the text before parsing: Python's parser recurses per level, and
+a line like `[[[[...` 100000 deep would otherwise end the job with a RecursionError, while a
+depth just under the interpreter's limit would parse here and fail later, in whatever recurses
+over the value next (pickling, encoding), depending on the stack depth at that point. A field
+name must be text because it becomes a column, a counter and a key of the manifest; values are
+kept as they are (a `string` feature rejects a value that is not valid text, an unread field
+is only counted).
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import re
+from typing import Any, BinaryIO, Iterator
+
+import numpy as np
+
+from transforms.contract.config import SourceSpec
+from transforms.records import (
+    CHUNK_ROWS,
+    RawChunk,
+    location,
+    one_line_records,
+    rejection,
+)
+from transforms.sources.registry import OptionsReader
+
+MAX_DEPTH = 100  # as Ruby's JSON parser; GeoJSON, the deepest common layout, needs 4 or 5
+INVALID = "json: invalid JSON"
+NOT_AN_OBJECT = "json: not an object"
+TOO_DEEP = f"json: nested deeper than {MAX_DEPTH} levels"
+BAD_NAME = "json: field name is not valid text"
+
+# A JSON string (escapes included), and anything that is not a bracket: what the depth scan drops.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_OPENING = np.frombuffer(b"[{", np.uint8)
+
+
+def options(raw: dict[str, Any]) -> dict[str, Any]:
+    """The jsonl options, checked, with their defaults."""
+    opts = OptionsReader(raw)
+    out = {"encoding": opts.encoding()}
+    opts.done()
+    return out
+
+
+def parse_jsonl(
+    stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
+) -> Iterator[RawChunk | dict[str, Any]]:
+    """Yields chunks of raw records and, for unparseable lines, rejected-record dicts."""
+    encoding = source.options["encoding"]
+    if codecs.lookup(encoding).name == "utf-8":
+        encoding = "utf-8-sig"  # a byte order mark at the start of the file is not JSON
+    text = io.TextIOWrapper(stream, encoding=encoding, errors="surrogateescape", newline="\n")
+    objects: list[dict[str, Any]] = []
+    lines: list[int] = []
+    raws: list[str] = []
+    for line_no, line in enumerate(text, start=1):
+        if not line.strip():
+            continue
+        raw = _without_line_end(line)
+        fields, reason = parse_line(line)
+        if reason is not None:
+            yield rejection(source.name, location(path, line_no), reason, raw)
+            continue
+        objects.append(fields)
+        lines.append(line_no)
+        raws.append(raw)
+        if len(objects) >= chunk_rows:
+            yield _chunk(source.name, path, objects, lines, raws)
+            objects, lines, raws = [], [], []
+    if objects:
+        yield _chunk(source.name, path, objects, lines, raws)
+
+
+parse = parse_jsonl
+
+
+def parse_line(line: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the object of one line, None), or (None, the reason the line is rejected)."""
+    # Counting brackets is C-fast; only a line with more than MAX_DEPTH of them can be too deep.
+    if line.count("[") + line.count("{") > MAX_DEPTH and nesting_depth(line) > MAX_DEPTH:
+        return None, TOO_DEEP
+    try:
+        fields = json.loads(line)
+    except ValueError:
+        return None, INVALID
+    except RecursionError:  # text that is not JSON can fool the depth scan: the parser decides
+        return None, TOO_DEEP
+    if not isinstance(fields, dict):
+        return None, NOT_AN_OBJECT
+    names = "".join(fields)
+    if not names.isascii():
+        try:
+            names.encode("utf-8")
+        except UnicodeEncodeError:
+            return None, BAD_NAME
+    return fields, None
+
+
+def nesting_depth(text: str) -> int:
+    """How deep the arrays and objects of a JSON text nest (brackets inside strings do not
+    count), found without recursion; for text that is not JSON, an upper bound of sorts."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if not brackets:
+        return 0
+    a = np.frombuffer(brackets.encode("ascii"), np.uint8)
+    steps = np.where(np.isin(a, _OPENING), 1, -1)
+    return int(np.cumsum(steps).max())
+
+
+def _without_line_end(line: str) -> str:
+    if line.endswith("\n"):
+        line = line[:-1]
+    return line[:-1] if line.endswith("\r") else line
+
+
+def _chunk(source, path, objects, lines, raws) -> RawChunk:
+    names = dict.fromkeys(k for obj in objects for k in obj)
+    columns = {name: [obj.get(name) for obj in objects] for name in names}
+    return RawChunk(source, path, columns, lines, **one_line_records(raws))

@@ -1,0 +1,140 @@
+"""The source formats: each one's options checker and reader, found by name.
+
+Each format lives in its own module `transforms/sources/<format>.py`. A file format has two
+functions:
+
+  `options(raw: dict) -> dict`   checks the source's `options` mapping and returns it complete
+                                 (defaults filled in); raises `OptionError(option, message)`.
+  `parse(stream, path, source, chunk_rows=CHUNK_ROWS)`
+                                 yields `RawChunk`s and rejected-record dicts for one file.
+Optionally `resolve_paths(options, base_dir)` resolves files named in options (not `path`)
+against the config's folder.
+
+A query format (sql, bigquery) has `options` and `Read(source)` instead of `parse`.
+Modules are imported on first use, so checking a config costs no format's libraries.
+`OptionsReader` gives the checkers one way to read and check options.
+"""
+
+from __future__ import annotations
+
+import codecs
+import importlib
+import importlib.util
+from typing import Any, Callable, Iterable
+
+from transforms.contract.config import SOURCE_FORMATS, OptionError
+
+# The formats with a module here (every name of the contract has a module of the same name).
+IMPLEMENTED = tuple(
+    fmt
+    for fmt in SOURCE_FORMATS
+    if importlib.util.find_spec(f"transforms.sources.{fmt}") is not None
+)
+# Formats not read from files: their module has `Read(source)`, a PTransform applied to the
+# pipeline that returns (chunks, rejected, counts) like `transforms.sources.read.ReadSource`.
+QUERY_FORMATS = ("sql", "bigquery")
+
+
+def check_options(fmt: str, raw: dict[str, Any]) -> dict[str, Any]:
+    return _module(fmt).options(raw)
+
+
+def resolve_paths(fmt: str, options: dict[str, Any], base_dir: str) -> dict[str, Any]:
+    """The options with the local files they name resolved against the config's folder."""
+    resolve = getattr(_module(fmt), "resolve_paths", None)
+    return resolve(options, base_dir) if resolve is not None else options
+
+
+def parser(fmt: str) -> Callable:
+    return _module(fmt).parse
+
+
+def reader(fmt: str) -> Callable:
+    return _module(fmt).Read
+
+
+def _module(fmt: str):
+    return importlib.import_module(f"transforms.sources.{fmt}")
+
+
+_MISSING = object()
+
+
+class OptionsReader:
+    """Reads one source's options: typed getters with defaults; `done()` rejects unknown keys."""
+
+    def __init__(self, raw: dict[str, Any]):
+        self._raw = dict(raw)
+        self._seen: set[str] = set()
+
+    def get(self, name: str, default: Any = _MISSING) -> Any:
+        self._seen.add(name)
+        if name in self._raw:
+            return self._raw[name]
+        if default is _MISSING:
+            raise OptionError(name, "is required")
+        return default
+
+    def has(self, name: str) -> bool:
+        return name in self._raw
+
+    def string(self, name: str, default: Any = _MISSING, *, empty: bool = False) -> Any:
+        value = self.get(name, default)
+        if value is default and default is None:
+            return None
+        if not isinstance(value, str) or (not empty and not value):
+            raise OptionError(
+                name, "must be a non-empty string" if not empty else "must be a string"
+            )
+        return value
+
+    def boolean(self, name: str, default: Any = _MISSING) -> bool:
+        value = self.get(name, default)
+        if not isinstance(value, bool):
+            raise OptionError(name, "must be true or false")
+        return value
+
+    def integer(
+        self, name: str, default: Any = _MISSING, *, minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> Any:  # fmt: skip
+        value = self.get(name, default)
+        if value is default and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise OptionError(name, "must be an integer")
+        if minimum is not None and value < minimum:
+            raise OptionError(name, f"must be at least {minimum}")
+        if maximum is not None and value > maximum:
+            raise OptionError(name, f"must be at most {maximum}")
+        return value
+
+    def strings(self, name: str, default: Any = _MISSING) -> Any:
+        value = self.get(name, default)
+        if value is default and default is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise OptionError(name, "must be a list of strings")
+        return list(value)
+
+    def choice(self, name: str, choices: Iterable[str], default: Any = _MISSING) -> Any:
+        value = self.get(name, default)
+        choices = tuple(choices)
+        if value not in choices:
+            raise OptionError(name, f"{value!r} is not one of {', '.join(map(str, choices))}")
+        return value
+
+    def encoding(self, name: str = "encoding", default: str = "utf-8") -> str:
+        value = self.get(name, default)
+        try:
+            codec = codecs.lookup(value)
+        except (LookupError, TypeError):
+            raise OptionError(name, f"unknown encoding {value!r}") from None
+        if not codec._is_text_encoding:  # rot13, base64, zlib: codecs, but not of text
+            raise OptionError(name, f"{value!r} is not a text encoding")
+        return codec.name
+
+    def done(self) -> None:
+        unknown = sorted(set(self._raw) - self._seen)
+        if unknown:
+            raise OptionError(unknown[0], f"unknown key (allowed: {', '.join(sorted(self._seen))})")

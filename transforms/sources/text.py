@@ -1,0 +1,198 @@
+"""Reads text files into chunks of raw records: one record per line.
+
+Like tf.data's TextLineDataset, a line ends at `\\n`; a `\\r` just before it is part of the
+terminator (CRLF files), a lone `\\r` elsewhere is kept as text. Line numbers count `\\n`s. A
+line is either one string field (`field`, default `line`) or, with `regex`, one field per named
+group of a Python regular expression that must match the whole line (a group that does not take
+part in the match is a missing value); a line it does not match is rejected. Blank lines (empty
+or only whitespace) are not records unless `skip_blank_lines` is false. A byte-order mark at
+the start of a file is not text. Bytes the encoding cannot decode are kept (as lone surrogates):
+a `string` feature rejects such a value, a `bytes` feature gets the bytes back, and a rejected
+record's text shows them as `\\xNN`.
+
+The work per line is done by C code over whole blocks: decoding, `str.split`, the blank test
+(`str.strip` through `map`), `Pattern.fullmatch` through `map`, and a `zip` that turns the
+matches' groups into columns. Values stay text; `transforms.schema` types them.
+"""
+
+from __future__ import annotations
+
+import codecs
+import itertools
+import operator
+import re
+from typing import Any, BinaryIO, Iterable, Iterator
+
+from transforms.contract.config import OptionError, SourceSpec
+from transforms.records import (
+    CHUNK_ROWS,
+    RawChunk,
+    location,
+    one_line_records,
+    rejection,
+)
+from transforms.sources.registry import OptionsReader
+
+NO_MATCH = "text: line does not match regex"
+_READ_BYTES = 1 << 20
+_BOM = "\ufeff"
+
+
+def options(raw: dict[str, Any]) -> dict[str, Any]:
+    """The text options, checked, with their defaults."""
+    opts = OptionsReader(raw)
+    regex = opts.string("regex", None)
+    if regex is not None and opts.has("field"):
+        raise OptionError(
+            "field", "cannot be used with regex (the regex's group names are the fields)"
+        )
+    field = opts.string("field", "line")
+    if regex is not None:
+        compile_regex(regex)
+    out = {
+        "encoding": opts.encoding(),
+        "field": None if regex is not None else field,
+        "regex": regex,
+        "skip_blank_lines": opts.boolean("skip_blank_lines", True),
+    }
+    opts.done()
+    return out
+
+
+def compile_regex(regex: str) -> re.Pattern:
+    """The compiled pattern; an `OptionError` on `regex` when it is invalid or has no names."""
+    try:
+        pattern = re.compile(regex)
+    except re.error as e:
+        raise OptionError("regex", f"invalid regular expression: {e}") from None
+    if not pattern.groupindex:
+        raise OptionError("regex", "has no named group: name each field as (?P<name>...)")
+    return pattern
+
+
+def parse_text(
+    stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
+) -> Iterator[RawChunk | dict[str, Any]]:
+    """Yields chunks of raw records and, for lines the regex does not match, rejected records."""
+    opts = source.options
+    pattern = compile_regex(opts["regex"]) if opts["regex"] is not None else None
+    names = list(pattern.groupindex) if pattern else [opts["field"]]
+    pending = _Pending(source.name, path, names, chunk_rows)
+    for first, lines in _line_blocks(_decoded(stream, opts["encoding"])):
+        numbers: Any = range(first, first + len(lines))
+        if opts["skip_blank_lines"]:
+            keep = list(map(bool, map(str.strip, lines)))
+            if not all(keep):
+                lines = list(itertools.compress(lines, keep))
+                numbers = list(itertools.compress(numbers, keep))
+        if pattern is None:
+            yield from pending.add([lines], lines, numbers)
+            continue
+        matches = list(map(pattern.fullmatch, lines))
+        if None in matches:
+            found = list(map(operator.is_not, matches, itertools.repeat(None)))
+            for line, number in itertools.compress(zip(lines, numbers), map(operator.not_, found)):
+                yield rejection(source.name, location(path, number), NO_MATCH, shown(line))
+            matches = list(itertools.compress(matches, found))
+            lines = list(itertools.compress(lines, found))
+            numbers = list(itertools.compress(numbers, found))
+        if not matches:
+            continue
+        groups = list(zip(*map(re.Match.groups, matches)))
+        columns = [groups[index - 1] for index in pattern.groupindex.values()]
+        yield from pending.add(columns, lines, numbers)
+    yield from pending.flush()
+
+
+parse = parse_text
+
+
+def shown(line: str) -> str:
+    """A line as text for the rejected output: undecodable input bytes as `\\xNN` escapes.
+
+    Values keep undecodable bytes as lone surrogates (a `bytes` feature gets the bytes back, a
+    `string` feature rejects the value), but text holding surrogates cannot be encoded as UTF-8.
+    """
+    return line.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _raw_text(lines: list[str]) -> dict[str, Any]:
+    """The raw-text fields of a chunk of these lines, undecodable bytes shown as `\\xNN`."""
+    raws = one_line_records(lines)
+    if not raws["raw_text"].isascii():
+        try:
+            raws["raw_text"].encode("utf-8")
+        except UnicodeEncodeError:
+            raws = one_line_records([shown(line) for line in lines])
+    return raws
+
+
+def _decoded(stream: BinaryIO, encoding: str) -> Iterator[str]:
+    """The text of a byte stream, a block at a time; undecodable bytes as lone surrogates."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="surrogateescape")
+    while True:
+        data = stream.read(_READ_BYTES)
+        block = decoder.decode(data, final=not data)
+        if block:
+            yield block
+        if not data:
+            return
+
+
+def _line_blocks(blocks: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    """(line number of the first line, lines without terminators) for blocks of text."""
+    first = 1
+    head: list[str] = []  # the start of a line that runs past the blocks read so far
+    start = True
+    for block in blocks:
+        if start:
+            start = False
+            block = block[1:] if block.startswith(_BOM) else block
+        cut = block.rfind("\n")
+        if cut < 0:
+            head.append(block)
+            continue
+        body = "".join(head) + block[: cut + 1] if head else block[: cut + 1]
+        head = [block[cut + 1 :]] if cut + 1 < len(block) else []
+        if "\r" in body:
+            body = body.replace("\r\n", "\n")
+        lines = body.split("\n")
+        lines.pop()  # the empty string after the last terminator
+        yield first, lines
+        first += len(lines)
+    last = "".join(head)
+    if last:  # a last line without a terminator
+        yield first, [last[:-1] if last.endswith("\r") else last]
+
+
+class _Pending:
+    """Records parsed but not yet sent, cut into chunks of `chunk_rows`."""
+
+    def __init__(self, source: str, path: str, names: list[str], chunk_rows: int):
+        self._source = source
+        self._path = path
+        self._names = names
+        self._chunk_rows = chunk_rows
+        self._columns: list[list[Any]] = [[] for _ in names]
+        self._raws: list[str] = []
+        self._numbers: list[int] = []
+
+    def add(self, columns, raws, numbers) -> Iterator[RawChunk]:
+        for pending, column in zip(self._columns, columns):
+            pending.extend(column)
+        self._raws.extend(raws)
+        self._numbers.extend(numbers)
+        while len(self._numbers) >= self._chunk_rows:
+            yield self._take(self._chunk_rows)
+
+    def flush(self) -> Iterator[RawChunk]:
+        if self._numbers:
+            yield self._take(len(self._numbers))
+
+    def _take(self, n: int) -> RawChunk:
+        columns = {name: values[:n] for name, values in zip(self._names, self._columns)}
+        raws, numbers = _raw_text(self._raws[:n]), self._numbers[:n]
+        for values in self._columns:
+            del values[:n]
+        del self._raws[:n], self._numbers[:n]
+        return RawChunk(self._source, self._path, columns, numbers, **raws, text=True)
