@@ -54,6 +54,9 @@ from transforms.contract.layout import (
     DEFAULT_COMPRESSION,
     DEFAULT_COMPRESSION_LEVEL,
     DEFAULT_SHARD_SIZE_MB,
+    REJECTED_DIR,
+    SPILL_DIR,
+    TRANSFORM_DIR,
 )
 from transforms.files import is_remote
 from transforms.sources import registry
@@ -73,7 +76,7 @@ MAX_SPLIT_NAME = 100  # split names are folder and file names
 # NAME and those 25 bytes must fit in a file name (255 bytes on Linux and macOS file systems).
 MAX_OUTPUT_NAME_BYTES = 255 - len("..incomplete-") - 12
 # Folders of OUTPUT (and of its staging folder) that are not splits.
-RESERVED_SPLITS = ("rejected", "transform", "_runs")
+RESERVED_SPLITS = (REJECTED_DIR, TRANSFORM_DIR, SPILL_DIR)
 
 _TOP_KEYS = {
     "name",

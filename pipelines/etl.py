@@ -59,16 +59,10 @@ from transforms.files import (
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
 from transforms.quality import CountFields, QualityError
-from transforms.sink.publish import (
-    Expected,
-    OutputError,
-    discard,
-    expect,
-    holds_dataset,
-    staging_path,
-    write_atomically,
-)
-from transforms.sink.write import RUN_BYTES, PublishDataset, WriteShards
+from transforms.sink.finalize import PublishDataset
+from transforms.sink.output import Expected, OutputError, expect, holds_dataset
+from transforms.sink.storage import discard, staging_path, write_atomically
+from transforms.sink.write import SPILL_BYTES, WriteShards
 from transforms.sources import ranges, registry
 from transforms.sources.read import ReadSource
 from transforms.stats import MergeStats
@@ -87,7 +81,7 @@ class Tuning:
     these are (`shardflow etl --split-mb/--spill-mb/--progress-seconds`)."""
 
     split_bytes: int = ranges.SPLIT_BYTES  # CSV/JSONL/Parquet files larger: read in ranges
-    spill_bytes: int = RUN_BYTES  # encoded bytes a worker gathers before it sorts and spills
+    spill_bytes: int = SPILL_BYTES  # encoded bytes a worker gathers before it sorts and spills
     progress_seconds: float | None = None  # between progress lines (default: 5 s on a terminal)
 
 
@@ -276,9 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"this size, spread over the workers (default {ranges.SPLIT_BYTES >> 20})",
     )  # fmt: skip
     tuning.add_argument(
-        "--spill-mb", type=_megabytes, default=RUN_BYTES, metavar="MB",
+        "--spill-mb", type=_megabytes, default=SPILL_BYTES, metavar="MB",
         help=f"encoded records a worker holds before it sorts and spills them to the staging "
-        f"folder (default {RUN_BYTES >> 20})",
+        f"folder (default {SPILL_BYTES >> 20})",
     )  # fmt: skip
     tuning.add_argument(
         "--progress-seconds", type=_seconds, metavar="S",

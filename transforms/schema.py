@@ -158,8 +158,8 @@ def _coerce_float(name: str, value: Any) -> float:
 
 def _check_image(name: str, data: bytes) -> None:
     # The images source's own check (one pixel limit, the same reasons); imported here because
-    # transforms.sources.images imports this module.
-    from transforms.sources.images import decode
+    # transforms.imaging imports this module.
+    from transforms.imaging import decode
 
     decode(data, name).close()
 

@@ -64,3 +64,17 @@ def shard_of(order_hashes: np.ndarray, num_shards: np.ndarray | int) -> np.ndarr
     """The shard of each record: contiguous ranges of the order hash's high 32 bits."""
     counts = np.asarray(num_shards, np.uint64)
     return ((order_hashes >> np.uint64(32)) * counts) >> np.uint64(32)
+
+
+def binary(payloads: Sequence[bytes] | pa.Array) -> pa.Array:
+    """Payloads as an Arrow binary array (lists of bytes are converted)."""
+    return payloads if isinstance(payloads, pa.Array) else pa.array(payloads, pa.binary())
+
+
+def shard_bounds(shard: int, count: int) -> tuple[int, int | None]:
+    """[low, high) of the order hashes of a shard (high None: to the end), as `shard_of` maps."""
+
+    def start(k: int) -> int:
+        return (((k << 32) + count - 1) // count) << 32
+
+    return start(shard), None if shard + 1 == count else start(shard + 1)

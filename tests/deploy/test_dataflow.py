@@ -118,6 +118,8 @@ def test_dataflow_runner_writes_the_etl_job_with_our_package_and_image(gcs_emula
         "setup.py",
         "pipelines/etl.py",
         "transforms/sink/write.py",
+        "transforms/sources/csv.py",
+        "transforms/contract/layout.py",
         "deploy/dataflow/launcher.py",
     }
     assert shipped <= members

@@ -10,7 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipelines.config import parse_config
 from pipelines.etl import build_etl
 from transforms.prepare import PrepareRecords
-from transforms.sink.publish import staging_path
+from transforms.sink.storage import staging_path
 from transforms.sources.read import ReadSource
 
 CSV = 'id,name,score\n1,ann,1.5\n2,"bo, b",x\n3,"multi\nline",2\n4\n1,ann again,9\n'

@@ -65,14 +65,14 @@ def test_ranges_give_the_bytes_of_whole_files_in_process_and_over_two_workers(
 
     monkeypatch.setattr(ranges, "plan", spy)
     spilled = []
-    write_runs = spill.write_runs
+    write_spill_files = spill.write_spill_files
 
     def spy_runs(*args, **kwargs):
-        spilled.extend(result := list(write_runs(*args, **kwargs)))
+        spilled.extend(result := list(write_spill_files(*args, **kwargs)))
         return iter(result)
 
-    monkeypatch.setattr(spill, "write_runs", spy_runs)
-    monkeypatch.setattr(write, "write_runs", spy_runs)
+    monkeypatch.setattr(spill, "write_spill_files", spy_runs)
+    monkeypatch.setattr(write, "write_spill_files", spy_runs)
     # ~10 KB ranges; runs of ~20 KB: each shard reads from many
     assert run(["--config", cfg, "--overwrite", "--split-mb", "0.01", "--spill-mb", "0.02"]) == 0
     assert len(planned) == 3 and min(planned) > 1, planned  # every file was cut

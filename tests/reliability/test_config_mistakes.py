@@ -458,7 +458,7 @@ def test_refusals_do_not_depend_on_the_working_folder(tmp_path, capsys, monkeypa
         (
             {"splits": {"train": 0.5, "transform": 0.5}},
             "splits: split name 'transform' must match [a-z0-9_-]+ (at most 100 characters; not "
-            "rejected, transform, _runs)",
+            "rejected, transform, _spill)",
         ),
         ({"splits": {"train": 0.5, "s" * 101: 0.5}}, "splits: split name 'sssss"),
         (

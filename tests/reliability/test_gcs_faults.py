@@ -177,7 +177,7 @@ def test_a_failed_upload_is_cancelled_not_retried_when_its_writer_is_collected(
     from apache_beam.io.gcp import gcsio_retry
     from google.api_core.exceptions import RetryError
 
-    from transforms.sink.write import RecordFileWriter
+    from transforms.sink.framing import RecordFileWriter
 
     for name in ("DEFAULT_RETRY", "DEFAULT_RETRY_WITH_THROTTLING_COUNTER"):
         monkeypatch.setattr(gcsio_retry, name, getattr(gcsio_retry, name).with_timeout(2.0))

@@ -39,14 +39,9 @@ from pipelines.etl import run
 from tests.services.pause import pause_on
 from transforms.contract.layout import MANIFEST
 from transforms.sink import publish as publish_module
-from transforms.sink.publish import (
-    PUBLISHING,
-    PublishConflict,
-    expect,
-    holds_dataset,
-    publish,
-    staging_path,
-)
+from transforms.sink.output import PUBLISHING, PublishConflict, expect, holds_dataset
+from transforms.sink.publish import publish
+from transforms.sink.storage import staging_path
 
 BUCKET = "shardflow-test"
 ROWS = "id,name\n1,a\n2,b\n3,c\n"

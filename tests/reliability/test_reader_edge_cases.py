@@ -48,7 +48,7 @@ from transforms.contract.config import SourceSpec
 from transforms.encode import encode_columns
 from transforms.files import open_file
 from transforms.records import RawChunk
-from transforms.sink.write import frame_records
+from transforms.sink.framing import frame_records
 from transforms.sources import csv as csv_module
 from transforms.sources import ranges, registry, tfrecord
 from transforms.sources.csv import FileError, parse_csv

@@ -46,6 +46,7 @@ from pipelines.etl import run
 from pipelines.report.page import render
 from tests import readback
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
+from transforms.imaging import decode
 from transforms.prepare import KeyMaker
 from transforms.records import RawChunk, one_line_records
 from transforms.schema import (
@@ -55,7 +56,6 @@ from transforms.schema import (
     coerce_feature,
     coerce_scalar,
 )
-from transforms.sources.images import decode
 from transforms.stats import DatasetStats, chunk_stats, column_stats
 
 MB10 = 10 * 2**20

@@ -53,6 +53,9 @@ def shard_name(split: str, index: int, count: int, suffix: str) -> str:
     return f"{split}/{split}-{index:05d}-of-{count:05d}{suffix}"
 
 
+# The spill files of a run, in its staging folder only (deleted before publication).
+SPILL_DIR = "_spill"
+
 # The rejected records: one JSON Lines file, named like a single shard of a `rejected` split.
 REJECTED_DIR = "rejected"
 REJECTED_FILE = shard_name(REJECTED_DIR, 0, 1, ".jsonl")

@@ -34,6 +34,34 @@ def dumps(manifest: Mapping[str, Any]) -> str:
     return json.dumps(manifest, indent=2, sort_keys=False) + "\n"
 
 
+# The fields every shardflow manifest has, with their JSON types; a manifest.json without them
+# is someone else's file, and its folder is not ours to replace.
+_MANIFEST_FIELDS = {"name": str, "features": dict, "sources": dict, "splits": dict}
+
+
+def manifest_problem(data: bytes) -> str | None:
+    """Why `data` (the bytes of a manifest.json) is not a shardflow manifest (`format_version`
+    FORMAT_VERSION and the fields every manifest has); None when it is one. Checks only whose the
+    file is, not that it is valid (`Manifest.from_json`): a folder holding a manifest of ours is
+    ours to replace, even when that manifest is damaged."""
+    try:
+        manifest = json.loads(data)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        return "not JSON"
+    if not isinstance(manifest, dict):
+        return "not a JSON object"
+    if "format_version" not in manifest:
+        return "no format_version"
+    version = manifest["format_version"]
+    if type(version) is not int or version != FORMAT_VERSION:  # True == 1, but is no version
+        return f"format_version {version!r}, not {FORMAT_VERSION}"
+    for name, kind in _MANIFEST_FIELDS.items():
+        if not isinstance(manifest.get(name), kind):
+            what = "a string" if kind is str else "an object"
+            return f"{name} missing or not {what}" if name in manifest else f"no {name}"
+    return None
+
+
 @dataclass(frozen=True)
 class ManifestFeature:
     """One feature of the examples: what the trainer builds its parse spec from.

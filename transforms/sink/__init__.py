@@ -1,7 +1,11 @@
 """Load: the encoded records of a run written as sharded TFRecords, then published.
 
-`framing` (TFRecord framing and the compressed file writer), `shards` (shard sizing and record
-order), `spill` (sorted spill files in the staging folder), `write` (the Beam steps that spill,
-write shards, rejected records and publish), `manifest` (the `Manifest` of a run), `output`
-(what OUTPUT holds and may be replaced) and `publish` (the atomic switch to the new dataset).
+write      the Beam steps: spill encoded records, then write each shard (`WriteShards`)
+spill      sorted spill files in the staging folder, read back a shard's slice at a time
+framing    TFRecord framing and the compressed record file writer
+finalize   the last step: rejected records, statistics, manifest, checks, publication
+manifest   the run's `Manifest`, from what was written and counted
+output     what OUTPUT holds and what a run may replace there
+publish    the atomic switch from the staging folder to OUTPUT
+storage    files and objects (local or gs://): created whole, abandoned, listed, deleted
 """

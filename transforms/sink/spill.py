@@ -1,27 +1,29 @@
-"""Sorted runs: encoded records spilled to the staging folder, read back one shard at a time.
+"""Spill files: encoded records sorted into the staging folder, read back one shard at a time.
 
 The writer cannot route a record to its shard until every record is encoded (the shard counts
 come from the bytes of each split), and holding every encoded record until then makes a job's
 memory grow with its input. So each worker sorts what it encoded, a few tens of megabytes at a
-time, by order hash, and writes it to a *run* file under `<staging>/_runs/`; only a small
-description of each run (`Run`) travels on through the pipeline. A shard is a contiguous range
-of order hashes (`transforms.split.shard_of`), hence a contiguous slice of every run of its
-split: its writer reads just those slices, and memory stays within a few shards' worth.
+time, by order hash, and writes it to a *spill file* under `<staging>/_spill/`; only a small
+description of each (`SpillFile`) travels on through the pipeline. A shard is a contiguous
+range of order hashes (`transforms.split.shard_of`), hence a contiguous slice of every spill
+file of its split: its writer reads just those slices (`shard_tasks`, `shard_parts`), a piece of
+about PIECE_BYTES at a time, and memory stays within a few shards' worth.
 
-A run file holds, for one split, in order-hash order:
+A spill file holds, for one split, in order-hash order:
 
     payloads   the serialized examples, back to back
     metadata   keyed datasets only: one JSON line `[key, provenance]` per record
     entries    per record: order hash, end of its payload, end of its metadata (3 x uint64 LE)
 
-`Run.fence` holds the order hash of every `FENCE_STRIDE`-th record, so that a shard's slice is
-found by reading a few entries around its bounds, not all of them.
+`SpillFile.fence` holds the order hash of every `FENCE_STRIDE`-th record, so that a shard's slice
+is found by reading a few entries around its bounds, not all of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import uuid
 from typing import Iterable, Iterator
 
@@ -31,19 +33,21 @@ from apache_beam import coders
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.contract.layout import SPILL_DIR
 from transforms.prepare import EncodedChunk
 from transforms.records import ChunkCoder
-from transforms.sink.publish import create_file
-from transforms.split import binary_offsets
+from transforms.shards import ShardPart
+from transforms.sink.storage import create_file
+from transforms.split import binary, binary_offsets
 
-RUN_FOLDER = "_runs"
 FENCE_STRIDE = 1024
+PIECE_BYTES = 8 << 20  # encoded bytes of a shard that its writer reads and sorts at a time
 _ENTRY = np.dtype([("hash", "<u8"), ("payload_end", "<u8"), ("meta_end", "<u8")])
 
 
 @dataclasses.dataclass
-class Run:
-    """Where a run file is and what it holds (all but its records)."""
+class SpillFile:
+    """Where a spill file is and what it holds (all but its records)."""
 
     split: int
     path: str
@@ -56,45 +60,31 @@ class Run:
         return 64 + len(self.path) + self.fence.nbytes
 
 
-coders.registry.register_coder(Run, ChunkCoder)
+coders.registry.register_coder(SpillFile, ChunkCoder)
 
 
-@dataclasses.dataclass
-class ShardPart:
-    """Records that belong to one shard, from one chunk or one run."""
-
-    order_hash: np.ndarray  # uint64
-    key: list[str] | None
-    order: list[tuple] | None  # provenance, for ties among a key's records (keyed datasets)
-    payload: pa.BinaryArray
-
-    def approx_bytes(self) -> int:
-        return _binary(self.payload).nbytes + 16 * len(self.payload)
+def spill_folder(staging: str) -> str:
+    return f"{staging}/{SPILL_DIR}"
 
 
-coders.registry.register_coder(ShardPart, ChunkCoder)
-
-
-def run_folder(staging: str) -> str:
-    return f"{staging}/{RUN_FOLDER}"
-
-
-def write_runs(chunks: Iterable[EncodedChunk], folder: str, keyed: bool) -> Iterator[Run]:
-    """Writes the records of `chunks` as one sorted run file per split they touch."""
+def write_spill_files(
+    chunks: Iterable[EncodedChunk], folder: str, keyed: bool
+) -> Iterator[SpillFile]:
+    """Writes the records of `chunks` as one sorted spill file per split they touch."""
     chunks = [c for c in chunks if len(c)]
     if not chunks:
         return
     splits = np.concatenate([c.split for c in chunks])
     hashes = np.concatenate([np.asarray(c.order_hash, np.uint64) for c in chunks])
-    payloads = pa.concat_arrays([_binary(c.payload).cast(pa.large_binary()) for c in chunks])
+    payloads = pa.concat_arrays([binary(c.payload).cast(pa.large_binary()) for c in chunks])
     keys = [k for c in chunks for k in c.key] if keyed else None
     orders = [o for c in chunks for o in c.order] if keyed else None
     del chunks  # the caller passes its last reference: only one copy of the records is held
     for split in np.unique(splits).tolist():
         rows = np.flatnonzero(splits == split)
         rows = rows[np.argsort(hashes[rows], kind="stable")]
-        yield _write_run(
-            f"{folder}/{split}-{uuid.uuid4().hex}.run",
+        yield _write_spill_file(
+            f"{folder}/{split}-{uuid.uuid4().hex}.spill",
             split,
             hashes[rows],
             payloads.take(rows),
@@ -104,13 +94,9 @@ def write_runs(chunks: Iterable[EncodedChunk], folder: str, keyed: bool) -> Iter
         )
 
 
-def _binary(array) -> pa.Array:
-    return array if isinstance(array, pa.Array) else pa.array(array, pa.binary())
-
-
-def _write_run(
+def _write_spill_file(
     path: str, split: int, hashes: np.ndarray, payloads: pa.Array, metas: list[str] | None
-) -> Run:
+) -> SpillFile:
     n = len(payloads)
     offsets = binary_offsets(payloads)
     data = payloads.buffers()[2]
@@ -130,37 +116,28 @@ def _write_run(
             f.write(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
         f.write(meta)
         f.write(entries.tobytes())
-    return Run(split, path, n, payload_bytes, len(meta), hashes[::FENCE_STRIDE].copy())
+    return SpillFile(split, path, n, payload_bytes, len(meta), hashes[::FENCE_STRIDE].copy())
 
 
-def shard_bounds(shard: int, count: int) -> tuple[int, int | None]:
-    """[low, high) of the order hashes of a shard (high None: to the end), as `shard_of` maps."""
-
-    def start(k: int) -> int:
-        return (((k << 32) + count - 1) // count) << 32
-
-    return start(shard), None if shard + 1 == count else start(shard + 1)
-
-
-def read_slice(run: Run, low: int, high: int | None) -> ShardPart | None:
-    """The records of a run with order hash in [low, high), or None if it has none."""
-    fence = run.fence
+def read_slice(spill: SpillFile, low: int, high: int | None) -> ShardPart | None:
+    """The records of a spill with order hash in [low, high), or None if it has none."""
+    fence = spill.fence
     first_block = max(int(np.searchsorted(fence, np.uint64(low), "left")) - 1, 0)
     last_block = (
         len(fence) if high is None else int(np.searchsorted(fence, np.uint64(high), "left"))
     )
-    start, stop = first_block * FENCE_STRIDE, min(last_block * FENCE_STRIDE, run.records)
+    start, stop = first_block * FENCE_STRIDE, min(last_block * FENCE_STRIDE, spill.records)
     if start >= stop:
         return None
     with FileSystems.open(
-        run.path,
+        spill.path,
         mime_type="application/octet-stream",
         compression_type=CompressionTypes.UNCOMPRESSED,
     ) as f:
         # the entries of records [start, stop), and of the one before (where their data begins)
         before = 1 if start else 0
-        f.seek(run.payload_bytes + run.meta_bytes + (start - before) * _ENTRY.itemsize)
-        entries = np.frombuffer(_read(f, (stop - start + before) * _ENTRY.itemsize, run), _ENTRY)
+        f.seek(spill.payload_bytes + spill.meta_bytes + (start - before) * _ENTRY.itemsize)
+        entries = np.frombuffer(_read(f, (stop - start + before) * _ENTRY.itemsize, spill), _ENTRY)
         ends = entries[before:]
         i = int(np.searchsorted(ends["hash"], np.uint64(low), "left"))
         j = (
@@ -170,16 +147,16 @@ def read_slice(run: Run, low: int, high: int | None) -> ShardPart | None:
         )
         if i >= j:
             return None
-        # ends of the record before the slice (0 at the run's start) and of each of its records
+        # ends of the record before the slice (0 at the spill's start) and of each of its records
         first = before + i - 1
         payload_ends = _with_start(entries["payload_end"], first, before + j)
         meta_ends = _with_start(entries["meta_end"], first, before + j)
         f.seek(int(payload_ends[0]))
-        data = _read(f, int(payload_ends[-1] - payload_ends[0]), run)
+        data = _read(f, int(payload_ends[-1] - payload_ends[0]), spill)
         metas = None
-        if run.meta_bytes:
-            f.seek(run.payload_bytes + int(meta_ends[0]))
-            metas = _read(f, int(meta_ends[-1] - meta_ends[0]), run)
+        if spill.meta_bytes:
+            f.seek(spill.payload_bytes + int(meta_ends[0]))
+            metas = _read(f, int(meta_ends[-1] - meta_ends[0]), spill)
     n = j - i
     offsets = payload_ends - payload_ends[0]
     kind, width = (
@@ -197,14 +174,44 @@ def read_slice(run: Run, low: int, high: int | None) -> ShardPart | None:
 
 
 def _with_start(ends: np.ndarray, first: int, stop: int) -> np.ndarray:
-    """ends[first:stop] as int64, with a 0 in front when first is -1 (the run's start)."""
+    """ends[first:stop] as int64, with a 0 in front when first is -1 (the spill's start)."""
     if first < 0:
         return np.concatenate(([0], ends[:stop].astype(np.int64)))
     return ends[first:stop].astype(np.int64)
 
 
-def _read(f, size: int, run: Run) -> bytes:
+def _read(f, size: int, spill: SpillFile) -> bytes:
     data = f.read(size)
     if len(data) != size:
-        raise OSError(f"{run.path}: run file is truncated ({len(data)} of {size} bytes read)")
+        raise OSError(f"{spill.path}: spill file is truncated ({len(data)} of {size} bytes read)")
     return data
+
+
+def split_bytes(spill: SpillFile) -> tuple[int, int]:
+    return spill.split, spill.payload_bytes
+
+
+def shard_tasks(
+    counts: list[int], spills: list[SpillFile]
+) -> Iterator[tuple[tuple[int, int, int, int], list[SpillFile]]]:
+    """((split, shard, shards in the split, pieces), the split's spills) for every shard.
+
+    A shard is written in `pieces`, consecutive ranges of its order hashes of about PIECE_BYTES
+    each, so that its writer never holds the whole shard.
+    """
+    by_split: dict[int, list[SpillFile]] = {}
+    for spill in spills:
+        by_split.setdefault(spill.split, []).append(spill)
+    for split, count in enumerate(counts):
+        split_spills = sorted(by_split.get(split, []), key=lambda r: r.path)
+        shard_bytes = sum(r.payload_bytes for r in split_spills) / count
+        pieces = max(1, math.ceil(shard_bytes / PIECE_BYTES))
+        for shard in range(count):
+            yield (split, shard, count, pieces), split_spills
+
+
+def shard_parts(spills: list[SpillFile], low: int, high: int | None) -> list[ShardPart]:
+    """The records with order hashes in [low, high), from the slices of the spill files that
+    hold them."""
+    parts = (read_slice(spill, low, high) for spill in spills)
+    return [part for part in parts if part is not None]

@@ -42,17 +42,16 @@ rejected record shows its fields as JSON, with the image replaced by its size (`
 
 from __future__ import annotations
 
-import functools
 import io
 import re
 import unicodedata
-import warnings
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 from apache_beam.metrics import Metrics
 
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.files import pattern_root, relative_path
+from transforms.imaging import NOT_DECODABLE, TOO_MANY_PIXELS, decode
 from transforms.records import (
     CHUNK_ROWS,
     RawChunk,
@@ -74,10 +73,8 @@ ENCODINGS = ("png", "jpeg")
 DEFAULT_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".webp")
 ALL_FILES = "*"
 DEFAULT_QUALITY = 90
-_UNDECODABLE = "not a decodable image"
-_TOO_LARGE = "too many pixels to decode"
-UNDECODABLE = f"image: {_UNDECODABLE}"
-TOO_LARGE = f"image: {_TOO_LARGE}"
+UNDECODABLE = f"image: {NOT_DECODABLE}"
+TOO_LARGE = f"image: {TOO_MANY_PIXELS}"
 NOT_UTF8_LABEL = "label: not valid UTF-8"
 NOT_UTF8_PATH = "filename: not valid UTF-8"
 CONTROL_LABEL = "label: holds a control character"
@@ -256,40 +253,6 @@ def image_fields(data: bytes, opts: dict[str, Any]) -> dict[str, Any]:
         "width": img.width,
         "channels": len(img.getbands()),
     }
-
-
-def decode(data: bytes, field: str = "image") -> Image.Image:
-    """The decoded image (its first frame). RecordError `{field}: not a decodable image` when
-    Pillow cannot decode it whole, `{field}: too many pixels to decode` when its header claims
-    more than `Image.MAX_IMAGE_PIXELS` pixels (no limit when that is None)."""
-    Image = _pillow()
-    try:
-        img = Image.open(io.BytesIO(data))  # reads the header only
-    except Image.DecompressionBombError:  # twice the limit: Pillow refuses on its own
-        raise RecordError(f"{field}: {_TOO_LARGE}") from None
-    except (OSError, SyntaxError, ValueError, EOFError):  # UnidentifiedImageError is an OSError
-        raise RecordError(f"{field}: {_UNDECODABLE}") from None
-    limit = Image.MAX_IMAGE_PIXELS
-    if limit is not None and img.width * img.height > limit:
-        img.close()
-        raise RecordError(f"{field}: {_TOO_LARGE}")
-    try:
-        img.load()
-    except (OSError, SyntaxError, ValueError, EOFError):
-        img.close()
-        raise RecordError(f"{field}: {_UNDECODABLE}") from None
-    return img
-
-
-@functools.cache
-def _pillow():
-    """PIL.Image, imported on first use (workers that read no image never pay for it)."""
-    from PIL import Image
-
-    # Between the limit and twice it, Pillow only warns (once per process, at whichever image
-    # came first); `decode` rejects every such image itself, so the warning says nothing more.
-    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
-    return Image
 
 
 def _decoded_channels(img: Image.Image, data: bytes) -> int:

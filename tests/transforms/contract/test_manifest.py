@@ -20,7 +20,7 @@ from transforms.contract.manifest import (
     TransformEntry,
 )
 from transforms.sink.manifest import build_manifest
-from transforms.sink.publish import staging_path
+from transforms.sink.storage import staging_path
 
 CSV = "id,name,score,size\n1,ann,1.5,3\n2,bo,x,4\n3,cy,2,5\n4,di,,6\n"
 JSONL = '{"id": 3, "note": "hello"}\n{"id": 9, "note": "orphan"}\n'

@@ -14,17 +14,9 @@ import pytest
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.layout import MANIFEST
-from transforms.sink.publish import (
-    PUBLISHING,
-    Expected,
-    OutputError,
-    check_output,
-    discard,
-    exchange,
-    expect,
-    publish,
-    staging_path,
-)
+from transforms.sink.output import PUBLISHING, Expected, OutputError, check_output, expect
+from transforms.sink.publish import exchange, publish
+from transforms.sink.storage import discard, staging_path
 
 BUCKET = "shardflow-test"
 # The least a manifest.json holds to make its folder a dataset that may be replaced.

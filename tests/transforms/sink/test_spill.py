@@ -1,4 +1,4 @@
-"""Run files: what is spilled is read back, a shard's slice at a time, exactly."""
+"""SpillFile files: what is spilled is read back, a shard's slice at a time, exactly."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from transforms.prepare import EncodedChunk
+from transforms.shards import sorted_records
 from transforms.sink import spill
-from transforms.sink.write import shard_parts, sorted_records
-from transforms.split import shard_of
+from transforms.sink.spill import shard_parts
+from transforms.split import shard_bounds, shard_of
 
 
 def _chunk(rng: random.Random, n: int, keyed: bool, equal_hashes: bool = False) -> EncodedChunk:
@@ -48,8 +49,8 @@ def test_every_shard_reads_back_exactly_its_records(tmp_path, monkeypatch, keyed
     monkeypatch.setattr(spill, "FENCE_STRIDE", 16)  # many fence blocks in a small run
     rng = random.Random(3)
     chunks = [_chunk(rng, n, keyed, equal_hashes) for n in (700, 0, 1, 300)]
-    written = list(spill.write_runs(chunks[:2], str(tmp_path), keyed))
-    written += list(spill.write_runs(chunks[2:], str(tmp_path), keyed))
+    written = list(spill.write_spill_files(chunks[:2], str(tmp_path), keyed))
+    written += list(spill.write_spill_files(chunks[2:], str(tmp_path), keyed))
     assert sorted(r.split for r in written) == [0, 0, 1, 1, 2, 2]
     for split in range(3):
         split_runs = [r for r in written if r.split == split]
@@ -58,7 +59,7 @@ def test_every_shard_reads_back_exactly_its_records(tmp_path, monkeypatch, keyed
         for count in (1, 2, 3, 7, 64):
             seen = 0
             for shard in range(count):
-                parts = shard_parts(split_runs, *spill.shard_bounds(shard, count))
+                parts = shard_parts(split_runs, *shard_bounds(shard, count))
                 got = [
                     (int(h), p.key[i] if keyed else None, p.order[i] if keyed else None, pay)
                     for p in parts
@@ -77,14 +78,14 @@ def test_a_shard_from_runs_equals_the_shard_from_the_chunks(tmp_path):
     chunks = [_chunk(rng, 500, keyed=True) for _ in range(3)]
     for c in chunks:  # a key's records share its hash, as in a dataset: duplicates meet
         c.order_hash = np.array([record_hash(k.encode())[1] for k in c.key], np.uint64)
-    written = list(spill.write_runs(chunks, str(tmp_path), keyed=True))
-    from transforms.sink.write import route_chunk
+    written = list(spill.write_spill_files(chunks, str(tmp_path), keyed=True))
+    from transforms.shards import route_chunk
 
     for shard in range(4):
         direct = [
             part for c in chunks for dest, part in route_chunk(c, [4, 4, 4]) if dest == (1, shard)
         ]
-        spilled = shard_parts([r for r in written if r.split == 1], *spill.shard_bounds(shard, 4))
+        spilled = shard_parts([r for r in written if r.split == 1], *shard_bounds(shard, 4))
         a, b = sorted_records(direct), sorted_records(spilled)
         assert a[0].to_pylist() == b[0].to_pylist() and a[1] == b[1] > 0
 
@@ -93,7 +94,7 @@ def test_shard_bounds_agree_with_shard_of():
     rng = random.Random(1)
     for count in (1, 2, 3, 5, 7, 1000, 65537):
         for shard in {0, 1 % count, count // 2, count - 1}:
-            low, high = spill.shard_bounds(shard, count)
+            low, high = shard_bounds(shard, count)
             edges = [low, low + 1, (high or 1 << 64) - 1] + [
                 rng.randrange(low, high or 1 << 64) for _ in range(20)
             ]
@@ -106,7 +107,7 @@ def test_shard_bounds_agree_with_shard_of():
 
 def test_a_truncated_run_file_is_an_error_naming_it(tmp_path):
     rng = random.Random(2)
-    (run, *_) = spill.write_runs([_chunk(rng, 50, keyed=False)], str(tmp_path), keyed=False)
+    (run, *_) = spill.write_spill_files([_chunk(rng, 50, keyed=False)], str(tmp_path), keyed=False)
     with open(run.path, "r+b") as f:
         f.truncate(run.payload_bytes // 2)
     with pytest.raises(OSError, match="truncated"):
@@ -115,10 +116,10 @@ def test_a_truncated_run_file_is_an_error_naming_it(tmp_path):
 
 @pytest.mark.parametrize("count, pieces", [(1, 1), (1, 5), (3, 4), (7, 2)])
 def test_shard_pieces_cover_the_shard_in_order(count, pieces):
-    from transforms.sink.write import shard_pieces
+    from transforms.shards import shard_pieces
 
     for shard in range(count):
-        low, high = spill.shard_bounds(shard, count)
+        low, high = shard_bounds(shard, count)
         got = list(shard_pieces(shard, count, pieces))
         assert len(got) == pieces and got[0][0] == low and got[-1][1] == high
         assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(got, got[1:]))
@@ -134,7 +135,9 @@ def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path):
     for c in chunks:
         c.order_hash = np.array([record_hash(k.encode())[1] for k in c.key], np.uint64)
     written = [
-        r for r in spill.write_runs(chunks, str(tmp_path / "runs"), keyed=True) if r.split == 0
+        r
+        for r in spill.write_spill_files(chunks, str(tmp_path / "runs"), keyed=True)
+        if r.split == 0
     ]
     output = OutputSpec(path=str(tmp_path / "out"), compression="gzip", shard_size_mb=1)
     facts = []

@@ -15,7 +15,7 @@ from tests.transforms.parsed import rows as chunk_rows
 from transforms.contract.config import SourceSpec
 from transforms.files import open_file
 from transforms.records import RawChunk
-from transforms.sink.write import frame_records
+from transforms.sink.framing import frame_records
 from transforms.sources import registry
 
 BUCKET = "shardflow-test"

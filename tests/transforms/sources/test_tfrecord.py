@@ -20,7 +20,7 @@ import pytest
 from tests.transforms import parsed
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.encode import encode_columns
-from transforms.sink.write import frame_records
+from transforms.sink.framing import frame_records
 from transforms.sources import tfrecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,7 +212,7 @@ def test_options_default_and_errors():
 @pytest.mark.slow  # a fresh interpreter imports Beam (records.py): several seconds here
 def test_reading_examples_does_not_import_tensorflow():
     code = (
-        "import sys, io; from transforms import tfrecord; "
+        "import sys, io; from transforms.sources import tfrecord; "
         "from transforms.contract.config import SourceSpec; "
         "list(tfrecord.parse_tfrecord(io.BytesIO(b''), 'f', SourceSpec('s', 'tfrecord', 'f', "
         "{'compression': 'auto'}))); "

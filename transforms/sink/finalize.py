@@ -1,0 +1,144 @@
+"""The last step of a run: the staged dataset completed (rejected records, statistics,
+manifest), checked against what its config asked for (`transforms.quality`) and published
+(`transforms.sink.publish`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import GoogleCloudOptions
+
+from transforms.contract.config import DatasetSpec
+from transforms.contract.layout import REJECTED_FILE, STATISTICS, shard_name
+from transforms.contract.manifest import FileEntry
+from transforms.quality import check_dataset, check_rejections
+from transforms.sink.manifest import build_manifest
+from transforms.sink.output import Expected
+from transforms.sink.publish import publish
+from transforms.sink.spill import spill_folder
+from transforms.sink.storage import create_file, delete_folder
+
+
+def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, Any]:
+    """Writes all rejected records, in a stable order, as one JSON Lines file."""
+    rejected = sorted(
+        rejected, key=lambda r: (r["source"], _location_key(r["location"]), r["reason"])
+    )
+    name = REJECTED_FILE
+    sha = hashlib.sha256()
+    size = 0
+    with create_file(f"{staging}/{name}", "application/x-ndjson") as f:
+        for record in rejected:
+            line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode(
+                "utf-8", errors="backslashreplace"
+            )
+            sha.update(line)
+            size += len(line)
+            f.write(line)
+    return {"path": name, "records": len(rejected), "bytes": size, "sha256": sha.hexdigest()}
+
+
+def write_json(staging: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Writes one JSON file of the dataset; returns its manifest entry (path, bytes, sha256)."""
+    data = (json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    with create_file(f"{staging}/{name}", "application/json") as f:
+        f.write(data)
+    return {"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _location_key(loc: str) -> tuple:
+    """Sorts `file:12` before `file:100`."""
+    head, _, tail = loc.rpartition(":")
+    return (head, int(tail)) if tail.isdigit() else (loc, 0)
+
+
+class _PublishFn(beam.DoFn):
+    def __init__(self, dataset: DatasetSpec, staging: str, expected: Expected):
+        self._dataset = dataset
+        self._staging = staging
+        self._expected = expected
+
+    def process(self, _, shards, shard_count, rejected, counts, transform=None, statistics=None):
+        out = self._dataset.output
+        shards = list(shards)
+        expected = {
+            shard_name(split, index, n, out.suffix)
+            for split, n in zip(self._dataset.split_names, shard_count)
+            for index in range(n)
+        }
+        written = sorted(s["path"] for s in shards)
+        if sorted(expected) != written:  # every shard is written once, if empty, or the run fails
+            raise RuntimeError(
+                f"shards written {written} differ from those planned {sorted(expected)}"
+            )
+        delete_folder(spill_folder(self._staging))
+        rejected = list(rejected)
+        rejected_file = write_rejected(self._staging, rejected)
+        reasons = Counter(r["reason"] for r in rejected)
+        counts = dict(counts)
+        manifest = build_manifest(self._dataset, shards, rejected_file, reasons, counts, transform)
+        if statistics is not None:
+            body = statistics.to_json(self._dataset.split_names)
+            entry = write_json(self._staging, STATISTICS, body)
+            manifest = manifest.with_statistics(FileEntry(**entry))
+        check_dataset(self._dataset, manifest, counts, rejected)
+        check_rejections(self._dataset, manifest)
+        publish(self._staging, out.path, manifest, self._expected)
+        yield manifest
+
+
+class PublishDataset(beam.PTransform):
+    """Completes the staged dataset (empty shards, rejected file, manifest) and publishes it.
+
+    `transform`, when the dataset has a tf.Transform, is a one-element PCollection holding the
+    manifest's `transform` section; publication waits for it (the transform is written under
+    the staging folder too, and published with the rest). `expected` is what publication may
+    replace at OUTPUT (`transforms.sink.publish.expect`, taken when the run started; by default
+    nothing).
+    """
+
+    def __init__(
+        self,
+        dataset: DatasetSpec,
+        staging: str,
+        shards,
+        shard_count,
+        rejected,
+        counts,
+        transform=None,
+        statistics=None,
+        expected: Expected = Expected(),
+    ):
+        super().__init__()
+        self._dataset = dataset
+        self._staging = staging
+        self._expected = expected
+        self._inputs = (shards, shard_count, rejected, counts, transform, statistics)
+
+    def expand(self, pbegin):
+        shards, shard_count, rejected, counts, transform, statistics = self._inputs
+        side_inputs = [
+            beam.pvalue.AsList(shards),
+            beam.pvalue.AsSingleton(shard_count),
+            beam.pvalue.AsList(rejected),
+            beam.pvalue.AsDict(counts),
+        ]
+        if transform is not None:
+            side_inputs.append(beam.pvalue.AsSingleton(transform))
+        extra = {}
+        if statistics is not None:
+            extra["statistics"] = beam.pvalue.AsSingleton(statistics)
+        expected = self._expected
+        if pbegin.pipeline.options.view_as(GoogleCloudOptions).template_location:
+            # a template runs later, maybe many times: what OUTPUT holds now binds none of them
+            expected = expected.unpinned()
+        publish_fn = _PublishFn(self._dataset, self._staging, expected)
+        return (
+            pbegin
+            | "Start" >> beam.Create([None])
+            | "WriteManifestAndPublish" >> beam.ParDo(publish_fn, *side_inputs, **extra)
+        )

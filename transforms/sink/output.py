@@ -1,0 +1,151 @@
+"""What OUTPUT holds, and what a run may replace there.
+
+A folder is a dataset only when its `manifest.json` is a shardflow manifest
+(`transforms.contract.manifest.manifest_problem`); a symbolic link at OUTPUT is never followed
+nor replaced; a folder of other files is never replaced. `expect` takes, when a run starts, what
+it may replace at publication (`Expected`): nothing, or, with `--overwrite`, the dataset OUTPUT
+held then. On object stores OUTPUT may also hold the marker of a publication under way
+(`PUBLISHING`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import stat
+from typing import Any
+
+from transforms.contract.layout import MANIFEST
+from transforms.contract.manifest import manifest_problem
+from transforms.files import is_remote
+from transforms.sink.storage import list_objects, read_object
+
+PUBLISHING = ".shardflow-publishing"  # on object stores: a publication of ours is under way
+
+
+class OutputError(ValueError):
+    """OUTPUT exists and is something we must not replace."""
+
+
+class PublishConflict(OutputError):
+    """OUTPUT changed while the run ran: another run published there, or is publishing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputState:
+    """What OUTPUT holds: a dataset (its manifest's sha256 and `created`) or none; on object
+    stores also the marker of a publication under way or killed (its text names the publisher's
+    staging folder) and the marker's generation (0: no marker)."""
+
+    dataset: str | None = None
+    created: str | None = None
+    marker: str | None = None
+    marker_generation: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Expected:
+    """What publication may replace: what OUTPUT held when the run started (`state`), and only
+    with `overwrite`. A job that runs later, maybe many times (a Dataflow template), is not
+    `pinned` to the start-up state: it may replace any dataset with `overwrite`, none without."""
+
+    state: OutputState = OutputState()
+    overwrite: bool = False
+    pinned: bool = True
+
+    def unpinned(self) -> Expected:
+        return dataclasses.replace(self, pinned=False)
+
+
+def expect(output: str, overwrite: bool) -> Expected:
+    """What a run starting now may replace at OUTPUT. Raises OutputError when OUTPUT is not ours
+    to replace (see `check_output`)."""
+    return Expected(output_state(output), overwrite)
+
+
+def check_output(output: str) -> None:
+    """Refuses an OUTPUT that is a symbolic link or a file, or holds something other than a
+    shardflow dataset: files without a manifest.json, or a manifest.json that is not ours."""
+    output_state(output)
+
+
+def holds_dataset(output: str) -> bool:
+    """True when OUTPUT holds a complete shardflow dataset (its manifest.json)."""
+    try:
+        return output_state(output).dataset is not None
+    except OutputError:
+        return False
+
+
+def output_state(output: str) -> OutputState:
+    """What OUTPUT holds now; raises OutputError when it is not ours to replace."""
+    if is_remote(output):
+        return remote_state(output)
+    return local_state(output)
+
+
+def _not_ours(output: str, problem: str) -> OutputError:
+    return OutputError(
+        f"{output!r} holds a {MANIFEST} that is not a shardflow manifest ({problem}); "
+        "refusing to replace it"
+    )
+
+
+def local_state(output: str) -> OutputState:
+    if os.path.islink(output):
+        raise OutputError(
+            f"{output!r} is a symbolic link (to {os.path.realpath(output)!r}); give the real "
+            "folder: a link is never followed nor replaced"
+        )
+    if not os.path.exists(output):
+        return OutputState()
+    if not os.path.isdir(output):
+        raise OutputError(f"{output!r} is a file")
+    path = os.path.join(output, MANIFEST)
+    try:
+        # lstat first: a FIFO would block the open; a link in a dataset is never ours
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise _not_ours(output, "not a file")
+        with open(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        if os.listdir(output):
+            raise OutputError(
+                f"{output!r} is a non-empty folder without {MANIFEST}; refusing to replace it"
+            ) from None
+        return OutputState()
+    except OSError as e:  # unreadable: whose it is cannot be told
+        raise _not_ours(output, f"cannot read it: {e.strerror}") from None
+    return _dataset_state(output, data)
+
+
+def _dataset_state(output: str, data: bytes, **marker: Any) -> OutputState:
+    problem = manifest_problem(data)
+    if problem is not None:
+        raise _not_ours(output, problem)
+    created = json.loads(data).get("created")
+    return OutputState(hashlib.sha256(data).hexdigest(), str(created), **marker)
+
+
+def remote_state(output: str) -> OutputState:
+    output = output.rstrip("/")
+    _, _, rest = output.partition("://")
+    if "/" not in rest:
+        raise OutputError(f"{output!r} is a bucket root; give a folder inside the bucket")
+    objects = list_objects(output)
+    if not objects:
+        return OutputState()
+    marker = {}
+    if f"{output}/{PUBLISHING}" in objects:
+        found = read_object(f"{output}/{PUBLISHING}")
+        if found is not None:
+            text, generation = found
+            marker = {"marker": text.decode("utf-8", "replace"), "marker_generation": generation}
+    manifest = read_object(f"{output}/{MANIFEST}") if f"{output}/{MANIFEST}" in objects else None
+    if manifest is not None:
+        return _dataset_state(output, manifest[0], **marker)
+    if not marker:
+        raise OutputError(f"{output!r} holds files but no {MANIFEST}; refusing to replace it")
+    return OutputState(**marker)
