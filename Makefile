@@ -21,7 +21,7 @@ $(STAMP): setup.py
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(RUN) $(BIN)/shardflow etl --config pipelines/samples/penguins/penguins.yaml --output $(DEMO_OUT)/penguins --overwrite
+	$(RUN) $(BIN)/shardflow etl --config examples/penguins/penguins.yaml --output $(DEMO_OUT)/penguins --overwrite
 	$(RUN) $(BIN)/shardflow inspect $(DEMO_OUT)/penguins --split train --take 2
 	$(RUN) $(BIN)/shardflow train --data $(DEMO_OUT)/penguins --model-dir $(DEMO_OUT)/model --epochs 10
 	$(RUN) $(BIN)/shardflow predict --model-dir $(DEMO_OUT)/model --data $(DEMO_OUT)/penguins --split test --take 5

@@ -48,7 +48,6 @@ setup(
     ),
     python_requires=">=3.11,<3.12",
     packages=find_packages(include=["pipelines*", "transforms*", "trainer*", "deploy*"]),
-    package_data={"pipelines": ["samples/*/*"]},
     install_requires=COMMON,
     extras_require={
         "etl": ETL,

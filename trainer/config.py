@@ -8,10 +8,10 @@ trainer.strategy) import it from here.
 
 from __future__ import annotations
 
-import os
-import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from trainer.paths import join, normalize_root
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 CACHES = ("none", "memory", "disk")
@@ -67,7 +67,7 @@ class TrainConfig:
     @property
     def checkpoints(self) -> str:
         """Where the resumable checkpoints go."""
-        return self.checkpoint_dir or _join(self.model_dir, "checkpoints")
+        return self.checkpoint_dir or join(self.model_dir, "checkpoints")
 
 
 @dataclass(frozen=True)
@@ -89,21 +89,10 @@ def output_dirs(model_dir: str | None, environ: Mapping[str, str]) -> OutputDirs
 
     def env(name: str) -> str | None:
         value = environ.get(name, "").strip()
-        return _normalize_root(value) if value else None
+        return normalize_root(value) if value else None
 
     return OutputDirs(
-        model_dir=_normalize_root(model_dir) if model_dir else env("AIP_MODEL_DIR"),
+        model_dir=normalize_root(model_dir) if model_dir else env("AIP_MODEL_DIR"),
         checkpoint_dir=env("AIP_CHECKPOINT_DIR"),
         logs_dir=env("AIP_TENSORBOARD_LOG_DIR"),
     )
-
-
-# The same rules as trainer.manifest.join and normalize_root, which cannot be imported here:
-# trainer.manifest imports TensorFlow.
-def _join(root: str, relative: str) -> str:
-    return posixpath.join(root, relative) if "://" in root else os.path.join(root, relative)
-
-
-def _normalize_root(uri: str) -> str:
-    uri = uri.rstrip("/") or "/"
-    return uri if "://" in uri else os.path.abspath(uri)

@@ -21,7 +21,7 @@ from trainer.errors import first_line
 from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
 from trainer.input import make_dataset
 from trainer.integrity import CorruptShard, find_corrupt
-from trainer.manifest import FeatureSpec, Manifest, ManifestError, missing_files
+from trainer.manifest import InputFeature, Manifest, ManifestError, missing_files
 from trainer.model import ModelSpec, Moments, compute_moments, model_spec
 from trainer.plan import InputPlan
 from trainer.transform import Transform, load_transform
@@ -63,7 +63,7 @@ class Inputs:
     manifest: Manifest
     spec: dict
     label: str
-    features: Mapping[str, FeatureSpec]
+    features: Mapping[str, InputFeature]
     model_spec: ModelSpec
     preprocess: Callable[[dict], dict]
     transform: Transform | None = None

@@ -25,7 +25,7 @@ import tf_keras
 
 from trainer.dataset import Inputs
 from trainer.features import CLASSIFICATION, ParseSpec, dense_inputs, dtype_of, parse_spec
-from trainer.manifest import FeatureSpec
+from trainer.manifest import InputFeature
 from trainer.transform import Transform
 
 SIGNATURE = "serving_default"
@@ -37,7 +37,7 @@ _EXAMPLES = tf.TensorSpec([None], tf.string, name="examples")
 class _Serving:
     # A plain object, so tf.Module does not wrap the spec's dicts and tuples for tracking.
     spec: ParseSpec
-    features: dict[str, FeatureSpec]
+    features: dict[str, InputFeature]
     classes: tuple[str | int, ...] | None
     classes_dtype: tf.DType
     transform: Transform | None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import tensorflow as tf
 
-from trainer.manifest import FeatureSpec, Manifest, ManifestError
+from trainer.manifest import InputFeature, Manifest, ManifestError
 from transforms.contract.config import FEATURE_DTYPES, PRESENT_SUFFIX
 
 CLASSIFICATION = "classification"
@@ -26,12 +26,12 @@ REGRESSION = "regression"
 ParseSpec = dict[str, tf.io.FixedLenFeature | tf.io.RaggedFeature]
 
 
-def dtype_of(feature: FeatureSpec) -> tf.DType:
+def dtype_of(feature: InputFeature) -> tf.DType:
     """The tensor dtype of a feature: int64, float32 or string."""
     return tf.as_dtype(FEATURE_DTYPES[feature.type])
 
 
-def fill_value(feature: FeatureSpec) -> int | float | str:
+def fill_value(feature: InputFeature) -> int | float | str:
     """What stands in for a missing value of an optional feature without default."""
     if feature.buckets is not None:
         return -1
@@ -43,7 +43,7 @@ def presence_key(name: str) -> str:
     return name + PRESENT_SUFFIX
 
 
-def has_presence(feature: FeatureSpec) -> bool:
+def has_presence(feature: InputFeature) -> bool:
     """True for numeric fixed-shape features that may be missing (they get a presence input).
 
     Category ids (`buckets`) need none: a missing id is an id outside the buckets.
@@ -81,7 +81,7 @@ def parse_spec(
 
 def dense_inputs(
     parsed: Mapping[str, tf.Tensor | tf.RaggedTensor | tf.SparseTensor],
-    features: Mapping[str, FeatureSpec],
+    features: Mapping[str, InputFeature],
 ) -> dict[str, tf.Tensor]:
     """Turns a batch parsed with `parse_spec` into dense tensors keyed by input name.
 
@@ -111,7 +111,7 @@ def dense_inputs(
     return out
 
 
-def label_task(feature: FeatureSpec) -> str:
+def label_task(feature: InputFeature) -> str:
     """`classification` (a string or int label with `values`) or `regression` (numeric)."""
     if feature.shape != () or not feature.always_full:
         raise ManifestError(
@@ -128,7 +128,7 @@ def label_task(feature: FeatureSpec) -> str:
     )
 
 
-def label_encoder(feature: FeatureSpec) -> Callable[[tf.Tensor], tf.Tensor]:
+def label_encoder(feature: InputFeature) -> Callable[[tf.Tensor], tf.Tensor]:
     """Maps a [batch] label tensor to the training target.
 
     Classification: the index of the value in `values` (int32); an unknown label fails the

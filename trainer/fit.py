@@ -26,8 +26,8 @@ from trainer.config import TrainConfig
 from trainer.dataset import Inputs, scan_corrupt, train_dataset
 from trainer.errors import UsageError
 from trainer.integrity import CorruptShard
-from trainer.manifest import join
 from trainer.model import build_model
+from trainer.paths import join
 from trainer.plan import InputPlan, plan_input
 from trainer.report import HISTORY, HistoryLogger
 from trainer.strategy import strategy_name

@@ -20,14 +20,8 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.features import parse_spec
-from trainer.manifest import (
-    FeatureSpec,
-    Manifest,
-    ManifestError,
-    join,
-    load_manifest,
-    read_json,
-)
+from trainer.manifest import InputFeature, Manifest, ManifestError, load_manifest, read_json
+from trainer.paths import join
 from transforms.contract.layout import STATISTICS, STATISTICS_FORMAT_VERSION
 
 NUMBER_TYPES = ("int", "float")
@@ -261,7 +255,7 @@ def _rows(value: tf.Tensor | tf.RaggedTensor) -> list:
     return list(value.numpy())
 
 
-def _decode(feature: FeatureSpec, value: np.ndarray):
+def _decode(feature: InputFeature, value: np.ndarray):
     values = np.asarray(value)
     if not feature.variable_length and not feature.always_full and values.size == 0:
         return None
@@ -273,7 +267,7 @@ def _decode(feature: FeatureSpec, value: np.ndarray):
     return np.asarray(items, dtype=object).reshape(feature.shape).tolist()
 
 
-def _item(feature: FeatureSpec, v):
+def _item(feature: InputFeature, v):
     if feature.type in ("image", "bytes"):
         return f"<{len(v)} bytes>"
     if feature.type == "string":

@@ -21,13 +21,14 @@ from typing import Any
 
 import tensorflow as tf
 
+from trainer.paths import join, normalize_root
 from transforms.contract import manifest as contract
 from transforms.contract.layout import COMPRESSIONS, FORMAT_VERSION, MANIFEST
 from transforms.contract.manifest import ManifestError, SourceEntry
 
 
 @dataclass(frozen=True)
-class FeatureSpec:
+class InputFeature:
     """One feature as declared in the manifest, or a tf.Transform output fed to the model.
 
     `buckets` is set only on transform outputs: an int feature whose values are ids in
@@ -82,7 +83,7 @@ class Split:
 
 
 @dataclass(frozen=True)
-class TransformSpec:
+class TransformOutput:
     """The dataset's tf.Transform output: `path` is absolute (local path or URI).
 
     `materialize` says what the split shards hold: `raw` examples (the trainer applies the
@@ -101,7 +102,7 @@ class Manifest:
     root: str
     name: str
     compression: str
-    features: Mapping[str, FeatureSpec]
+    features: Mapping[str, InputFeature]
     label: str | None
     splits: Mapping[str, Split]
     created: str | None = None
@@ -110,7 +111,7 @@ class Manifest:
     rejected_records: int = 0
     rejected_reasons: Mapping[str, int] | None = None
     duplicates: int = 0
-    transform: TransformSpec | None = None
+    transform: TransformOutput | None = None
     format_version: int = FORMAT_VERSION
 
     @property
@@ -139,17 +140,6 @@ class Manifest:
         """Number of examples in the split, as counted by the ETL."""
         self.split_files(split)
         return self.splits[split].records
-
-
-def join(root: str, relative: str) -> str:
-    """Joins a manifest-relative path to the dataset root (local path or URI)."""
-    return posixpath.join(root, relative) if "://" in root else os.path.join(root, relative)
-
-
-def normalize_root(uri: str) -> str:
-    """An absolute folder location (local path or URI) without a trailing slash."""
-    uri = uri.rstrip("/") or "/"
-    return uri if "://" in uri else os.path.abspath(uri)
 
 
 def load_manifest(dataset_uri: str) -> Manifest:
@@ -185,7 +175,7 @@ def _anchored(m: contract.Manifest, root: str) -> Manifest:
     transform = None
     if m.transform is not None:
         path = join(root, m.transform.path.rstrip("/"))
-        transform = TransformSpec(path=path, materialize=m.transform.materialize)
+        transform = TransformOutput(path=path, materialize=m.transform.materialize)
     return Manifest(
         root=root,
         name=m.name,
@@ -217,8 +207,8 @@ def _parent(path: str) -> str:
     return posixpath.dirname(path) if "://" in path else os.path.dirname(path)
 
 
-def _feature(name: str, f: contract.ManifestFeature) -> FeatureSpec:
-    return FeatureSpec(
+def _feature(name: str, f: contract.ManifestFeature) -> InputFeature:
+    return InputFeature(
         name=name,
         type=f.type,
         shape=f.shape,

@@ -6,7 +6,7 @@ a tf_keras (Keras 2) model, not Keras 3, because tf.Transform's `transform_featu
 tf_keras layer. Numeric features are normalized with moments computed from training batches
 (`compute_moments`, passed to `build_model`); strings and ints with `values` go through a lookup,
 other strings through hashing; string lists are embedded and averaged. Category ids of a
-tf.Transform output (`FeatureSpec.buckets`, e.g. a vocabulary with its OOV buckets) are one-hot
+tf.Transform output (`InputFeature.buckets`, e.g. a vocabulary with its OOV buckets) are one-hot
 encoded or embedded with exactly `buckets` slots, lists of them averaged; an id outside the
 buckets (-1: missing) encodes as zeros. Image and bytes features and numeric lists are not model
 inputs.
@@ -31,7 +31,7 @@ from trainer.features import (
     label_task,
     presence_key,
 )
-from trainer.manifest import FeatureSpec
+from trainer.manifest import InputFeature
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +45,8 @@ class Moments:
 
 
 def model_features(
-    features: Mapping[str, FeatureSpec], label: str | None
-) -> tuple[list[FeatureSpec], list[FeatureSpec]]:
+    features: Mapping[str, InputFeature], label: str | None
+) -> tuple[list[InputFeature], list[InputFeature]]:
     """Splits the non-label features into (used as inputs, skipped)."""
     used, skipped = [], []
     for feature in features.values():
@@ -68,13 +68,13 @@ class ModelSpec:
     are not), the label and its task. Made once per run (`model_spec`) and passed down to the
     input pipeline, the model and the export."""
 
-    used: tuple[FeatureSpec, ...]
-    skipped: tuple[FeatureSpec, ...]
-    label: FeatureSpec
+    used: tuple[InputFeature, ...]
+    skipped: tuple[InputFeature, ...]
+    label: InputFeature
     task: str  # features.CLASSIFICATION or features.REGRESSION
 
 
-def model_spec(features: Mapping[str, FeatureSpec], label: str) -> ModelSpec:
+def model_spec(features: Mapping[str, InputFeature], label: str) -> ModelSpec:
     """The ModelSpec of `features` predicting `label`; ManifestError for a label that cannot be
     learned."""
     used, skipped = model_features(features, label)
@@ -86,7 +86,7 @@ def model_spec(features: Mapping[str, FeatureSpec], label: str) -> ModelSpec:
     )
 
 
-def is_numeric(feature: FeatureSpec) -> bool:
+def is_numeric(feature: InputFeature) -> bool:
     """True for int/float features fed as normalized numbers (not categories)."""
     return (
         feature.type in ("int", "float")
@@ -97,7 +97,7 @@ def is_numeric(feature: FeatureSpec) -> bool:
 
 
 def compute_moments(
-    dataset: tf.data.Dataset, features: Sequence[FeatureSpec], batches: int
+    dataset: tf.data.Dataset, features: Sequence[InputFeature], batches: int
 ) -> dict[str, Moments]:
     """Mean and variance of each numeric feature over the first `batches` batches.
 
@@ -247,7 +247,7 @@ class OneHotIds(tf_keras.layers.Layer):
 
 
 def _encode(
-    feature: FeatureSpec,
+    feature: InputFeature,
     x: tf.Tensor,
     base: str,
     cfg: ModelConfig,

@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 import tensorflow as tf
 import tf_keras
 
-from trainer.manifest import Manifest, join
+from trainer.manifest import Manifest
+from trainer.paths import join
 
 HISTORY = "history.csv"
 REPORT = "report.html"

@@ -28,7 +28,8 @@ from trainer.errors import UsageError, first_line
 from trainer.export import export_model
 from trainer.fit import Trained, train
 from trainer.flags import parse_args
-from trainer.manifest import Manifest, ManifestError, join, load_manifest
+from trainer.manifest import Manifest, ManifestError, load_manifest
+from trainer.paths import join
 from trainer.profile import profile_input
 from trainer.report import HISTORY, summarize_manifest, write_report
 from trainer.strategy import StrategyError, get_strategy

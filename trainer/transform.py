@@ -22,8 +22,9 @@ from typing import Any
 import tensorflow as tf
 
 from trainer.features import dense_inputs, dtype_of
-from trainer.manifest import FeatureSpec, Manifest, ManifestError, TransformSpec, join
+from trainer.manifest import InputFeature, Manifest, ManifestError, TransformOutput
 from trainer.model import model_features
+from trainer.paths import join
 
 _TYPES = {tf.int64: "int", tf.float32: "float", tf.string: "string"}
 Parsed = Mapping[str, tf.Tensor | tf.SparseTensor | tf.RaggedTensor]
@@ -33,15 +34,15 @@ Parsed = Mapping[str, tf.Tensor | tf.SparseTensor | tf.RaggedTensor]
 class Transform:
     """A loaded transform output and the model features it yields.
 
-    `features` holds one FeatureSpec per transform output fed to the model (the label's output
+    `features` holds one InputFeature per transform output fed to the model (the label's output
     left out) plus the label as the manifest declares it: the label is never transformed.
     """
 
-    spec: TransformSpec
+    spec: TransformOutput
     output: Any  # tensorflow_transform.TFTransformOutput
     raw_spec: dict
     transformed_spec: dict
-    features: dict[str, FeatureSpec]
+    features: dict[str, InputFeature]
     label: str | None
 
     @property
@@ -117,10 +118,10 @@ def load_transform(manifest: Manifest) -> Transform | None:
 
 def output_features(
     transformed_spec: Mapping[str, Any],
-    raw_features: Mapping[str, FeatureSpec],
+    raw_features: Mapping[str, InputFeature],
     label: str | None,
     buckets: Callable[[str], int | None],
-) -> dict[str, FeatureSpec]:
+) -> dict[str, InputFeature]:
     """Describes each transform output (the label's left out) as a model feature.
 
     A float output is numeric; an int output with a known number of buckets is a category id
@@ -131,7 +132,7 @@ def output_features(
     input. An output of the same name and dtype as a raw feature keeps its type (image and
     bytes stay out of the model) and, unless it has buckets, its `values`.
     """
-    features: dict[str, FeatureSpec] = {}
+    features: dict[str, InputFeature] = {}
     for name, spec in transformed_spec.items():
         if name == label:
             continue
@@ -158,7 +159,7 @@ def output_features(
                 f"transform output {name!r}: {type(spec).__name__} outputs are not supported "
                 "(use dense or variable-length outputs)"
             )
-        features[name] = FeatureSpec(
+        features[name] = InputFeature(
             name=name,
             type=raw.type if raw is not None else kind,
             shape=shape,

@@ -1,7 +1,7 @@
 """GCS faults: a storage service that fails some requests still yields the complete, correct
 dataset, through retries; one that stays down fails the run cleanly and soon.
 
-`shardflow etl` runs as a subprocess on the inputs of tests/test_e2e_gcs.py (a gzip CSV and a
+`shardflow etl` runs as a subprocess on the inputs of tests/e2e/test_gcs.py (a gzip CSV and a
 JSON Lines file on gs://, bad records and a duplicate), once straight against the GCS emulator
 and once through tests/services/flaky_gcs.py, a proxy that answers a fixed share of the
 requests with an error instead of passing them on: a quarter of the uploads (session starts
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import test_e2e_gcs as e2e
+from tests.e2e import test_gcs as e2e
 from tests.services.flaky_gcs import BATCH, COPY, DOWNLOADS, DROP, UPLOADS, Rule, flaky_gcs
 
 pytestmark = pytest.mark.slow

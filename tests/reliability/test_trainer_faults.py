@@ -1,6 +1,6 @@
 """`shardflow train` under faults: a corrupt shard, and a run killed with SIGKILL.
 
-The datasets are written by tests.trainer.trainer_testdata (independent of trainer/). A corrupt
+The datasets are written by tests.trainer.datasets (independent of trainer/). A corrupt
 shard has one byte flipped; the records the trainer can still read are computed here from the
 TFRecord framing (u64 length, u32 CRC, payload, u32 CRC), not by the trainer's own scan.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.trainer_testdata import REPO, Dataset, make_rows, write_dataset
+from tests.trainer.datasets import REPO, Dataset, make_rows, write_dataset
 from trainer.task import main
 
 SHARDFLOW = str(Path(sys.executable).with_name("shardflow"))

@@ -1,5 +1,5 @@
-"""Fixtures of the trainer tests: the dataset of trainer_testdata, one training run, and the
-same dataset with a tf.Transform output (shards raw, and a copy with transformed shards)."""
+"""Fixtures of the trainer tests: the dataset of tests/trainer/datasets.py, one training run, and
+the same dataset with a tf.Transform output (shards raw, and a copy with transformed shards)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.trainer_testdata import (
+from tests.trainer.datasets import (
     Dataset,
     add_transform,
     make_rows,

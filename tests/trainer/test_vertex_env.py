@@ -8,7 +8,7 @@ import json
 import pytest
 import tensorflow as tf
 
-from tests.trainer.trainer_testdata import run_python
+from tests.trainer.datasets import run_python
 from trainer.config import OutputDirs, output_dirs
 from trainer.flags import parse_args
 from trainer.strategy import StrategyError, adopt_cluster_spec, tf_config_from_cluster_spec

@@ -1,7 +1,7 @@
 """Atomic publication: local folders and gs:// (on the GCS emulator), called directly.
 
-The end-to-end runs are in tests/test_e2e.py (local) and tests/test_e2e_gcs.py (gs://); here the
-publish steps are checked one by one on staged files written by the test.
+The end-to-end runs are in tests/e2e/test_demo.py (local) and tests/e2e/test_gcs.py (gs://); here
+the publish steps are checked one by one on staged files written by the test.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 that are not Examples, compression, chunking; and no TensorFlow import.
 
 Examples are serialized by shardflow's encoder (byte for byte TensorFlow's, checked in
-test_encode.py) and framed by its writer; tests/test_e2e_tabular.py reads files that TensorFlow
+test_encode.py) and framed by its writer; tests/e2e/test_tabular.py reads files that TensorFlow
 itself wrote.
 """
 

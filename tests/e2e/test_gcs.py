@@ -29,7 +29,7 @@ from tests import readback
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "shardflow-test"
 OUTPUT = f"gs://{BUCKET}/out/people"
 PREFIX = "out/people/"

@@ -180,7 +180,7 @@ def run_python(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
 # --- tf.Transform fixtures -------------------------------------------------------------------
 # A dataset with a transform holds OUTPUT/transform/ as the ETL writes it with tft_beam:
 # transform_fn/, transformed_metadata/ and metadata/ (the raw metadata). The analysis runs in a
-# child process (`python -m tests.trainer.trainer_testdata`) so the test process never imports
+# child process (`python -m tests.trainer.datasets`) so the test process never imports
 # Apache Beam and an exit-time crash of a Beam/TF process cannot take the test run with it.
 
 ISLAND_VOCABULARY = "island"
@@ -291,7 +291,7 @@ def _copy_materialized(base: Path, target: Path, manifest: dict) -> None:
 def add_transform(dataset: Dataset, materialized: Path | None = None) -> Dataset:
     """Writes DATASET/transform/ in a child process and declares it in the manifest."""
     args = [str(dataset.root)] + ([str(materialized)] if materialized else [])
-    proc = run_python("-m", "tests.trainer.trainer_testdata", *args, timeout=300)
+    proc = run_python("-m", "tests.trainer.datasets", *args, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"tf.Transform analysis failed (rc={proc.returncode}):\n{proc.stderr}")
     manifest = dict(dataset.manifest, transform={"path": "transform", "materialize": "raw"})

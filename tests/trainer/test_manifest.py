@@ -5,9 +5,9 @@ import copy
 import pytest
 
 from trainer.manifest import (
-    FeatureSpec,
+    InputFeature,
     ManifestError,
-    TransformSpec,
+    TransformOutput,
     load_manifest,
     missing_files,
     parse_manifest,
@@ -25,7 +25,7 @@ def test_load_manifest_reads_features_splits_and_absolute_shard_paths(dataset):
     )
     assert m.label == "species"
     assert list(m.features) == list(dataset.manifest["features"])
-    assert m.features["bill_length_mm"] == FeatureSpec(
+    assert m.features["bill_length_mm"] == InputFeature(
         name="bill_length_mm", type="float", shape=(), required=False, default=0.0, min=0
     )
     assert m.features["tags"].variable_length and not m.features["tags"].always_full
@@ -149,14 +149,14 @@ def test_dataset_without_transform_has_none(dataset, value):
         (
             "/data",
             {"path": "transform", "materialize": "raw", "features": {"x": "z_score"}},
-            TransformSpec(path="/data/transform", materialize="raw"),
+            TransformOutput(path="/data/transform", materialize="raw"),
         ),
         (
             "gs://bucket/penguins",
             {"path": "transform/", "materialize": "transformed"},
-            TransformSpec(path="gs://bucket/penguins/transform", materialize="transformed"),
+            TransformOutput(path="gs://bucket/penguins/transform", materialize="transformed"),
         ),
-        ("/data", {"path": "tft/out"}, TransformSpec(path="/data/tft/out", materialize="raw")),
+        ("/data", {"path": "tft/out"}, TransformOutput(path="/data/tft/out", materialize="raw")),
     ],
 )
 def test_transform_path_is_anchored_at_the_dataset_root(dataset, root, entry, expected):

@@ -1,6 +1,6 @@
-r"""Generates the bundled demo dataset `pipelines/samples/penguins/` (deterministic).
+r"""Generates the bundled demo dataset `examples/penguins/` (deterministic).
 
-Run `python pipelines/samples/generate.py [--out DIR]`; it rewrites `measurements.csv`,
+Run `python examples/penguins/generate.py [--out DIR]`; it rewrites `measurements.csv`,
 `observations.jsonl`, `nests.parquet`, `bands.db` and `penguins.yaml` byte for byte (seed
 20070101; the Parquet and SQLite bytes also depend on the pyarrow and SQLite versions), so the
 checked-in files are its output and tests may rely on the facts below. The penguins are
@@ -144,7 +144,7 @@ NOTE_DETAILS = [
 ]
 
 CONFIG = """\
-# The bundled demo dataset: synthetic Palmer penguins, written by pipelines/samples/generate.py.
+# The bundled demo dataset: synthetic Palmer penguins, written by examples/penguins/generate.py.
 # Relative paths are resolved against this file's folder.
 name: penguins
 sources:
@@ -421,8 +421,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--out",
         type=Path,
-        default=Path(__file__).resolve().parent / "penguins",
-        help="folder to write (default: the penguins folder next to this script)",
+        default=Path(__file__).resolve().parent,
+        help="folder to write (default: the folder of this script)",
     )
     args = parser.parse_args(argv)
     counts = write(args.out)

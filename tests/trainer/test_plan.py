@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.trainer.trainer_testdata import make_rows, write_dataset
+from tests.trainer.datasets import make_rows, write_dataset
 from trainer.flags import parse_args
 from trainer.input import DEFAULT_READ_BATCH
 from trainer.manifest import load_manifest

@@ -1,6 +1,6 @@
 """Training and serving through a tf.Transform output (trainer/transform.py and its users).
 
-The transform of the fixtures is analyzed by tft_beam on the train split (trainer_testdata:
+The transform of the fixtures is analyzed by tft_beam on the train split (tests/trainer/datasets.py:
 z-score of flipper_mm, vocabularies with one OOV bucket of island and tags, the rest passed
 through). The expected values are computed here from the rows with numpy, independently of the
 transform graph; skew is checked by comparing what the trainer's input pipeline yields with what
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.trainer.trainer_testdata import (
+from tests.trainer.datasets import (
     FEATURES,
     ISLAND_VOCABULARY,
     TAGS_VOCABULARY,
@@ -28,7 +28,7 @@ from trainer import predict
 from trainer.dataset import Inputs
 from trainer.export import TRANSFORM_SIGNATURE, export_model
 from trainer.features import dense_inputs
-from trainer.manifest import FeatureSpec, ManifestError, load_manifest, parse_manifest
+from trainer.manifest import InputFeature, ManifestError, load_manifest, parse_manifest
 from trainer.model import IdEmbedding, ModelConfig, OneHotIds, build_model
 from trainer.task import main
 from trainer.transform import load_transform, output_features
@@ -98,18 +98,18 @@ def test_each_transform_output_becomes_a_model_feature(dataset):
     features = output_features(spec, m.features, "species", buckets.get)
 
     assert features == {
-        "flipper_mm": FeatureSpec("flipper_mm", "float"),
-        "island": FeatureSpec("island", "int", buckets=4),
-        "tags": FeatureSpec("tags", "int", shape=(None,), required=False, buckets=6),
-        "year": FeatureSpec("year", "int", values=(2007, 2008, 2009)),
-        "body_mass_g": FeatureSpec("body_mass_g", "float", required=False),
-        "sex": FeatureSpec("sex", "string", required=False),
-        "photo": FeatureSpec("photo", "image", required=False),
-        "embedding": FeatureSpec("embedding", "float", shape=(4,)),
-        "ratio": FeatureSpec("ratio", "float"),
-        "words": FeatureSpec("words", "string", shape=(None,), required=False),
-        "bucket": FeatureSpec("bucket", "int", buckets=10),
-        "count": FeatureSpec("count", "int"),
+        "flipper_mm": InputFeature("flipper_mm", "float"),
+        "island": InputFeature("island", "int", buckets=4),
+        "tags": InputFeature("tags", "int", shape=(None,), required=False, buckets=6),
+        "year": InputFeature("year", "int", values=(2007, 2008, 2009)),
+        "body_mass_g": InputFeature("body_mass_g", "float", required=False),
+        "sex": InputFeature("sex", "string", required=False),
+        "photo": InputFeature("photo", "image", required=False),
+        "embedding": InputFeature("embedding", "float", shape=(4,)),
+        "ratio": InputFeature("ratio", "float"),
+        "words": InputFeature("words", "string", shape=(None,), required=False),
+        "bucket": InputFeature("bucket", "int", buckets=10),
+        "count": InputFeature("count", "int"),
         "species": m.features["species"],  # the label is never transformed
     }
 
@@ -123,9 +123,9 @@ def test_sparse_feature_outputs_are_refused(dataset):
 
 def test_sparse_outputs_densify_with_minus_one_for_missing_ids():
     features = {
-        "tags": FeatureSpec("tags", "int", shape=(None,), required=False, buckets=6),
-        "mass": FeatureSpec("mass", "float", required=False),
-        "code": FeatureSpec("code", "int", required=False, buckets=3),
+        "tags": InputFeature("tags", "int", shape=(None,), required=False, buckets=6),
+        "mass": InputFeature("mass", "float", required=False),
+        "code": InputFeature("code", "int", required=False, buckets=3),
     }
     parsed = {
         "tags": tf.sparse.from_dense(tf.constant([[2, 0], [0, 0], [4, 1]], tf.int64)),

@@ -5,7 +5,7 @@ import struct
 import pytest
 import tensorflow as tf
 
-from tests.trainer.trainer_testdata import make_rows, write_dataset
+from tests.trainer.datasets import make_rows, write_dataset
 from trainer.features import parse_spec
 from trainer.input import make_dataset
 from trainer.integrity import CorruptShard, find_corrupt

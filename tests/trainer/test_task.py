@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.trainer.trainer_testdata import (
+from tests.trainer.datasets import (
     FEATURES,
     make_rows,
     run_python,

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from tests.trainer.trainer_testdata import make_rows, to_example, write_dataset
+from tests.trainer.datasets import make_rows, to_example, write_dataset
 from trainer.inspect import main
 
 

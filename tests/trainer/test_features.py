@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.trainer.trainer_testdata import FEATURES, make_rows, to_example
+from tests.trainer.datasets import FEATURES, make_rows, to_example
 from trainer.features import (
     CLASSIFICATION,
     REGRESSION,

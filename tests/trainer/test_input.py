@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.trainer.trainer_testdata import make_rows, write_dataset
+from tests.trainer.datasets import make_rows, write_dataset
 from trainer.features import dense_inputs, label_encoder, parse_spec
 from trainer.input import make_dataset
 from trainer.manifest import load_manifest

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "pipelines" / "samples" / "penguins"
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "examples" / "penguins"
 pytestmark = pytest.mark.slow
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.trainer.trainer_testdata import FEATURES, REPO, Dataset
+from tests.trainer.datasets import FEATURES, REPO, Dataset
 from trainer import strategy as strategies
 from trainer.strategy import StrategyError, get_strategy, strategy_name
 

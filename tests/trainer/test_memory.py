@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.trainer_testdata import REPO, make_rows, write_dataset
+from tests.trainer.datasets import REPO, make_rows, write_dataset
 
 ROWS = 30_000  # 24,000 train records in 2 shards, 6,000 eval records in 1
 EPOCHS = 8

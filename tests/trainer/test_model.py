@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.trainer.trainer_testdata import FEATURES, make_rows, to_example, write_dataset
+from tests.trainer.datasets import FEATURES, make_rows, to_example, write_dataset
 from trainer.dataset import Inputs
 from trainer.export import export_model
 from trainer.features import dense_inputs, label_encoder, parse_spec
