@@ -4,6 +4,10 @@ Everything a user can get wrong in the config is caught here, once, with an erro
 field: `features.year.type: unknown type 'integer' (int, float, string, bytes, image)`.
 Relative paths in the config are resolved against the config file's folder, so a config and its
 data can move together.
+
+Longer than most modules because it reads one document: each section of the config in turn,
+with the cross-field rules between them (features and sources, splits and output); the typed
+reading of single values is `pipelines.fields`, the `transform:` section `pipelines.preprocessing`.
 """
 
 from __future__ import annotations

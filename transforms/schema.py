@@ -18,6 +18,10 @@ optional ASCII whitespace (space, tab, CR, LF, VT, FF) around them:
   e.g. `1e-50`) as `too small for float32 (would be 0)`. Subnormal float32 values (down to
   about 1.4e-45) are kept. The same bounds apply to JSON numbers and typed (Parquet, ...)
   columns; infinity itself is a value.
+
+Longer than most modules because validation has one rule per value and two paths that must
+agree word for word: whole columns through pyarrow compute, and single values through
+`coerce_scalar` (a test compares them value by value).
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ re-encoded, keeping each record's split, order hash and key, so shards stay dete
 
 This module imports TensorFlow (seconds, hundreds of MB): `pipelines.etl` imports it only for
 configs with a `transform`.
+
+Longer than most modules because tf.Transform's analysis and its application (to the records
+that the shards then hold) share the raw schema, the preprocessing function and the shard
+routing; it is the one module of the ETL that imports TensorFlow, and only runs that need it
+import it.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ Flags this command does not define, and everything after `--`, are passed on to 
 train` (checked with the trainer's own parser, trainer.flags, which needs no TensorFlow).
 Exit status: 0 success, 2 for a bad command line (one line naming the flag), 1 when Vertex AI
 refuses the job or cannot be reached.
+
+Longer than most modules because it is one command: its flags, their checks (each error names
+the flag), the machine and accelerator they resolve to, and the CustomJob built from them.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ HTML-escaped, and cut to `svg.MAX_TEXT_CHARS` characters with its full size note
 that the page stays small whatever the data. Numbers that a reader (or a test) looks up carry
 stable ids, e.g. `id="split-train-records"`, and the raw value in `data-value`; the ids are
 listed in `render`'s docstring and made by `_id`, one id per name.
+
+Longer than most modules because it is one page: its sections, each a small function of the
+manifest and statistics, and the page's styles; its charts are `pipelines.report.svg`.
 """
 
 from __future__ import annotations

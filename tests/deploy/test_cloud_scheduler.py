@@ -11,7 +11,7 @@ from google.cloud import dataflow_v1beta3, scheduler_v1
 
 from deploy.dataflow import launcher, submit
 from deploy.schedule.cloud_scheduler import main
-from pipelines.etl import build_parser
+from pipelines.flags import build_parser
 from tests.services.capture import CaptureServer
 
 FLAGS = [

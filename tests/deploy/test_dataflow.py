@@ -457,7 +457,7 @@ def test_metadata_regexes_accept_what_the_etl_takes(name, good, bad):
 
 
 def test_launcher_maps_template_parameters_to_etl_flags():
-    from pipelines.etl import build_parser
+    from pipelines.flags import build_parser
 
     argv = [
         "--config=gs://b/c.yaml", "--output=gs://b/out", "--overwrite=true", "--date=yesterday",

@@ -16,7 +16,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from deploy.schedule.commands import AIRFLOW_DATE, DailyJob, etl_command, fill
 from pipelines.config import load_config
-from pipelines.etl import build_parser
+from pipelines.flags import build_parser
 
 SCHEDULE = Path(__file__).resolve().parents[2] / "deploy" / "schedule"
 VARIABLES = {

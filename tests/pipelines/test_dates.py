@@ -118,11 +118,11 @@ def test_a_config_on_gcs_resolves_relative_paths_against_its_folder(gcs_emulator
 
 
 def test_today_and_yesterday_are_utc_dates():
-    from pipelines.etl import _day
+    from pipelines.flags import parse_day
 
     today = datetime.datetime.now(datetime.timezone.utc).date()
-    assert _day("today") in (today, today + datetime.timedelta(days=1))  # midnight may pass
-    assert _day("yesterday") == _day("today") - datetime.timedelta(days=1)
+    assert parse_day("today") in (today, today + datetime.timedelta(days=1))  # midnight may pass
+    assert parse_day("yesterday") == parse_day("today") - datetime.timedelta(days=1)
 
 
 @pytest.mark.slow

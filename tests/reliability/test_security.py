@@ -11,8 +11,8 @@
   separators, and folder names that are not UTF-8 reject their images instead of failing the job.
 - A run writes only under OUTPUT (through its hidden staging sibling) and the temp location.
 
-SQL statements are observed through `transforms.sources.sql.Database.rows`, which every statement
-the reader runs goes through (a subclass records them; the database is real).
+SQL statements are observed through `transforms.sources.database.Database.rows`, which every
+statement the reader runs goes through (a subclass records them; the database is real).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from pipelines.etl import run
 from transforms.contract.config import SourceSpec
 from transforms.records import RawChunk
 from transforms.schema import RecordError
-from transforms.sources import images, sql
+from transforms.sources import database, images, sql
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SHARDFLOW = Path(sys.executable).parent / "shardflow"
@@ -67,7 +67,7 @@ HOSTILE_NAME = 'we"ird; DROP TABLE victims; --'
 # --- SQL: statements ------------------------------------------------------------------------------
 
 
-class RecordingDatabase(sql.Database):
+class RecordingDatabase(database.Database):
     """A real connection that records the text of every statement run through it."""
 
     statements: list[str]
@@ -202,7 +202,7 @@ def test_partition_bounds_are_bound_parameters_not_sql_text(dialect):
 
 def test_sqlite_sources_cannot_write_or_run_a_second_statement(hostile_sqlite):
     for query in ("SELECT 1 AS a; DROP TABLE victims", "DELETE FROM victims RETURNING id"):
-        with pytest.raises(sql.SqlError, match="query failed"):
+        with pytest.raises(database.SqlError, match="query failed"):
             _read_recorded(_source(url=f"sqlite:///{hostile_sqlite}", query=query))
     assert _sqlite_victims(hostile_sqlite) == [(1,)]
 
@@ -277,12 +277,12 @@ def test_postgres_hostile_values_and_names_never_change_a_statement(hostile_pg, 
     _check_statements(statements, [HOSTILE_NAME])
 
     # a text partition column holding hostile values is refused, its values never used
-    with pytest.raises(sql.SqlError, match="partition_column 'v' must be numeric"):
+    with pytest.raises(database.SqlError, match="partition_column 'v' must be numeric"):
         _read_recorded(_source(url=url, table="hostile", partition_column="v"))
     # a name that is not a table stays a name; a second statement in the query is a syntax error
-    with pytest.raises(sql.SqlError, match="does not exist"):
+    with pytest.raises(database.SqlError, match="does not exist"):
         _read_recorded(_source(url=url, table='victims"; DROP TABLE victims; --'))
-    with pytest.raises(sql.SqlError, match="query failed: syntax error"):
+    with pytest.raises(database.SqlError, match="query failed: syntax error"):
         _read_recorded(_source(url=url, query="SELECT 1 AS a; DROP TABLE victims"))
     assert _pg_victims(hostile_pg) == [(1,)]
 

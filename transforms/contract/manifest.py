@@ -7,6 +7,9 @@ reads back equal to itself. Paths stay as written: relative to the dataset folde
 hand-written manifests may lack the sections the ETL always writes (`created`, `key`, `combine`,
 `compression_level`, ...): they read as None, and are written as null.
 No Beam and no TensorFlow here: the trainer's image holds this package.
+
+Longer than most modules because it is the whole manifest.json contract in one place: each part
+as a frozen dataclass with its `from_json` check, naming the field that is wrong.
 """
 
 from __future__ import annotations

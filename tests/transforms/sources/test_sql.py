@@ -19,7 +19,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipelines.config import ConfigError, parse_config
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import RawChunk
-from transforms.sources import sql
+from transforms.sources import database, sql
 
 
 def _source(name="s", **options) -> SourceSpec:
@@ -28,7 +28,7 @@ def _source(name="s", **options) -> SourceSpec:
 
 def _read_all(source: SourceSpec) -> tuple[list[dict], list[dict], list[RawChunk]]:
     """(every record read, as a field dict; rejected dicts; chunks), over all partitions."""
-    db = sql.Database(source)
+    db = database.Database(source)
     try:
         records, rejected, chunks = [], [], []
         for partition in sql.plan_partitions(db, source):
@@ -153,20 +153,20 @@ def test_the_config_loader_reports_a_password_in_the_url_as_a_config_error(tmp_p
 
 
 def test_postgresql_urls_are_parsed_with_libpq_defaults():
-    assert sql.parse_url("postgresql:///db") == sql.Target(
+    assert database.parse_url("postgresql:///db") == database.Target(
         "postgresql", None, "localhost", 5432, "db"
     )
-    assert sql.parse_url("postgres://a%40b@[::1]:6000/my%20db") == sql.Target(
+    assert database.parse_url("postgres://a%40b@[::1]:6000/my%20db") == database.Target(
         "postgresql", None, "::1", 6000, "my db", "a@b"
     )
-    assert sql.parse_url("postgres://a%40b@[::1]:6000/my%20db").describe() == (
+    assert database.parse_url("postgres://a%40b@[::1]:6000/my%20db").describe() == (
         "postgresql://a@b@[::1]:6000/my db"
     )
 
 
 def test_sqlite_urls_take_relative_and_absolute_paths():
-    assert sql.parse_url("sqlite:///data/a.db").path == "data/a.db"
-    assert sql.parse_url("sqlite:////srv/a.db").path == "/srv/a.db"
+    assert database.parse_url("sqlite:///data/a.db").path == "data/a.db"
+    assert database.parse_url("sqlite:////srv/a.db").path == "/srv/a.db"
 
 
 def test_resolve_paths_makes_relative_files_absolute_against_the_config_folder():
@@ -251,23 +251,23 @@ def test_range_partitions_are_open_at_both_ends_and_keep_nulls_apart():
     ],
 )
 def test_database_values_become_field_values(value, expected):
-    assert sql.convert_value(value) == expected
-    assert type(sql.convert_value(value)) is type(expected)
+    assert database.convert_value(value) == expected
+    assert type(database.convert_value(value)) is type(expected)
 
 
 def test_a_nan_numeric_becomes_a_float_nan_for_the_schema_to_reject():
-    assert math.isnan(sql.convert_value(decimal.Decimal("NaN")))
+    assert math.isnan(database.convert_value(decimal.Decimal("NaN")))
 
 
 @pytest.mark.parametrize("value", [datetime.timedelta(days=1), {"a": 1}, [{"a": 1}], object()])
 def test_values_without_a_field_form_are_unsupported(value):
-    with pytest.raises(sql.UnsupportedValue):
-        sql.convert_value(value)
+    with pytest.raises(database.UnsupportedValue):
+        database.convert_value(value)
 
 
 def test_convert_rows_rejects_a_row_naming_its_first_unsupported_column():
     rows = [(1, {"a": 1}, datetime.timedelta(1)), (2, [1], None), (3, 5, datetime.timedelta(2))]
-    columns, reasons = sql.convert_rows(["id", "meta", "span"], rows)
+    columns, reasons = database.convert_rows(["id", "meta", "span"], rows)
     assert columns == {"id": [1, 2, 3], "meta": [None, [1], 5], "span": [None, None, None]}
     assert reasons == {
         0: "sql: meta: unsupported value type dict",
@@ -276,7 +276,7 @@ def test_convert_rows_rejects_a_row_naming_its_first_unsupported_column():
 
 
 def test_convert_rows_of_an_empty_result_has_every_column():
-    assert sql.convert_rows(["a", "b"], []) == ({"a": [], "b": []}, {})
+    assert database.convert_rows(["a", "b"], []) == ({"a": [], "b": []}, {})
 
 
 # --- SQLite ---------------------------------------------------------------------------------------
@@ -338,7 +338,7 @@ def test_partitions_are_the_ranges_of_the_numeric_values(sqlite_db):
     source = _source(
         url=f"sqlite:///{sqlite_db}", table="items", partition_column="id", partitions=4
     )
-    db = sql.Database(source)
+    db = database.Database(source)
     labels = [p.label for p in sql.plan_partitions(db, source)]
     db.close()
     # numbers from -20 to 1e9; "abc", "12" and the blob sort above every number (last range)
@@ -391,7 +391,7 @@ def test_text_that_is_not_utf8_arrives_as_bytes(tmp_path):
 def test_a_missing_partition_column_is_an_error_listing_the_columns(sqlite_db):
     source = _source(url=f"sqlite:///{sqlite_db}", table="items", partition_column="idd")
     with pytest.raises(
-        sql.SqlError,
+        database.SqlError,
         match=r"partition_column 'idd' is not a column of the result "
         r"\(columns: id, name, score, data\)",
     ):
@@ -401,17 +401,19 @@ def test_a_missing_partition_column_is_an_error_listing_the_columns(sqlite_db):
 def test_a_missing_sqlite_file_fails_and_is_not_created(tmp_path):
     source = _source(name="db", url=f"sqlite:///{tmp_path}/none.db", table="t")
     with pytest.raises(
-        sql.SqlError,
+        database.SqlError,
         match=r"sql source 'db': cannot connect to sqlite:///.*none.db: "
         "unable to open database file",
     ):
-        sql.Database(source)
+        database.Database(source)
     assert not (tmp_path / "none.db").exists()
 
 
 def test_a_bad_query_fails_with_the_database_message(sqlite_db):
     source = _source(name="db", url=f"sqlite:///{sqlite_db}", table="nothere")
-    with pytest.raises(sql.SqlError, match="sql source 'db': query failed: no such table: nothere"):
+    with pytest.raises(
+        database.SqlError, match="sql source 'db': query failed: no such table: nothere"
+    ):
         _read_all(source)
 
 
@@ -464,7 +466,9 @@ def _pg_rows(pg, query: str) -> list[dict]:
         cursor = conn.cursor()
         cursor.execute(query)
         names = [d[0] for d in cursor.description]
-        return [dict(zip(names, [sql.convert_value(v) for v in row])) for row in cursor.fetchall()]
+        return [
+            dict(zip(names, [database.convert_value(v) for v in row])) for row in cursor.fetchall()
+        ]
     finally:
         conn.close()
 
@@ -500,7 +504,7 @@ def test_partitioned_postgres_read_yields_every_row_exactly_once(
 
 def test_infinities_and_nan_leave_the_ranges_to_the_finite_values(pg, monkeypatch):
     source = _pg_source(pg, monkeypatch, table="numbers", partition_column="f", partitions=2)
-    db = sql.Database(source)
+    db = database.Database(source)
     labels = [p.label for p in sql.plan_partitions(db, source)]
     db.close()
     assert labels == [
@@ -560,14 +564,16 @@ def test_postgres_values_become_field_values_and_unsupported_ones_reject_their_r
 def test_duplicate_column_names_fail_the_read(pg, monkeypatch):
     # (SQLite renames them itself in a subquery: id, id:1)
     source = _pg_source(pg, monkeypatch, query="SELECT id, t AS id FROM numbers")
-    with pytest.raises(sql.SqlError, match="several columns named 'id': give them distinct names"):
+    with pytest.raises(
+        database.SqlError, match="several columns named 'id': give them distinct names"
+    ):
         _read_all(source)
 
 
 def test_a_text_partition_column_is_refused(pg, monkeypatch):
     source = _pg_source(pg, monkeypatch, table="numbers", partition_column="t")
     with pytest.raises(
-        sql.SqlError, match="partition_column 't' must be numeric, it holds str values"
+        database.SqlError, match="partition_column 't' must be numeric, it holds str values"
     ):
         _read_all(source)
 
@@ -575,7 +581,7 @@ def test_a_text_partition_column_is_refused(pg, monkeypatch):
 def test_postgres_sources_are_read_in_a_read_only_transaction(pg, monkeypatch):
     pg.execute("DROP SEQUENCE IF EXISTS counter", "CREATE SEQUENCE counter")
     source = _pg_source(pg, monkeypatch, query="SELECT nextval('counter') AS v")
-    with pytest.raises(sql.SqlError, match="read-only transaction"):
+    with pytest.raises(database.SqlError, match="read-only transaction"):
         _read_all(source)
 
 
@@ -604,19 +610,19 @@ def test_a_missing_password_variable_is_named(pg, monkeypatch):
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
     source = _source(name="db", url=pg.url(), table="numbers", password_env="NOT_SET_ANYWHERE")
     with pytest.raises(
-        sql.SqlError,
+        database.SqlError,
         match=r"sql source 'db': the environment variable "
         r"NOT_SET_ANYWHERE \(password_env\) is not set",
     ):
-        sql.Database(source)
+        database.Database(source)
 
 
 def test_a_failed_login_says_why_and_never_shows_the_password(pg, monkeypatch):
     wrong = "Wr0ng-" + pg.password[:10]
     monkeypatch.setenv("PGPASSWORD", wrong)
     source = _source(name="db", url=pg.url(), table="numbers")
-    with pytest.raises(sql.SqlError) as e:
-        sql.Database(source)
+    with pytest.raises(database.SqlError) as e:
+        database.Database(source)
     assert str(e.value) == (
         f"sql source 'db': cannot connect to {pg.url()}: "
         f'password authentication failed for user "{pg.user}"'
@@ -628,16 +634,17 @@ def test_an_unreachable_server_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("PGPASSWORD", "x")
     source = _source(name="db", url="postgresql://u@127.0.0.1:1/db", table="t")
     with pytest.raises(
-        sql.SqlError,
+        database.SqlError,
         match=r"sql source 'db': cannot connect to "
         r"postgresql://u@127.0.0.1:1/db: Can't create a connection",
     ):
-        sql.Database(source)
+        database.Database(source)
 
 
 def test_a_missing_postgres_table_fails_with_the_server_message(pg, monkeypatch):
     source = _pg_source(pg, monkeypatch, name="db", table="nothere", partition_column="id")
     with pytest.raises(
-        sql.SqlError, match="sql source 'db': query failed: relation \"nothere\" does not exist"
+        database.SqlError,
+        match="sql source 'db': query failed: relation \"nothere\" does not exist",
     ):
         _read_all(source)

@@ -1,0 +1,144 @@
+"""The flags of `shardflow etl`: the command line parser, the tuning options it passes down
+typed (`Tuning`), and the dates of a date-partitioned run or backfill."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import re
+
+from pipelines.config import ConfigError
+from transforms.sink.write import SPILL_BYTES
+from transforms.sources import ranges
+
+_MAX_DATES = 3660  # a backfill of ten years at most: beyond, a typo is likelier than a wish
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+    """How a run cuts its work, not what it makes: the dataset's bytes are the same whatever
+    these are (`shardflow etl --split-mb/--spill-mb/--progress-seconds`)."""
+
+    split_bytes: int = ranges.SPLIT_BYTES  # CSV/JSONL/Parquet files larger: read in ranges
+    spill_bytes: int = SPILL_BYTES  # encoded bytes a worker gathers before it sorts and spills
+    progress_seconds: float | None = None  # between progress lines (default: 5 s on a terminal)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="shardflow etl",
+        description="Reads the sources of a dataset config and writes sharded TFRecords. "
+        "Unknown --flags are Beam pipeline options (--runner, --direct_num_workers, ...).",
+    )
+    parser.add_argument("--config", required=True, help="dataset config (YAML; local or gs://)")
+    parser.add_argument("--output", help="overrides output.path of the config")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the dataset already at OUTPUT (atomically, once the new one is complete)",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the runner's log and, when the job fails, its traceback (by default they "
+        "go to a log file that a failed run names)",
+    )
+    parser.add_argument(
+        "--validate-only",
+        action="store_true",
+        help="check the config, the input paths and OUTPUT, then exit (0: all good, 2: what is "
+        "wrong) without reading a record",
+    )
+    parser.add_argument(
+        "--skip-complete",
+        action="store_true",
+        help="do nothing (exit 0) when OUTPUT already holds a complete dataset: for retried or "
+        "scheduled runs",
+    )
+    tuning = parser.add_argument_group(
+        "tuning (the dataset's bytes are the same whatever these are)"
+    )
+    tuning.add_argument(
+        "--split-mb", type=_megabytes, default=ranges.SPLIT_BYTES, metavar="MB",
+        help=f"CSV, JSON Lines and Parquet files larger than this are read in ranges of about "
+        f"this size, spread over the workers (default {ranges.SPLIT_BYTES >> 20})",
+    )  # fmt: skip
+    tuning.add_argument(
+        "--spill-mb", type=_megabytes, default=SPILL_BYTES, metavar="MB",
+        help=f"encoded records a worker holds before it sorts and spills them to the staging "
+        f"folder (default {SPILL_BYTES >> 20})",
+    )  # fmt: skip
+    tuning.add_argument(
+        "--progress-seconds", type=_seconds, metavar="S",
+        help="seconds between progress lines (default 5 on a terminal, 60 otherwise)",
+    )  # fmt: skip
+    dates = parser.add_argument_group(
+        "date partitions: {date}, {YYYY}, {MM}, {DD} in source and output paths"
+    )
+    dates.add_argument(
+        "--date", type=parse_day, metavar="YYYY-MM-DD",
+        help="the date to process (also `today` or `yesterday`, in UTC)",
+    )  # fmt: skip
+    dates.add_argument(
+        "--from", dest="first", type=parse_day, metavar="YYYY-MM-DD",
+        help="backfill: first date (with --to); one dataset per date, dates already complete "
+        "are skipped unless --overwrite",
+    )  # fmt: skip
+    dates.add_argument("--to", dest="last", type=parse_day, metavar="YYYY-MM-DD", help="last date")
+    return parser
+
+
+def _megabytes(text: str) -> int:
+    """A size in MB (fractions allowed) as bytes."""
+    try:
+        mb = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MB") from None
+    if not mb > 0 or mb == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of MB")
+    return max(1, int(mb * 2**20))
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
+    return seconds
+
+
+def tuning_from(args: argparse.Namespace) -> Tuning:
+    return Tuning(args.split_mb, args.spill_mb, args.progress_seconds)
+
+
+def parse_day(text: str) -> datetime.date:
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    if text in ("today", "yesterday"):
+        return today if text == "today" else today - datetime.timedelta(days=1)
+    try:
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            raise ValueError
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
+
+
+def dates_of(args: argparse.Namespace) -> list[datetime.date | None]:
+    """The dates to process: [None] without date flags. Raises ConfigError for a bad mix."""
+    if args.date is not None:
+        if args.first is not None or args.last is not None:
+            raise ConfigError("--date", "give either --date or --from/--to, not both")
+        return [args.date]
+    if args.first is None and args.last is None:
+        return [None]
+    if args.first is None or args.last is None:
+        raise ConfigError("--from" if args.first is None else "--to", "--from and --to go together")
+    if args.last < args.first:
+        raise ConfigError("--to", f"{args.last} is before --from {args.first}")
+    days = (args.last - args.first).days + 1
+    if days > _MAX_DATES:
+        raise ConfigError("--to", f"{days} dates; a backfill covers at most {_MAX_DATES}")
+    return [args.first + datetime.timedelta(days=i) for i in range(days)]

@@ -1,0 +1,60 @@
+"""report.html written next to a published dataset, from what it holds (its manifest,
+statistics and rejected records) and the job's graph and timings."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.contract.layout import MANIFEST, REPORT
+from transforms.contract.manifest import Manifest
+from transforms.sink.storage import write_atomically
+
+logger = logging.getLogger(__name__)
+
+
+def write_report(output: str, graph: dict, timings: dict) -> None:
+    """Writes OUTPUT/report.html from the published dataset (its manifest, statistics and
+    rejected records), the job's graph and timings. The dataset is complete without it: a
+    report that cannot be written is a warning, not a failed run."""
+    from pipelines.report.page import (
+        render,  # only here: the report's code is only for this
+    )
+
+    try:
+        manifest = Manifest.from_json(_read(f"{output}/{MANIFEST}"))
+        entry = manifest.statistics
+        statistics = json.loads(_read(f"{output}/{entry.path}")) if entry else None
+        examples = rejected_examples(output, manifest)
+        page = render(manifest.to_dict(), statistics, graph, timings, examples).encode("utf-8")
+        write_atomically(f"{output}/{REPORT}", page, "text/html")
+    except Exception as e:  # noqa: BLE001 - see above
+        logger.warning("the run report was not written: %s: %s", type(e).__name__, e)
+
+
+def _read(path: str) -> bytes:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return f.read()
+
+
+def rejected_examples(
+    output: str, manifest: Manifest, per_reason: int = 5
+) -> dict[str, list[dict]]:
+    """Up to `per_reason` rejected records of each reason (location and record), in file order."""
+    examples: dict[str, list[dict]] = {}
+    wanted = len(manifest.rejected.reasons)
+    for entry in manifest.rejected.files or ():
+        with FileSystems.open(
+            f"{output}/{entry.path}", compression_type=CompressionTypes.UNCOMPRESSED
+        ) as f:
+            for line in f:
+                record = json.loads(line)
+                found = examples.setdefault(record["reason"], [])
+                if len(found) < per_reason:
+                    found.append({"location": record["location"], "record": record["record"]})
+                if len(examples) == wanted and all(len(v) == per_reason for v in examples.values()):
+                    return examples
+    return examples

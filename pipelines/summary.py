@@ -1,0 +1,62 @@
+"""What `shardflow etl` prints when a run ends: the summary of the published dataset, or the
+one line of why the job failed."""
+
+from __future__ import annotations
+
+import re
+
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.contract.config import DatasetSpec
+from transforms.contract.layout import MANIFEST
+from transforms.contract.manifest import Manifest
+
+_TOP_REASONS = 5
+
+
+def failure_reason(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    # Beam wraps worker errors in long chains; the last line names the original error.
+    lines = [line for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines else text
+    # ... and ends it with the step that raised it, which means nothing to a user.
+    return re.sub(r" \[while running '[^']*'\]$", "", last)
+
+
+def _short(text: str, most: int = 120) -> str:
+    """`text` on one line and at most `most` characters (field names and reasons come from data)."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\n", "\\n")
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def print_summary(dataset: DatasetSpec, seconds: float) -> None:
+    with FileSystems.open(f"{dataset.output.path}/{MANIFEST}") as f:
+        manifest = Manifest.from_json(f.read())
+    read = sum(s.records for s in manifest.sources.values())
+    print(f"shardflow etl: {dataset.name}: {read} records read in {seconds:.1f}s")
+    for name, split in manifest.splits.items():
+        print(f"  {name:<10} {split.records:>9} records in {len(split.files)} shard(s)")
+    print(f"  {'rejected':<10} {manifest.rejected.records:>9} records")
+    reasons = sorted(manifest.rejected.reasons.items(), key=lambda item: (-item[1], item[0]))
+    for reason, n in reasons[:_TOP_REASONS]:
+        print(f"      {n:>7}  {_short(reason)}")
+    if len(reasons) > _TOP_REASONS:
+        rest = sum(n for _, n in reasons[_TOP_REASONS:])
+        print(f"      {rest:>7}  ({len(reasons) - _TOP_REASONS} more reasons: see the manifest)")
+    for name, source in manifest.sources.items():
+        ignored = source.ignored_fields or {}
+        if ignored:
+            fields = ", ".join(f"{_short(f, 40)} ({n})" for f, n in list(ignored.items())[:8])
+            more = f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""
+            print(f"  ignored fields of {name} (records holding a value): {fields}{more}")
+    print(f"  {'duplicates':<10} {manifest.duplicates:>9} records")
+    if manifest.joined is not None:
+        print(f"  {'joined':<10} {manifest.joined:>9} records merged into another source's")
+    transform = manifest.transform
+    if transform is not None:
+        print(
+            f"  transform: {transform.path}/ analyzed on {transform.analyzed_records} "
+            f"{transform.analyzed_split} records; the shards hold "
+            f"{transform.materialize} examples"
+        )
+    print(f"  dataset: {dataset.output.path}")
