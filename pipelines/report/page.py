@@ -1,8 +1,9 @@
 """The ETL's run report: one self-contained HTML page (OUTPUT/report.html) describing a run.
 
-`render` is a pure function of the dataset's manifest, its statistics (statistics.json), the
-pipeline graph, the stage timings and a few rejected records per reason. The page has no
-external CSS, scripts, fonts or images: it opens offline, from a bucket or an e-mail attachment.
+`render` is a pure function of the dataset's manifest (the contract's typed `Manifest`, read
+through its attributes), its statistics (statistics.json), the pipeline graph, the stage timings
+and a few rejected records per reason. The page has no external CSS, scripts, fonts or images:
+it opens offline, from a bucket or an e-mail attachment.
 Charts are hand-written inline SVG (`pipelines.report.svg`). Every text from the data is
 HTML-escaped, and cut to `svg.MAX_TEXT_CHARS` characters with its full size noted (`clip`), so
 that the page stays small whatever the data. Numbers that a reader (or a test) looks up carry
@@ -32,6 +33,7 @@ from pipelines.report.svg import (
     histogram,
     top_values,
 )
+from transforms.contract.manifest import Manifest
 
 NUMBER_TYPES = ("int", "float")
 SIZE_TYPES = ("bytes", "image")
@@ -53,7 +55,7 @@ grid-template-columns:max-content auto;gap:.1em 1.5em}dl.summary dd{margin:0}
 
 
 def render(
-    manifest: dict[str, Any],
+    manifest: Manifest,
     statistics: dict[str, Any] | None = None,
     graph: dict[str, Any] | None = None,
     timings: dict[str, Any] | None = None,
@@ -78,9 +80,8 @@ def render(
     hex of its UTF-8 bytes (`a b` → `a:20b`, `a-b` → `a:2db`, `größe` stays `größe`), so that
     every name has its own id.
     """
-    name = str(manifest.get("name", "dataset"))
-    date = manifest.get("date") or str(manifest.get("created", ""))[:10]
-    title = f"{name} — {date}" if date else name
+    date = manifest.date or str(manifest.created)[:10]
+    title = f"{manifest.name} — {date}" if date else manifest.name
     sections = [
         _summary(manifest, timings),
         _sources(manifest),
@@ -110,12 +111,13 @@ def render(
 # --- sections ------------------------------------------------------------------------------
 
 
-def _summary(manifest: dict, timings: dict | None) -> str:
-    read = sum(s.get("records", 0) for s in manifest.get("sources", {}).values())
-    written = sum(s.get("records", 0) for s in manifest.get("splits", {}).values())
-    rows = [("created", "Created", str(manifest.get("created", "")), manifest.get("created"))]
-    if manifest.get("date"):
-        rows.append(("date", "Date", str(manifest["date"]), manifest["date"]))
+def _summary(manifest: Manifest, timings: dict | None) -> str:
+    read = sum(s.records for s in manifest.sources.values())
+    written = sum(s.records for s in manifest.splits.values())
+    rejected = manifest.rejected.records
+    rows = [("created", "Created", str(manifest.created), manifest.created)]
+    if manifest.date:
+        rows.append(("date", "Date", manifest.date, manifest.date))
     elapsed = None
     if timings is not None:
         elapsed = timings.get("elapsed_s")
@@ -124,14 +126,11 @@ def _summary(manifest: dict, timings: dict | None) -> str:
     rows += [
         ("read", "Records read", fmt_int(read), read),
         ("written", "Records written", fmt_int(written), written),
-        ("rejected", "Rejected", fmt_int(_rejected_count(manifest)), _rejected_count(manifest)),
-        ("duplicates", "Duplicates dropped", fmt_int(manifest.get("duplicates", 0)),
-         manifest.get("duplicates", 0)),
-    ]  # fmt: skip
-    if "joined" in manifest:
-        rows.append(
-            ("joined", "Joined into others", fmt_int(manifest["joined"]), manifest["joined"])
-        )
+        ("rejected", "Rejected", fmt_int(rejected), rejected),
+        ("duplicates", "Duplicates dropped", fmt_int(manifest.duplicates), manifest.duplicates),
+    ]
+    if manifest.joined is not None:
+        rows.append(("joined", "Joined into others", fmt_int(manifest.joined), manifest.joined))
     if elapsed:
         rate = read / elapsed
         rows.append(("throughput", "Throughput", f"{fmt_int(round(rate))} records/s", rate))
@@ -140,19 +139,22 @@ def _summary(manifest: dict, timings: dict | None) -> str:
         f"<dd{attrs(id=_id('summary', key), data_value=raw)}>{escape(text)}</dd>"
         for key, label, text, raw in rows
     )
-    extra = []
-    for key in ("label", "key", "combine"):
-        if manifest.get(key) is not None:
-            value = manifest[key]
-            text = ", ".join(value) if isinstance(value, list) else str(value)
-            extra.append(f"<dt>{escape(key.capitalize())}</dt><dd>{escape(text)}</dd>")
-    return _section("summary", "Summary", f'<dl class="summary">{items}{"".join(extra)}</dl>')
+    extra = "".join(
+        f"<dt>{escape(label)}</dt><dd>{escape(value)}</dd>"
+        for label, value in (
+            ("Label", manifest.label),
+            ("Key", manifest.key),
+            ("Combine", manifest.combine),
+        )
+        if value is not None
+    )
+    return _section("summary", "Summary", f'<dl class="summary">{items}{extra}</dl>')
 
 
-def _sources(manifest: dict) -> str:
+def _sources(manifest: Manifest) -> str:
     rows = []
-    for name, source in manifest.get("sources", {}).items():
-        ignored = source.get("ignored_fields") or {}
+    for name, source in manifest.sources.items():
+        ignored = source.ignored_fields or {}
         fields = ", ".join(
             f"{escape(clip(field))} "
             f"(<span{attrs(id=_id('source', name, 'ignored', field), data_value=n)}>"
@@ -162,8 +164,8 @@ def _sources(manifest: dict) -> str:
         rows.append(
             [
                 escape(name),
-                escape(source.get("format", "")),
-                _num_cell(_id("source", name, "records"), source.get("records", 0)),
+                escape(source.format),
+                _num_cell(_id("source", name, "records"), source.records),
                 fields or '<span class="muted">none</span>',
             ]
         )
@@ -172,26 +174,26 @@ def _sources(manifest: dict) -> str:
     return _section("sources", "Records per source", table)
 
 
-def _splits(manifest: dict, statistics: dict | None) -> str:
+def _splits(manifest: Manifest, statistics: dict | None) -> str:
     validated = {
         name: s.get("records")
         for name, s in ((statistics or {}).get("splits") or {}).items()
         if s.get("records") is not None
     }
-    splits = manifest.get("splits", {})
-    differs = any(validated.get(n, s.get("records")) != s.get("records") for n, s in splits.items())
+    splits = manifest.splits
+    differs = any(validated.get(n, s.records) != s.records for n, s in splits.items())
     header = ["split", "records", "share", "files"]
     if differs:
         header.insert(2, "validated (before dropping duplicates)")
-    total = sum(s.get("records", 0) for s in splits.values()) or 1
+    total = sum(s.records for s in splits.values()) or 1
     rows = []
     for name, split in splits.items():
-        records = split.get("records", 0)
+        records = split.records
         row = [
             escape(name),
             _num_cell(_id("split", name, "records"), records),
             f"{100 * records / total:.1f} %",
-            fmt_int(len(split.get("files", []))),
+            fmt_int(len(split.files)),
         ]
         if differs:
             row.insert(2, _num_cell(_id("split", name, "validated"), validated.get(name)))
@@ -200,9 +202,8 @@ def _splits(manifest: dict, statistics: dict | None) -> str:
     return _section("splits", "Records per split", _table(header, rows, numeric=numeric))
 
 
-def _rejected(manifest: dict, examples: dict[str, list[dict]]) -> str:
-    rejected = manifest.get("rejected") or {}
-    reasons = rejected.get("reasons") or {}
+def _rejected(manifest: Manifest, examples: dict[str, list[dict]]) -> str:
+    reasons = manifest.rejected.reasons
     if not reasons:
         return _section("rejected", "Rejected records", "<p>No record was rejected.</p>")
     rows = []
@@ -214,9 +215,9 @@ def _rejected(manifest: dict, examples: dict[str, list[dict]]) -> str:
             f"<tr{attrs(data_reason=reason)}><td>{escape(reason)}</td>"
             f'<td class="n"{attrs(data_value=count)}>{fmt_int(count)}</td><td>{shown}</td></tr>'
         )
-    files = ", ".join(escape(f.get("path", "")) for f in rejected.get("files") or [])
+    files = ", ".join(escape(f.path) for f in manifest.rejected.files or ())
     body = (
-        f"<p>{fmt_int(_rejected_count(manifest))} records rejected"
+        f"<p>{fmt_int(manifest.rejected.records)} records rejected"
         + (f", written to {files}" if files else "")
         + '.</p><table><tr><th>reason</th><th class="n">records</th><th></th></tr>'
         + "".join(rows)
@@ -232,10 +233,10 @@ def _example(example: dict) -> str:
     return f"<div><code>{escape(where)}</code><pre>{escape(clip(text))}</pre></div>"
 
 
-def _shards(manifest: dict) -> str:
+def _shards(manifest: Manifest) -> str:
     rows = []
-    for name, split in manifest.get("splits", {}).items():
-        sizes = [f.get("bytes", 0) for f in split.get("files", [])]
+    for name, split in manifest.splits.items():
+        sizes = [f.bytes or 0 for f in split.files]
         cells = [escape(name), _num_cell(_id("shards", name, "count"), len(sizes))]
         cells.append(_bytes_cell(_id("shards", name, "bytes"), sum(sizes)))
         for stat, value in (
@@ -245,22 +246,21 @@ def _shards(manifest: dict) -> str:
         ):
             cells.append(_bytes_cell(_id("shards", name, stat), value))
         cells.append(bar_chart(_id("shards", name, "chart"), sizes, [
-            f"{f.get('path', '')}: {_bytes(f.get('bytes', 0))}, "
-            f"{fmt_int(f.get('records', 0))} records"
-            for f in split.get("files", [])
+            f"{f.path}: {_bytes(f.bytes or 0)}, {fmt_int(f.records or 0)} records"
+            for f in split.files
         ]))  # fmt: skip
         rows.append(cells)
     header = ["split", "shards", "total", "smallest", "median", "largest", "shard sizes"]
     return _section("shards", "Shards", _table(header, rows, numeric=(1, 2, 3, 4, 5)))
 
 
-def _features(manifest: dict, statistics: dict) -> str:
+def _features(manifest: Manifest, statistics: dict) -> str:
     parts = []
-    manifest_splits = manifest.get("splits", {})
     for split, stats in (statistics.get("splits") or {}).items():
         features = stats.get("features") or {}
         validated = stats.get("records")
-        written = (manifest_splits.get(split) or {}).get("records")
+        entry = manifest.splits.get(split)
+        written = entry.records if entry is not None else None
         counts = f"{fmt_int(validated)} records validated"
         if written is not None and written != validated:
             counts += f", {fmt_int(written)} written after dropping duplicates"
@@ -331,8 +331,8 @@ def _size_table(split: str, features: dict[str, dict]) -> str:
     return _table(header, rows, numeric=(2, 3, 4, 5, 6))
 
 
-def _label_balance(manifest: dict, statistics: dict) -> str:
-    label = manifest.get("label")
+def _label_balance(manifest: Manifest, statistics: dict) -> str:
+    label = manifest.label
     if not label:
         return ""
     parts = []
@@ -451,10 +451,6 @@ def _stat_cell(split: str, feature: str, stat: str, value: Any, text: str | None
 def _stat_span(split: str, feature: str, stat: str, value: Any) -> str:
     element_id = _id("stat", split, feature, stat)
     return f"<span{attrs(id=element_id, data_value=value)}>{escape(_number(value))}</span>"
-
-
-def _rejected_count(manifest: dict) -> int:
-    return (manifest.get("rejected") or {}).get("records", 0)
 
 
 def _number(value: Any) -> str:

@@ -29,7 +29,7 @@ def write_report(output: str, graph: dict, timings: dict) -> None:
         entry = manifest.statistics
         statistics = json.loads(_read(f"{output}/{entry.path}")) if entry else None
         examples = rejected_examples(output, manifest)
-        page = render(manifest.to_dict(), statistics, graph, timings, examples).encode("utf-8")
+        page = render(manifest, statistics, graph, timings, examples).encode("utf-8")
         write_atomically(f"{output}/{REPORT}", page, "text/html")
     except Exception as e:  # noqa: BLE001 - see above
         logger.warning("the run report was not written: %s: %s", type(e).__name__, e)

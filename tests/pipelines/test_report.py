@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from html.parser import HTMLParser
 
@@ -9,6 +10,7 @@ import pytest
 
 from pipelines.report.page import render
 from pipelines.report.svg import graph_layers
+from transforms.contract.manifest import Manifest
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -17,7 +19,7 @@ def _file(path: str, records: int, size: int) -> dict:
     return {"path": path, "records": records, "bytes": size, "sha256": "ab" * 32}
 
 
-MANIFEST = {
+MANIFEST = Manifest.from_dict({
     "format_version": 1,
     "name": "penguins",
     "created": "2026-11-26T10:00:00Z",
@@ -39,7 +41,7 @@ MANIFEST = {
         "species": {"type": "string", "shape": [], "required": True},
     },
     "label": "species",
-    "key": ["id"],
+    "key": "id",
     "combine": "join",
     "sources": {
         "measurements": {"format": "csv", "records": 1012, "ignored_fields": {"extra": 7}},
@@ -67,7 +69,7 @@ MANIFEST = {
     "duplicates": 2,
     "joined": 1001,
     "transform": None,
-}
+})  # fmt: skip
 # read 2002 = written 990 + rejected 9 + duplicates 2 + joined 1001
 
 
@@ -345,7 +347,7 @@ def test_label_balance_per_split(doc):
 
 
 def test_no_label_no_label_balance(page):
-    unlabeled = render(dict(MANIFEST, label=None), STATISTICS, GRAPH, TIMINGS)
+    unlabeled = render(dataclasses.replace(MANIFEST, label=None), STATISTICS, GRAPH, TIMINGS)
     assert 'id="label-balance"' in page
     assert 'id="label-balance"' not in unlabeled
 
@@ -406,16 +408,17 @@ def test_none_statistics_graph_and_timings_leave_their_sections_out():
 
 
 def test_a_minimal_run_renders():
-    manifest = {
+    manifest = Manifest.from_dict({
+        "format_version": 1,
         "name": "tiny",
         "created": "2026-11-26T10:00:00Z",
         "sources": {"rows": {"format": "jsonl", "records": 0, "ignored_fields": {}}},
         "splits": {"train": {"records": 0, "files": [_file("train/train-00000-of-00001", 0, 0)]}},
         "rejected": {"records": 0, "reasons": {}, "files": []},
         "duplicates": 0,
-        "features": {},
+        "features": {"x": {"type": "float", "shape": []}},  # a manifest has at least one
         "label": None,
-    }
+    })  # fmt: skip
     statistics = {"format_version": 1, "splits": {"train": {"records": 0, "features": {}}}}
     timings = {"elapsed_s": 0.0, "runner": "FnApiRunner", "stages": []}
     page = render(manifest, statistics, {"nodes": [], "edges": []}, timings)

@@ -46,6 +46,7 @@ from pipelines.etl import run
 from pipelines.report.page import render
 from tests import readback
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
+from transforms.contract.manifest import Manifest
 from transforms.imaging import decode
 from transforms.prepare import KeyMaker
 from transforms.records import RawChunk, one_line_records
@@ -323,17 +324,23 @@ def test_a_multibyte_value_is_cut_between_characters():
     assert top["value"] == "é" * 100 + f"… (300 bytes, sha256 {digest})"
 
 
-def _manifest(features: dict[str, str], reasons: dict[str, int] | None = None) -> dict:
+def _manifest(
+    features: dict[str, str],
+    reasons: dict[str, int] | None = None,
+    ignored: dict[str, int] | None = None,
+) -> Manifest:
+    """A manifest of `features` (name: type) whose source `s` ignored the fields `ignored`."""
     reasons = reasons or {}
-    return {
+    return Manifest.from_dict({
+        "format_version": 1,
         "name": "values",
         "created": "2026-01-01T00:00:00Z",
         "features": {f: {"type": t, "shape": []} for f, t in features.items()},
-        "sources": {"s": {"format": "jsonl", "records": 4, "ignored_fields": {}}},
+        "sources": {"s": {"format": "jsonl", "records": 4, "ignored_fields": ignored or {}}},
         "splits": {"train": {"records": 4, "files": []}},
         "rejected": {"records": sum(reasons.values()), "reasons": reasons, "files": []},
         "duplicates": 0,
-    }
+    })  # fmt: skip
 
 
 def test_the_report_stays_small_with_long_values_and_long_rejected_records():
@@ -419,8 +426,9 @@ def test_report_ids_are_unique_for_every_feature_name_and_point_to_its_numbers()
                      length={"min": 1, "max": 1, "mean": 1.0})  # fmt: skip
         features[name] = s
     statistics = {"splits": {"train": {"records": 100, "features": features}}}
-    manifest = _manifest({n: s["type"] for n, s in features.items()})
-    manifest["sources"]["s"]["ignored_fields"] = {n: i for i, n in enumerate(NAMES)}
+    manifest = _manifest(
+        {n: s["type"] for n, s in features.items()}, ignored={n: i for i, n in enumerate(NAMES)}
+    )
     doc = _Ids(render(manifest, statistics))
     ids = doc.ids()
     assert [i for i, n in Counter(ids).items() if n > 1] == []
@@ -438,8 +446,7 @@ def test_report_ids_are_unique_for_every_feature_name_and_point_to_its_numbers()
 
 def test_a_very_long_name_gets_a_short_id_of_its_own():
     a, b = "x" * 5000 + "1", "x" * 5000 + "2"
-    manifest = _manifest({})
-    manifest["sources"]["s"]["ignored_fields"] = {a: 1, b: 2}
+    manifest = _manifest({"x": "float"}, ignored={a: 1, b: 2})  # a manifest has a feature
     ids = [i for i in _Ids(render(manifest)).ids() if i.startswith("source-s-ignored-")]
     assert len(ids) == 2 and len(set(ids)) == 2
     assert all(len(i) < 200 for i in ids)
