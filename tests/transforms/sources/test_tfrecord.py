@@ -23,7 +23,7 @@ from transforms.encode import encode_columns
 from transforms.sink.framing import frame_records
 from transforms.sources import tfrecord
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 INT, FLOAT, BYTES = pa.list_(pa.int64()), pa.list_(pa.float32()), pa.list_(pa.binary())
 KINDLESS = b"\n\x07\n\x05\n\x01k\x12\x00"  # Example{features{feature{key: "k" value {}}}}
 
