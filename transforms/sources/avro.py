@@ -21,6 +21,7 @@ its record count is unknown.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from typing import Any, BinaryIO, Callable, Iterator
 
@@ -29,6 +30,7 @@ from fastavro.schema import SchemaParseException
 
 from transforms.contract.config import SourceSpec
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
+from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.csv import FileError
 from transforms.sources.parquet import flat_name, plain_value
 from transforms.sources.registry import OptionsReader
@@ -64,9 +66,10 @@ def parse_avro(
         kind = schema.get("type") if isinstance(schema, dict) else schema
         raise FileError(f"{path}: the file's records are not Avro records (schema type {kind!r})")
     expanders = _record_fields(schema, named)
+    pending = ChunkBuilder(
+        source.name, path, chunk_rows, columns_of=functools.partial(_columns, expanders)
+    )
     offset = _tell(stream)  # where the next block starts
-    records: list[dict[str, Any]] = []
-    lines: list[int] = []
     number = 0  # records read so far, rejected ones included
     block_iter = iter(blocks)
     while True:
@@ -80,12 +83,13 @@ def parse_avro(
             )
             break
         offset = block.offset + block.size
-        decoded = rest = 0
+        records: list[dict[str, Any]] = []
+        rest = 0
         try:
             for record in block:
                 records.append(record)
-                decoded += 1
         except _DATA_ERRORS:
+            decoded = len(records)
             rest = block.num_records - decoded
             if rest > block.size:  # more records than bytes: the block's count is corrupt
                 where = location(path, number + decoded + 1)
@@ -97,13 +101,9 @@ def parse_avro(
                     yield rejection(
                         source.name, where, UNDECODABLE_RECORD, {"block_offset": block.offset}
                     )
-        lines.extend(range(number + 1, number + decoded + 1))
-        number += decoded + rest
-        while len(records) >= chunk_rows:
-            yield _chunk(source.name, path, records[:chunk_rows], lines[:chunk_rows], expanders)
-            records, lines = records[chunk_rows:], lines[chunk_rows:]
-    if records:
-        yield _chunk(source.name, path, records, lines, expanders)
+        yield from pending.add_rows(records, range(number + 1, number + len(records) + 1))
+        number += len(records) + rest
+    yield from pending.flush()
 
 
 parse = parse_avro
@@ -116,7 +116,8 @@ def _tell(stream: BinaryIO) -> int | None:
         return None
 
 
-def _chunk(source, path, records, lines, expanders) -> RawChunk:
+def _columns(expanders: dict[str, Expand | None], records: list[dict]) -> dict[str, list[Any]]:
+    """The columns of records: their fields, nested values flattened by the fields' expanders."""
     columns: dict[str, list[Any]] = {}
     for name, expand in expanders.items():
         values = [record.get(name) for record in records]
@@ -126,7 +127,7 @@ def _chunk(source, path, records, lines, expanders) -> RawChunk:
         expanded = [expand(v) for v in values]
         for suffix in expanded[0] if expanded else ():
             columns[flat_name(name, suffix)] = [e[suffix] for e in expanded]
-    return RawChunk(source, path, columns, lines)
+    return columns
 
 
 # --- nested values: a plan per field, compiled once per file from the writer's schema ----------

@@ -40,6 +40,7 @@ from transforms.records import (
     one_line_records,
     rejection,
 )
+from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.registry import OptionsReader
 
 MAX_DEPTH = 100  # as Ruby's JSON parser; GeoJSON, the deepest common layout, needs 4 or 5
@@ -70,9 +71,9 @@ def parse_jsonl(
     if codecs.lookup(encoding).name == "utf-8":
         encoding = "utf-8-sig"  # a byte order mark at the start of the file is not JSON
     text = io.TextIOWrapper(stream, encoding=encoding, errors="surrogateescape", newline="\n")
-    objects: list[dict[str, Any]] = []
-    lines: list[int] = []
-    raws: list[str] = []
+    pending = ChunkBuilder(
+        source.name, path, chunk_rows, columns_of=_columns, raw_fields=one_line_records
+    )
     for line_no, line in enumerate(text, start=1):
         if not line.strip():
             continue
@@ -81,14 +82,10 @@ def parse_jsonl(
         if reason is not None:
             yield rejection(source.name, location(path, line_no), reason, raw)
             continue
-        objects.append(fields)
-        lines.append(line_no)
-        raws.append(raw)
-        if len(objects) >= chunk_rows:
-            yield _chunk(source.name, path, objects, lines, raws)
-            objects, lines, raws = [], [], []
-    if objects:
-        yield _chunk(source.name, path, objects, lines, raws)
+        chunk = pending.add_row(fields, line_no, raw)
+        if chunk is not None:
+            yield chunk
+    yield from pending.flush()
 
 
 parse = parse_jsonl
@@ -133,7 +130,7 @@ def _without_line_end(line: str) -> str:
     return line[:-1] if line.endswith("\r") else line
 
 
-def _chunk(source, path, objects, lines, raws) -> RawChunk:
+def _columns(objects: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The columns of objects: one per key of any of them, in the order keys first appear."""
     names = dict.fromkeys(k for obj in objects for k in obj)
-    columns = {name: [obj.get(name) for obj in objects] for name in names}
-    return RawChunk(source, path, columns, lines, **one_line_records(raws))
+    return {name: [obj.get(name) for obj in objects] for name in names}

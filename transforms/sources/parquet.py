@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from transforms.contract.config import SourceSpec
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
+from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.csv import FileError
 from transforms.sources.registry import OptionsReader
 
@@ -71,7 +72,7 @@ def parse_parquet(
     names = parquet.schema_arrow.names
     # A requested column that a file lacks is missing in its records, as an absent JSON key is.
     columns = None if wanted is None else [name for name in wanted if name in names]
-    pending = _Pending(source.name, path, chunk_rows)
+    pending = ChunkBuilder(source.name, path, chunk_rows)
     first = 0  # rows of the row groups before this one
     for group in range(parquet.metadata.num_row_groups):
         rows = parquet.metadata.row_group(group).num_rows
@@ -91,7 +92,8 @@ def parse_parquet(
                     where = location(path, row + 1)
                     yield rejection(source.name, where, UNREADABLE_ROW_GROUP, {"row_group": group})
                 break
-            yield from pending.add(record_fields(batch, path), first + done, batch.num_rows)
+            lines = range(first + done + 1, first + done + 1 + batch.num_rows)
+            yield from pending.add(record_fields(batch, path), lines)
             done += batch.num_rows
         first += rows
     yield from pending.flush()
@@ -174,37 +176,6 @@ def plain_value(value: Any) -> Any:
     if isinstance(value, list):
         return [plain_value(v) for v in value]
     return value
-
-
-class _Pending:
-    """Rows read but not yet delivered, cut into chunks of `chunk_rows` (row groups and batches
-    can be smaller: a chunk is a Beam element, and small elements cost)."""
-
-    def __init__(self, source: str, path: str, chunk_rows: int):
-        self._source, self._path, self._chunk_rows = source, path, chunk_rows
-        self._fields: dict[str, list[Any]] = {}
-        self._lines: list[int] = []
-
-    def add(self, fields: dict[str, list[Any]], first_row: int, n: int) -> Iterator[RawChunk]:
-        """Adds `n` rows, the first of which has index `first_row` in the file."""
-        if self._lines and set(fields) != set(self._fields):
-            yield from self.flush()
-        for name, values in fields.items():
-            self._fields.setdefault(name, []).extend(values)
-        self._lines.extend(range(first_row + 1, first_row + 1 + n))
-        while len(self._lines) >= self._chunk_rows:
-            yield self._take(self._chunk_rows)
-
-    def flush(self) -> Iterator[RawChunk]:
-        if self._lines:
-            yield self._take(len(self._lines))
-
-    def _take(self, n: int) -> RawChunk:
-        fields = {name: values[:n] for name, values in self._fields.items()}
-        lines = self._lines[:n]
-        self._fields = {name: values[n:] for name, values in self._fields.items()}
-        self._lines = self._lines[n:]
-        return RawChunk(self._source, self._path, fields, lines)
 
 
 class _WatchedFile(io.RawIOBase):

@@ -31,6 +31,7 @@ from transforms.records import (
     one_line_records,
     rejection,
 )
+from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.registry import OptionsReader
 
 NO_MATCH = "text: line does not match regex"
@@ -76,8 +77,7 @@ def parse_text(
     """Yields chunks of raw records and, for lines the regex does not match, rejected records."""
     opts = source.options
     pattern = compile_regex(opts["regex"]) if opts["regex"] is not None else None
-    names = list(pattern.groupindex) if pattern else [opts["field"]]
-    pending = _Pending(source.name, path, names, chunk_rows)
+    pending = ChunkBuilder(source.name, path, chunk_rows, raw_fields=_raw_text, text=True)
     for first, lines in _line_blocks(_decoded(stream, opts["encoding"])):
         numbers: Any = range(first, first + len(lines))
         if opts["skip_blank_lines"]:
@@ -86,7 +86,7 @@ def parse_text(
                 lines = list(itertools.compress(lines, keep))
                 numbers = list(itertools.compress(numbers, keep))
         if pattern is None:
-            yield from pending.add([lines], lines, numbers)
+            yield from pending.add({opts["field"]: lines}, numbers, lines)
             continue
         matches = list(map(pattern.fullmatch, lines))
         if None in matches:
@@ -99,8 +99,8 @@ def parse_text(
         if not matches:
             continue
         groups = list(zip(*map(re.Match.groups, matches)))
-        columns = [groups[index - 1] for index in pattern.groupindex.values()]
-        yield from pending.add(columns, lines, numbers)
+        columns = {name: groups[index - 1] for name, index in pattern.groupindex.items()}
+        yield from pending.add(columns, numbers, lines)
     yield from pending.flush()
 
 
@@ -163,36 +163,3 @@ def _line_blocks(blocks: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
     last = "".join(head)
     if last:  # a last line without a terminator
         yield first, [last[:-1] if last.endswith("\r") else last]
-
-
-class _Pending:
-    """Records parsed but not yet sent, cut into chunks of `chunk_rows`."""
-
-    def __init__(self, source: str, path: str, names: list[str], chunk_rows: int):
-        self._source = source
-        self._path = path
-        self._names = names
-        self._chunk_rows = chunk_rows
-        self._columns: list[list[Any]] = [[] for _ in names]
-        self._raws: list[str] = []
-        self._numbers: list[int] = []
-
-    def add(self, columns, raws, numbers) -> Iterator[RawChunk]:
-        for pending, column in zip(self._columns, columns):
-            pending.extend(column)
-        self._raws.extend(raws)
-        self._numbers.extend(numbers)
-        while len(self._numbers) >= self._chunk_rows:
-            yield self._take(self._chunk_rows)
-
-    def flush(self) -> Iterator[RawChunk]:
-        if self._numbers:
-            yield self._take(len(self._numbers))
-
-    def _take(self, n: int) -> RawChunk:
-        columns = {name: values[:n] for name, values in zip(self._names, self._columns)}
-        raws, numbers = _raw_text(self._raws[:n]), self._numbers[:n]
-        for values in self._columns:
-            del values[:n]
-        del self._raws[:n], self._numbers[:n]
-        return RawChunk(self._source, self._path, columns, numbers, **raws, text=True)
