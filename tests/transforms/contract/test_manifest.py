@@ -3,13 +3,16 @@
 import copy
 import dataclasses
 import json
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
 
 from pipelines.config import parse_config
 from pipelines.etl import build_etl
+from tests.transforms.contract.written import unreadable_manifests
 from transforms.contract.layout import MANIFEST, STATISTICS
 from transforms.contract.manifest import (
     FileEntry,
@@ -226,3 +229,20 @@ def test_the_transform_entry_keeps_what_the_etl_wrote():
     assert entry.to_dict() == TRANSFORM
     minimal = TransformEntry.from_dict({"path": "t"}, "m")
     assert minimal.to_dict() == {"path": "t", "materialize": "raw"}
+
+
+def test_the_session_check_reads_every_manifest_that_claims_to_be_ours():
+    # Outside the session's temporary folder: the broken manifest must not fail the check itself.
+    good = {"format_version": 1, "name": "ds", "features": {"v": {"type": "int"}}}
+    good.update(sources={}, splits={})
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        for name, body in [("good", good), ("broken", {**good, "features": {}}),
+                           ("other-tool", {"name": "x", "version": 3})]:  # fmt: skip
+            (root / name).mkdir()
+            (root / name / MANIFEST).write_text(json.dumps(body))
+        (root / "link").mkdir()
+        (root / "link" / MANIFEST).symlink_to(root / "broken" / MANIFEST)
+        read, problems = unreadable_manifests(root)
+    assert read == 2
+    assert problems == ["broken/manifest.json: manifest.json: features: must be a non-empty object"]

@@ -20,7 +20,13 @@ from transforms.sink.storage import discard, staging_path
 
 BUCKET = "shardflow-test"
 # The least a manifest.json holds to make its folder a dataset that may be replaced.
-DATASET = {"format_version": 1, "name": "ds", "features": {}, "sources": {}, "splits": {}}
+DATASET = {
+    "format_version": 1,
+    "name": "ds",
+    "features": {"v": {"type": "int"}},
+    "sources": {},
+    "splits": {},
+}
 DATASET_BYTES = json.dumps(DATASET).encode()
 
 
