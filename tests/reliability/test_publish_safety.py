@@ -211,7 +211,13 @@ def test_an_output_under_a_symbolic_link_folder_is_published_and_replaced(work):
 
 # --- 2. a folder is a dataset only with a shardflow manifest --------------------------------------
 
-FULL = {"format_version": 1, "name": "x", "features": {}, "sources": {}, "splits": {}}
+FULL = {
+    "format_version": 1,
+    "name": "x",
+    "features": {"v": {"type": "int"}},
+    "sources": {},
+    "splits": {},
+}
 
 
 @pytest.mark.parametrize(
