@@ -1,9 +1,20 @@
 """Joining sources on the key: full outer join, first record of a key wins within a source."""
 
+import json
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from xxhash import xxh3_128_intdigest
+
+from pipelines.config import parse_config
+from tests.readback import values
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
-from transforms.join import bucket_rows, join_bucket
+from transforms.join import JoinByKey, bucket_rows, join_bucket
 from transforms.prepare import KeyMaker
 from transforms.records import RawChunk, one_line_records
+from transforms.stats import MergeStats
 
 
 def _dataset(key_feature=True):
@@ -81,3 +92,154 @@ def test_join_merges_sources_counts_duplicates_and_keeps_the_first():
         ("a", "a.csv:4", "a2"),
         ("b", "b.jsonl:3", "b3"),
     ]
+
+
+# --- JoinByKey on the in-process runner -----------------------------------------------------------
+
+
+def _join_dataset():
+    return parse_config(
+        {
+            "name": "j",
+            "sources": [
+                {"name": "a", "format": "csv", "path": "a.csv"},
+                {"name": "b", "format": "jsonl", "path": "b.jsonl"},
+            ],
+            "combine": "join",
+            "key": "id",
+            "features": {
+                "id": {"type": "int"},
+                "name": {"type": "string"},
+                "note": {"type": "string", "required": False},
+                "score": {"type": "float", "required": False},
+            },
+            "splits": {"train": 0.5, "eval": 0.5},
+            "output": {"path": "out"},
+        },
+        base_dir="/cfg",
+    )
+
+
+def _lines(source, path, first_line, items, text=False):
+    """A chunk of `items` ({field: value}, raw text), one line each from `first_line` on."""
+    chunk = _chunk(source, path, items, text=text)
+    chunk.lines = list(range(first_line, first_line + len(items)))
+    return chunk
+
+
+def _json_item(**fields):
+    return fields, json.dumps(fields) + "\n"
+
+
+def _csv_item(id_, name):
+    return {"id": id_, "name": name}, f"{id_ or ''},{name}\n"
+
+
+# a.csv lines 2-7: key 2 twice (line 5 is a later duplicate), a record without a key, key 4 in
+# a only, key 5 in both sources but with a score that is not a number in b.
+A_ITEMS = [
+    _csv_item("1", "ann"),
+    _csv_item("2", "bo"),
+    _csv_item(None, "nokey"),
+    _csv_item("2", "bo again"),
+    _csv_item("4", "di"),
+    _csv_item("5", "eve"),
+]
+# b.jsonl lines 1-4: key 3 in b only (it has no name); line 5, in a second chunk, a later
+# duplicate of key 1.
+B_ITEMS = [
+    _json_item(id=1, note="hello", score=1.5),
+    _json_item(id=2, note="two"),
+    _json_item(id=3, note="orphan"),
+    _json_item(id=5, score="high"),
+]
+B_LATER = [_json_item(id=1, note="later", score=9.0)]
+
+
+def _join_split(key: str) -> str:
+    """The split of a key for fractions 0.5 / 0.5: eval from half of the split hash's range."""
+    return "eval" if xxh3_128_intdigest(key.encode("utf-8")) >> 64 >= 1 << 63 else "train"
+
+
+def _joined_examples(chunk) -> list[tuple]:
+    """(split, key, provenance, features as (name, (kind, values)) sorted) of each record."""
+    import tensorflow as tf
+
+    out = []
+    for i, payload in enumerate(chunk.payload.to_pylist()):
+        feature = tf.train.Example.FromString(payload).features.feature
+        out.append(
+            (
+                ("train", "eval")[int(chunk.split[i])],
+                chunk.key[i],
+                chunk.order[i],
+                sorted((name, values(f)) for name, f in feature.items()),
+            )
+        )
+    return out
+
+
+def test_join_by_key_joins_rejects_and_counts_exactly():
+    pytest.importorskip("tensorflow")
+    chunks = [
+        _lines("a", "a.csv", 2, A_ITEMS, text=True),
+        _lines("b", "b.jsonl", 1, B_ITEMS),
+        _lines("b", "b.jsonl", 5, B_LATER),
+    ]
+    expected = [
+        # key 1: a's name with b's note and score; b's later record of key 1 is dropped
+        (
+            "1",
+            (0, "a.csv", 2),
+            {"name": (b"ann",), "note": (b"hello",), "score": (1.5,)},
+        ),
+        # key 2: the first of a's two records (line 3), with b's note
+        ("2", (0, "a.csv", 3), {"name": (b"bo",), "note": (b"two",), "score": ()}),
+        # key 4: a only
+        ("4", (0, "a.csv", 6), {"name": (b"di",), "note": (), "score": ()}),
+    ]
+    kinds = {"name": "bytes_list", "note": "bytes_list", "score": "float_list"}
+    expected = [
+        (
+            _join_split(key),
+            key,
+            order,
+            sorted(
+                [("id", ("int64_list", (int(key),)))]
+                + [(name, (kinds[name], vals)) for name, vals in features.items()]
+            ),
+        )
+        for key, order, features in expected
+    ]
+    rejected_both = json.dumps({"a": "5,eve\n", "b": '{"id": 5, "score": "high"}\n'})
+    with TestPipeline(runner="FnApiRunner") as p:
+        encoded, rejected, counts, stats = p | beam.Create(chunks) | JoinByKey(_join_dataset())
+        assert_that(
+            encoded | "Decode" >> beam.FlatMap(_joined_examples),
+            equal_to(expected),
+            label="CheckJoined",
+        )
+        assert_that(
+            rejected | beam.Map(lambda r: (r["source"], r["location"], r["reason"], r["record"])),
+            equal_to(
+                [
+                    ("a", "a.csv:4", "id: missing key", ",nokey\n"),
+                    ("b", "b.jsonl:3", "name: missing required value", B_ITEMS[2][1]),
+                    ("a,b", "a.csv:7; b.jsonl:4", "score: not a number", rejected_both),
+                ]
+            ),
+            label="CheckRejected",
+        )
+        # duplicates: a's second key 2 and b's second key 1; joined: keys 1, 2 and 5 (before
+        # validation rejects 5) each fold one source's record into the other's
+        assert_that(
+            counts | "SumCounts" >> beam.CombinePerKey(sum),
+            equal_to([("duplicates", 2), ("joined", 3)]),
+            label="CheckCounts",
+        )
+        records = (
+            stats
+            | "MergeStats" >> beam.CombineGlobally(MergeStats())
+            | beam.Map(lambda s: sum(s.records.values()))
+        )
+        assert_that(records, equal_to([3]), label="CheckStatistics")

@@ -1,0 +1,175 @@
+"""WriteShards alone on the in-process runner: one file per planned shard, each holding exactly
+its records in order with a key's later duplicates dropped, facts that match the files, and the
+same bytes however small the spills are."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import math
+import random
+import struct
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
+from xxhash import xxh3_128_intdigest
+
+from pipelines.config import parse_config
+from transforms.contract.layout import SPILL_DIR, shard_name
+from transforms.prepare import EncodedChunk
+from transforms.sink.write import WriteShards
+
+SPLITS = ("train", "eval")
+KEYS = 200
+DUPLICATES = 20  # keys k000 ... k019 come twice
+
+
+def _dataset():
+    return parse_config(
+        {
+            "name": "w",
+            "sources": [{"name": "a", "format": "csv", "path": "a.csv"}],
+            "key": "id",
+            "features": {"id": {"type": "string"}},
+            "splits": {"train": 0.5, "eval": 0.5},
+            "output": {"path": "out", "shard_size_mb": 0.001},  # shards of 1 KiB: several a split
+        },
+        base_dir="/cfg",
+    )
+
+
+def _records() -> list[tuple[int, int, str, tuple, bytes]]:
+    """(split, order hash, key, provenance, payload) of every input record, shuffled.
+
+    Split and order hash come from the key's 128-bit XXH3 as the ETL makes them; a duplicate
+    of a key has a different provenance and payload, and sometimes the smaller provenance.
+    """
+    out = []
+    for i in range(KEYS + DUPLICATES):
+        key = f"k{i % KEYS:03d}"
+        h = xxh3_128_intdigest(key.encode())
+        split, order_hash = int(h >> 64 >= 1 << 63), h & ((1 << 64) - 1)
+        # an even duplicate comes from line 1, before its key's first record: it is kept
+        line = i + 2 if i < KEYS or i % 2 else 1
+        payload = f"{key}@{line}:".encode() + bytes(range(i % 41))
+        out.append((split, order_hash, key, (0, "in.csv", line), payload))
+    random.Random(5).shuffle(out)
+    return out
+
+
+def _chunks(records) -> list[EncodedChunk]:
+    """The records as encoded chunks of 37 (the last shorter)."""
+    chunks = []
+    for start in range(0, len(records), 37):
+        part = records[start : start + 37]
+        chunks.append(
+            EncodedChunk(
+                np.array([r[0] for r in part], np.int16),
+                np.array([r[1] for r in part], np.uint64),
+                [r[2] for r in part],
+                [r[3] for r in part],
+                pa.array([r[4] for r in part], pa.binary()),
+            )
+        )
+    return chunks
+
+
+def _expected_shards(records, shard_bytes) -> dict[str, tuple[str, list[bytes], int]]:
+    """Shard path -> (split, payloads in order, duplicates dropped), from the documented rules.
+
+    A split has ceil(payload bytes / shard size) shards (at least one); a record's shard is
+    (high 32 bits of its order hash * shards) >> 32; a shard holds its records by (order hash,
+    key, provenance), the first record of each key only.
+    """
+    out = {}
+    for split, name in enumerate(SPLITS):
+        mine = sorted((r for r in records if r[0] == split), key=lambda r: (r[1], r[2], r[3]))
+        count = max(1, math.ceil(sum(len(r[4]) for r in mine) / shard_bytes))
+        for shard in range(count):
+            rows = [r for r in mine if ((r[1] >> 32) * count) >> 32 == shard]
+            kept = [r for j, r in enumerate(rows) if j == 0 or rows[j - 1][2] != r[2]]
+            path = shard_name(name, shard, count, ".tfrecord.gz")
+            out[path] = (name, [r[4] for r in kept], len(rows) - len(kept))
+    return out
+
+
+def _tfrecords(data: bytes) -> list[bytes]:
+    """The payloads of TFRecord framing: length (u64), its CRC (u32), data, data's CRC (u32)."""
+    out, at = [], 0
+    while at < len(data):
+        (length,) = struct.unpack_from("<Q", data, at)
+        out.append(data[at + 12 : at + 12 + length])
+        at += 16 + length
+    assert at == len(data)
+    return out
+
+
+def _facts_match_files(staging: str):
+    """A matcher: each shard's facts give the size and SHA-256 of its file as written."""
+
+    def check(facts):
+        for fact in facts:
+            data = Path(staging, fact["path"]).read_bytes()
+            if (fact["bytes"], fact["sha256"]) != (len(data), hashlib.sha256(data).hexdigest()):
+                raise BeamAssertException(f"{fact['path']}: facts do not match the file: {fact}")
+
+    return check
+
+
+def _write(staging: Path, chunks, expected, spill_bytes=None):
+    dataset = _dataset()
+    args = () if spill_bytes is None else (spill_bytes,)
+    counts = [sum(1 for v in expected.values() if v[0] == name) for name in SPLITS]
+    with TestPipeline(runner="FnApiRunner") as p:
+        facts, shard_counts = p | beam.Create(chunks) | WriteShards(dataset, str(staging), *args)
+        assert_that(
+            facts | beam.Map(lambda f: (f["split"], f["path"], f["records"], f["duplicates"])),
+            equal_to([(s, path, len(rows), d) for path, (s, rows, d) in expected.items()]),
+            label="CheckFacts",
+        )
+        assert_that(facts, _facts_match_files(str(staging)), label="CheckFiles")
+        assert_that(shard_counts, equal_to([counts]), label="CheckCounts")
+
+
+def _shard_files(staging: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(staging).as_posix(): p.read_bytes()
+        for p in staging.rglob("*")
+        if p.is_file() and SPILL_DIR not in p.relative_to(staging).parts
+    }
+
+
+def test_write_shards_writes_every_planned_shard_with_exactly_its_records(tmp_path):
+    records = _records()
+    shard_bytes = _dataset().output.shard_size_mb * 1024 * 1024
+    expected = _expected_shards(records, shard_bytes)
+    # the data gives several shards a split and duplicates to drop
+    assert [sum(1 for v in expected.values() if v[0] == s) for s in SPLITS] == [3, 3]
+    assert sum(d for _, _, d in expected.values()) == DUPLICATES
+    _write(tmp_path / "staging", _chunks(records), expected)
+    files = _shard_files(tmp_path / "staging")
+    assert sorted(files) == sorted(expected)
+    for path, (_, payloads, _) in expected.items():
+        assert _tfrecords(gzip.decompress(files[path])) == payloads, path
+    written = sum(len(rows) for _, rows, _ in expected.values())
+    assert written == len(records) - DUPLICATES == KEYS
+
+
+def test_small_spills_write_the_same_bytes_as_the_default(tmp_path):
+    records = _records()
+    chunks = _chunks(records)
+    expected = _expected_shards(records, _dataset().output.shard_size_mb * 1024 * 1024)
+    _write(tmp_path / "default", chunks, expected)
+    _write(tmp_path / "small", chunks, expected, spill_bytes=1)  # one spill per chunk and split
+    spills = {
+        name: sorted((tmp_path / name / SPILL_DIR).iterdir()) for name in ("default", "small")
+    }
+    assert len(spills["small"]) == sum(len(set(c.split.tolist())) for c in chunks) == 12
+    assert len(spills["default"]) < len(spills["small"])
+    default, small = _shard_files(tmp_path / "default"), _shard_files(tmp_path / "small")
+    assert sorted(small) == sorted(default) == sorted(expected)
+    assert all(small[path] == default[path] for path in default)
