@@ -9,6 +9,9 @@ Compressed inputs (`.gz`, `.bz2`, ...) are decompressed by extension.
 
 Beam's glob syntax: `*` and `?` stay within one folder level, `**` spans any number of levels,
 and `**/` needs at least one folder (`photos/**/*.png` skips `photos/a.png`; `photos/**` does not).
+
+The errors every file format raises live here too: `FileError` (a file that cannot be read as
+configured) and `CorruptFile` (a compressed input that does not decompress).
 """
 
 from __future__ import annotations
@@ -103,6 +106,10 @@ def open_file(path: str) -> BinaryIO:
     if isinstance(stream, io.IOBase):
         return stream
     return io.BufferedReader(_Raw(stream, path), 1 << 20)
+
+
+class FileError(ValueError):
+    """A whole file cannot be read as configured (e.g. a broken header): the job fails."""
 
 
 class CorruptFile(OSError):

@@ -46,12 +46,12 @@ from pipelines.etl import run
 from tests import readback
 from transforms.contract.config import SourceSpec
 from transforms.encode import encode_columns
-from transforms.files import open_file
+from transforms.files import FileError, open_file
 from transforms.records import RawChunk
 from transforms.sink.framing import frame_records
 from transforms.sources import csv as csv_module
 from transforms.sources import ranges, registry, tfrecord
-from transforms.sources.csv import FileError, parse_csv
+from transforms.sources.csv import parse_csv
 from transforms.sources.jsonl import parse_jsonl
 
 INT, BYTES = pa.list_(pa.int64()), pa.list_(pa.binary())

@@ -29,10 +29,10 @@ import fastavro
 from fastavro.schema import SchemaParseException
 
 from transforms.contract.config import SourceSpec
+from transforms.files import FileError
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.sources.chunks import ChunkBuilder
-from transforms.sources.csv import FileError
-from transforms.sources.parquet import flat_name, plain_value
+from transforms.sources.nested import flat_name, plain_value
 from transforms.sources.registry import OptionsReader
 
 UNDECODABLE_RECORD = "avro: undecodable record"

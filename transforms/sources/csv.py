@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from transforms.contract.config import OptionError, SourceSpec
+from transforms.files import FileError
 from transforms.records import CHUNK_ROWS, RawChunk, location, printable, rejection
 from transforms.sources.registry import OptionsReader
 
@@ -57,10 +58,6 @@ _QUOTE, _LF, _CR = ord('"'), ord("\n"), ord("\r")
 _BLANK = " \t"  # the characters of a blank line (but the delimiter), besides its line end
 _OTHER_DELIMITERS = ";\t|"  # what a one-column header read with `,` may really be split by
 ARROW = True  # False: every file goes through the csv module (the reference the tests compare)
-
-
-class FileError(ValueError):
-    """A whole file cannot be read as configured (e.g. a broken header): the job fails."""
 
 
 def options(raw: dict[str, Any]) -> dict[str, Any]:

@@ -24,10 +24,7 @@ column of its chunk (`RawChunk.raw`), which is quadratic with Arrow columns.
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import io
-import uuid
 from typing import Any, BinaryIO, Iterator
 
 import pyarrow as pa
@@ -35,9 +32,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from transforms.contract.config import SourceSpec
+from transforms.files import FileError
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.sources.chunks import ChunkBuilder
-from transforms.sources.csv import FileError
+from transforms.sources.nested import flat_name, plain_value
 from transforms.sources.registry import OptionsReader
 
 UNREADABLE_ROW_GROUP = "parquet: unreadable row group"
@@ -115,11 +113,6 @@ def record_fields(batch: pa.RecordBatch, path: str) -> dict[str, list[Any]]:
     return fields
 
 
-def flat_name(parent: str, child: str) -> str:
-    """The field name of a nested value: `parent.child` (`parent` itself for an empty child)."""
-    return f"{parent}.{child}" if child else parent
-
-
 def flatten(name: str, array: pa.Array) -> Iterator[tuple[str, pa.Array]]:
     """The leaf fields of a column: structs, lists of structs and maps split (module docstring)."""
     kind = array.type
@@ -164,18 +157,6 @@ def _needs_text(kind: pa.DataType) -> bool:
         or pa.types.is_timestamp(kind)
         or pa.types.is_decimal(kind)
     )
-
-
-def plain_value(value: Any) -> Any:
-    """A value as the Validator takes it: dates and times as ISO 8601 text, decimals and UUIDs
-    as text, lists element-wise; anything else unchanged."""
-    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
-        return value.isoformat()
-    if isinstance(value, (decimal.Decimal, uuid.UUID)):
-        return str(value)
-    if isinstance(value, list):
-        return [plain_value(v) for v in value]
-    return value
 
 
 class _WatchedFile(io.RawIOBase):

@@ -12,8 +12,8 @@ import pytest
 
 from tests.transforms import parsed
 from transforms.contract.config import OptionError, SourceSpec
+from transforms.files import FileError
 from transforms.sources import avro
-from transforms.sources.csv import FileError
 
 POINT = {
     "type": "record",

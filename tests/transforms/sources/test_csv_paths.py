@@ -11,9 +11,10 @@ import random
 import pytest
 
 from transforms.contract.config import SourceSpec
+from transforms.files import FileError
 from transforms.records import RawChunk
 from transforms.sources import csv as csv_module
-from transforms.sources.csv import FileError, parse_csv
+from transforms.sources.csv import parse_csv
 
 FIELDS = [
     "a",

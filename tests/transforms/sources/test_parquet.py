@@ -11,8 +11,8 @@ import pytest
 
 from tests.transforms import parsed
 from transforms.contract.config import OptionError, SourceSpec
+from transforms.files import FileError
 from transforms.sources import parquet
-from transforms.sources.csv import FileError
 
 
 def _file(table: pa.Table, **write_options) -> bytes:
