@@ -89,25 +89,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive(unit: str):
+    """An argparse type: a positive, finite number of `unit` (fractions allowed)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}") from None
+        if not 0 < value < float("inf"):  # NaN too
+            raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of {unit}")
+        return value
+
+    return parse
+
+
+_seconds = _positive("seconds")
+
+
 def _megabytes(text: str) -> int:
-    """A size in MB (fractions allowed) as bytes."""
-    try:
-        mb = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MB") from None
-    if not mb > 0 or mb == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of MB")
-    return max(1, int(mb * 2**20))
-
-
-def _seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not seconds > 0 or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
-    return seconds
+    """A size in MB as bytes."""
+    return max(1, int(_positive("MB")(text) * 2**20))
 
 
 def tuning_from(args: argparse.Namespace) -> Tuning:
