@@ -4,7 +4,7 @@ Shard counts are known only once every record is encoded. So workers first sort 
 records, a few tens of megabytes at a time, into spill files under the staging folder
 (`SpillFn`, `transforms.sink.spill`); once the counts are known, each shard is written from
 the slices of its split's spill files that hold its order hashes (`WriteShardFn`, the maths in
-`transforms.sink.shards`). `transforms.sink.finalize` completes and publishes the dataset.
+`transforms.shards`). `transforms.sink.finalize` completes and publishes the dataset.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ class SpillFn(beam.DoFn):
     """Sorts encoded records into spill files under the staging folder; yields a `SpillFile` for
     each.
 
-    Records are gathered until about `budget` bytes, so that spills are few and large and a worker
-    holds no more than that.
+    Records are gathered until about `budget` bytes, so that spill files are few and large and a
+    worker holds no more than that.
     """
 
     def __init__(self, staging: str, keyed: bool, budget: int = SPILL_BYTES):
@@ -65,9 +65,8 @@ class SpillFn(beam.DoFn):
 
     def _spill(self) -> Iterator[SpillFile]:
         chunks, self._chunks, self._size = self._chunks, [], 0
-        return write_spill_files(
-            chunks, self._folder, self._keyed
-        )  # which holds the chunks from now
+        # write_spill_files holds the chunks from now on: this DoFn keeps no other reference
+        return write_spill_files(chunks, self._folder, self._keyed)
 
 
 class WriteShardFn(beam.DoFn):
