@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import dataclasses
 import datetime
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -25,9 +27,11 @@ from typing import Iterator
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
+    DirectOptions,
     GoogleCloudOptions,
     PipelineOptions,
     StandardOptions,
+    WorkerOptions,
 )
 
 from pipelines import joblog, progress
@@ -45,7 +49,7 @@ from transforms.sink.finalize import PublishDataset
 from transforms.sink.output import Expected, OutputError, holds_dataset
 from transforms.sink.storage import discard, staging_path
 from transforms.sink.write import WriteShards
-from transforms.sources import registry
+from transforms.sources import ranges, registry
 from transforms.sources.read import ReadSource
 from transforms.stats import MergeStats
 
@@ -73,7 +77,7 @@ def build_etl(
         read = (
             registry.reader(source.format)(source)
             if source.format in registry.QUERY_FORMATS
-            else ReadSource(source, tuning.split_bytes)
+            else ReadSource(source, tuning.split_bytes or ranges.SPLIT_BYTES)
         )
         c, r, n = p | f"Read[{source.name}]" >> read
         chunks.append(c)
@@ -122,6 +126,23 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
     if standard.runner in _LOCAL_RUNNERS:
         standard.runner = "FnApiRunner"
     return options
+
+
+def parallelism(options: PipelineOptions) -> int:
+    """How many records the runner works on at once: the local runner's worker processes or
+    threads, or Dataflow's largest worker count times the vCPUs of its machine type."""
+    runner = options.view_as(StandardOptions).runner
+    if runner == "FnApiRunner":
+        direct = options.view_as(DirectOptions)
+        if direct.direct_running_mode == "in_memory":
+            return 1
+        return direct.direct_num_workers or os.cpu_count() or 1
+    if runner == "DataflowRunner":
+        workers = options.view_as(WorkerOptions)
+        count = workers.max_num_workers or workers.num_workers or 1
+        vcpus = re.search(r"-(\d+)$", workers.machine_type or "")
+        return count * (int(vcpus.group(1)) if vcpus else 1)
+    return 1
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -232,6 +253,9 @@ def _run_dataset(
     started = time.monotonic()
     size = sum(m.size_in_bytes for r in FileSystems.match(inputs) for m in r.metadata_list)
     runner = options.view_as(StandardOptions).runner
+    if tuning.split_bytes is None:
+        split = ranges.split_size(size, parallelism(options))
+        tuning = dataclasses.replace(tuning, split_bytes=split)
     queries = sum(s.format in registry.QUERY_FORMATS for s in dataset.sources)
     what = [f"{len(inputs)} file(s), {size / 1e6:.1f} MB"] if inputs or not queries else []
     what += [f"{queries} quer{'y' if queries == 1 else 'ies'}"] if queries else []

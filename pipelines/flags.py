@@ -20,7 +20,7 @@ class Tuning:
     """How a run cuts its work, not what it makes: the dataset's bytes are the same whatever
     these are (`shardflow etl --split-mb/--spill-mb/--progress-seconds`)."""
 
-    split_bytes: int = ranges.SPLIT_BYTES  # CSV/JSONL/Parquet files larger: read in ranges
+    split_bytes: int | None = None  # CSV/JSONL/Parquet files larger: read in ranges (None: auto)
     spill_bytes: int = SPILL_BYTES  # encoded bytes a worker gathers before it sorts and spills
     progress_seconds: float | None = None  # between progress lines (default: 5 s on a terminal)
 
@@ -60,9 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
         "tuning (the dataset's bytes are the same whatever these are)"
     )
     tuning.add_argument(
-        "--split-mb", type=_megabytes, default=ranges.SPLIT_BYTES, metavar="MB",
+        "--split-mb", type=_megabytes, metavar="MB",
         help=f"CSV, JSON Lines and Parquet files larger than this are read in ranges of about "
-        f"this size, spread over the workers (default {ranges.SPLIT_BYTES >> 20})",
+        f"this size, spread over the workers (default: the input's size over "
+        f"{ranges.RANGES_PER_WORKER} ranges per worker, {ranges.MIN_SPLIT_BYTES >> 20} to "
+        f"{ranges.SPLIT_BYTES >> 20} MB)",
     )  # fmt: skip
     tuning.add_argument(
         "--spill-mb", type=_megabytes, default=SPILL_BYTES, metavar="MB",

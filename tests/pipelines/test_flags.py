@@ -6,13 +6,47 @@ import pytest
 
 from pipelines.flags import Tuning, build_parser, tuning_from
 from transforms.sink.write import SPILL_BYTES
-from transforms.sources.ranges import SPLIT_BYTES
+from transforms.sources.ranges import MIN_SPLIT_BYTES, SPLIT_BYTES, split_size
 
 
 def test_without_tuning_flags_the_defaults_are_taken():
     args = build_parser().parse_args(["--config", "c.yaml"])
-    assert tuning_from(args) == Tuning() == Tuning(SPLIT_BYTES, SPILL_BYTES, None)
-    assert (SPLIT_BYTES, SPILL_BYTES) == (64 << 20, 32 << 20)
+    assert tuning_from(args) == Tuning() == Tuning(None, SPILL_BYTES, None)  # None: auto split
+    assert SPILL_BYTES == 32 << 20
+
+
+def test_the_automatic_range_size_gives_each_worker_four_ranges_within_bounds():
+    assert (MIN_SPLIT_BYTES, SPLIT_BYTES) == (4 << 20, 64 << 20)
+    assert split_size(1 << 30, 16) == 16 << 20  # 1 GB over 16 workers: 64 ranges
+    assert split_size(1 << 30, 1) == 64 << 20  # one worker: the largest ranges
+    assert split_size(243 << 20, 16) == 4 << 20  # never smaller than 4 MB
+    assert split_size(0, 0) == 4 << 20
+
+
+@pytest.mark.parametrize(
+    "flags, workers",
+    [
+        ([], 1),  # in process
+        (["--direct_num_workers", "16", "--direct_running_mode", "multi_processing"], 16),
+        (["--direct_num_workers", "3", "--direct_running_mode", "multi_threading"], 3),
+        (
+            [
+                "--runner",
+                "DataflowRunner",
+                "--max_num_workers",
+                "10",
+                "--machine_type",
+                "n2-standard-8",
+            ],
+            80,
+        ),  # fmt: skip
+        (["--runner", "DataflowRunner", "--num_workers", "5"], 5),
+    ],
+)
+def test_parallelism_counts_the_workers_the_runner_will_use(flags, workers):
+    from pipelines.etl import parallelism, pipeline_options
+
+    assert parallelism(pipeline_options(flags)) == workers
 
 
 def test_tuning_flags_become_bytes_and_seconds():

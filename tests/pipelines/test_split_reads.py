@@ -57,13 +57,20 @@ def test_ranges_give_the_bytes_of_whole_files_in_process_and_over_two_workers(
     whole = tree(tmp_path / "out")
 
     planned = []
-    plan = ranges.plan
+    plan, cut = ranges.pieces, ranges.cut
 
-    def spy(*args, **kwargs):
-        planned.append(len(result := plan(*args, **kwargs)))
+    def spy(*args, **kwargs):  # Parquet: ranges; CSV and JSON Lines: pieces, then ranges
+        result = plan(*args, **kwargs)
+        if isinstance(result[0], ranges.Range):
+            planned.append(len(result))
         return result
 
-    monkeypatch.setattr(ranges, "plan", spy)
+    def spy_cut(*args, **kwargs):
+        planned.append(len(result := cut(*args, **kwargs)))
+        return result
+
+    monkeypatch.setattr(ranges, "pieces", spy)
+    monkeypatch.setattr(ranges, "cut", spy_cut)
     spilled = []
     write_spill_files = spill.write_spill_files
 

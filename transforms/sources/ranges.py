@@ -1,19 +1,25 @@
 """Large inputs read in ranges, so that several workers share one file.
 
-A Parquet file larger than `SPLIT_BYTES` with several row groups is read in runs of whole row
+A Parquet file larger than the split size with several row groups is read in runs of whole row
 groups of about that size; its parser numbers each row by its place in the file, so the records
 are those of a whole read.
 
-A CSV or JSON Lines file larger than `SPLIT_BYTES` (uncompressed, UTF-8) is cut into ranges of
-about that size, at record boundaries, by a first pass over the file that only looks at bytes:
-newlines for JSON Lines; for CSV, newlines outside quotes, found with the quote-parity rule of
-`transforms.sources.csv` (and only when that pass finds every quote well placed, no lone CR and no
-NUL: otherwise the file is read whole, as the csv module would). Each range is then parsed on its
-own, by the format's own parser: a CSV range after the first gets the file's header lines put
-in front of it, and the line numbers of its records and rejections are moved by the lines
-before the range. The records, their line numbers, texts and rejections are exactly those of
-reading the file whole (tests/transforms/sources/test_ranges.py compares them), so the output does
-not depend on how a file was cut.
+A CSV or JSON Lines file larger than the split size (uncompressed, UTF-8) is cut without a pass
+over it: `pieces` cuts it into pieces of the split size from its size alone (after a CSV's
+header, found in the file's first bytes); each piece is scanned on its own, by any worker
+(`summarize`, the rules and the method in `transforms.sources.cuts`), and `cut` turns the
+pieces' summaries, in order, into ranges: each range starts at the first record end in its
+piece. A file whose quoting the scan cannot vouch for (a misplaced quote, a lone CR, a NUL byte)
+is read whole, as the csv module would. `plan` does the three steps in one process (the tests'
+reference); `ReadSource` spreads them over the workers.
+
+Each range is then parsed on its own, by the format's own parser: a CSV range after the first
+gets the file's header lines put in front of it, and the line numbers of its records and
+rejections are moved by the lines before the range. The records, their line numbers, texts and
+rejections are exactly those of reading the file whole (tests/transforms/sources/test_ranges.py
+compares them at many cut points), so the output does not depend on how a file was cut.
+Compressed files are read whole (a compressed stream cannot be entered in the middle): many
+such files still spread over the workers, one file each.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import io
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -32,10 +38,21 @@ from transforms.contract.config import SourceSpec
 from transforms.files import open_file
 from transforms.records import RawChunk
 from transforms.sources import csv as csv_format
+from transforms.sources.cuts import Summary, scan_range
 
-SPLIT_BYTES = 64 << 20  # the default range size (`shardflow etl --split-mb`)
+SPLIT_BYTES = 64 << 20  # the largest range size chosen for the workers (`split_size`)
+MIN_SPLIT_BYTES = 4 << 20  # the smallest
+RANGES_PER_WORKER = 4  # enough ranges that a worker's early finish leaves others little to do
 SPLITTABLE = ("csv", "jsonl", "parquet")
-_SCAN_BYTES = 16 << 20
+_HEAD_BYTES = 1 << 16  # read at a file's start to find a CSV header, doubled until found
+_MAX_HEAD_BYTES = 16 << 20  # a file without a header line in its first 16 MB is read whole
+
+
+def split_size(total_bytes: int, workers: int) -> int:
+    """The range size for `workers` sharing `total_bytes` of input: `RANGES_PER_WORKER` ranges
+    per worker, between `MIN_SPLIT_BYTES` and `SPLIT_BYTES`."""
+    share = total_bytes // max(1, workers * RANGES_PER_WORKER)
+    return max(MIN_SPLIT_BYTES, min(SPLIT_BYTES, share))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,8 +69,32 @@ class Range:
     row_groups: tuple[int, int] | None = None  # Parquet: row groups [first, last) instead
 
 
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Bytes [start, end) of a CSV or JSON Lines file to scan: piece `index` of `count`, cut
+    from the file's size alone. Pieces start after the header (`header_end` bytes, on
+    `header_lines` lines)."""
+
+    path: str
+    index: int
+    count: int
+    start: int
+    end: int
+    header_end: int = 0
+    header_lines: int = 0
+
+
 def plan(path: str, size: int, source: SourceSpec, split_bytes: int = SPLIT_BYTES) -> list[Range]:
-    """The ranges to read a file in: one, unless it can and should be cut."""
+    """The ranges to read a file in, in one process: one, unless it can and should be cut."""
+    planned = pieces(path, size, source, split_bytes)
+    if not planned or isinstance(planned[0], Range):
+        return planned
+    return cut([(p, summarize(p, source)) for p in planned], source)
+
+
+def pieces(path: str, size: int, source: SourceSpec, split_bytes: int) -> list[Range] | list[Piece]:
+    """The pieces of a file to scan for its cuts; or its ranges, when it needs no scan (read
+    whole, or a Parquet file's runs of row groups)."""
     whole = [Range(path)]
     if size > split_bytes and source.format == "parquet":
         return _plan_row_groups(path, split_bytes) or whole
@@ -64,26 +105,82 @@ def plan(path: str, size: int, source: SourceSpec, split_bytes: int = SPLIT_BYTE
         or codecs.lookup(source.options["encoding"]).name != "utf-8"
     ):
         return whole
-    if source.format == "csv" and not csv_format._arrow_can_read(source.options):
+    header_end = header_lines = 0
+    if source.format == "csv":
+        if not csv_format._arrow_can_read(source.options):
+            return whole
+        if source.options["header"]:
+            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                header = _header_end(f, ord(source.options["delimiter"]), size)
+            if header is None:
+                return whole
+            header_end, header_lines = header
+    starts = range(header_end, size, split_bytes)
+    if len(starts) < 2:
         return whole
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        cuts = _record_ends(f, source, split_bytes)
-    if cuts is None or len(cuts) < 2:
+    return [
+        Piece(path, i, len(starts), start, min(start + split_bytes, size), header_end, header_lines)
+        for i, start in enumerate(starts)
+    ]
+
+
+def _header_end(f: BinaryIO, delimiter: int, size: int) -> tuple[int, int] | None:
+    """(offset, newlines before it) of the end of a CSV's header, the first line that is not
+    blank; None when the first bytes of the file cannot tell (unsound quoting, no header line
+    in the first `_MAX_HEAD_BYTES`)."""
+    want, buf = _HEAD_BYTES, b""
+    while True:
+        buf += f.read(want - len(buf))
+        eof = len(buf) >= size or len(buf) < want
+        scan = csv_format._Scan(memoryview(buf), delimiter, eof)
+        if not scan.sound:
+            return None
+        bom = len(codecs.BOM_UTF8) if buf.startswith(codecs.BOM_UTF8) else 0
+        starts = np.concatenate(([bom], scan.ends[:-1]))
+        a = np.frombuffer(buf, np.uint8)
+        filled = np.flatnonzero(~csv_format._blank_records(a, starts, scan.ends, delimiter))
+        if len(filled):
+            end = int(scan.ends[filled[0]])
+            return end, int(np.searchsorted(scan.newlines, end))
+        if eof or want >= _MAX_HEAD_BYTES:
+            return None
+        want *= 2
+
+
+def summarize(piece: Piece, source: SourceSpec) -> Summary:
+    """The summary of one piece (`transforms.sources.cuts`)."""
+    delimiter = ord(source.options["delimiter"]) if source.format == "csv" else None
+    with FileSystems.open(piece.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return scan_range(f, piece.path, piece.start, piece.end, delimiter)
+
+
+def cut(summaries: Iterable[tuple[Piece, Summary]], source: SourceSpec) -> list[Range]:
+    """The ranges of a file from the summaries of all its pieces (in any order): each range but
+    the first starts at the first record end in its piece; the whole file when a piece is not
+    sound in the state it really starts in."""
+    done = sorted(summaries, key=lambda item: item[0].index)
+    first = done[0][0]
+    if [p.index for p, _ in done] != list(range(first.count)):
+        raise RuntimeError(f"{first.path}: scanned pieces {[p.index for p, _ in done]}")
+    whole = [Range(first.path)]
+    state, lines = 0, 0  # quote state at the piece's start, newlines before it (after the header)
+    starts = []
+    for piece, summary in done:
+        if not summary.clean or not summary.sound[state]:
+            return whole
+        end = summary.first[state]
+        if piece.index > 0 and end is not None:
+            starts.append((piece.start + end[0], lines + end[1]))
+        state ^= summary.odd
+        lines += summary.newlines
+    size = done[-1][0].end
+    starts = [s for s in starts if s[0] < size]
+    if not starts:
         return whole
-    header_end = 0
-    header_lines = 0
-    if source.format == "csv" and source.options["header"]:
-        header_end, header_lines = cuts[0]
-        cuts = cuts[1:]
-    ranges = []
-    start, lines_before = 0, 0
-    for offset, lines in [c for c in cuts if c[0] > 0] + [(None, None)]:
-        if start == 0:
-            ranges.append(Range(path, 0, offset))
-        else:
-            ranges.append(Range(path, start, offset, header_end, lines_before - header_lines))
-        start, lines_before = offset, lines
-    return ranges if len(ranges) > 1 else whole
+    ranges = [Range(first.path, 0, starts[0][0])]
+    for (start, shift), (end, _) in zip(starts, starts[1:] + [(None, None)]):
+        ranges.append(Range(first.path, start, end, first.header_end, shift))
+    return ranges
 
 
 def _plan_row_groups(path: str, split_bytes: int) -> list[Range] | None:
@@ -104,70 +201,6 @@ def _plan_row_groups(path: str, split_bytes: int) -> list[Range] | None:
             ranges.append(Range(path, row_groups=(first, i + 1)))
             first, size = i + 1, 0
     return ranges if len(ranges) > 1 else None
-
-
-def _record_ends(f: BinaryIO, source: SourceSpec, split_bytes: int) -> list[tuple[int, int]] | None:
-    """(offset, newlines before it) of the record ends to cut at: the header's end first (for a
-    CSV with a header), then the first record end at or past every `split_bytes`; None when
-    the file must be read whole."""
-    is_csv = source.format == "csv"
-    delimiter = ord(source.options["delimiter"]) if is_csv else 0
-    cuts: list[tuple[int, int]] = []
-    want_header = is_csv and source.options["header"]
-    target = split_bytes
-    base, lines, carry, eof = 0, 0, b"", False
-    while not eof:
-        piece = f.read(_SCAN_BYTES)
-        eof = not piece
-        buf = carry + piece
-        if not buf:
-            break
-        a = np.frombuffer(buf, np.uint8)
-        if is_csv:
-            scan = csv_format._Scan(memoryview(buf), delimiter, eof)
-            if not scan.sound:
-                return None
-            ends, newlines = scan.ends, scan.newlines
-        else:
-            newlines = np.flatnonzero(a == csv_format._LF)
-            if _lone_cr(a, eof):
-                return None
-            ends = newlines + 1
-        if not len(ends):
-            if eof:
-                break
-            carry = buf
-            continue
-        line_of = np.searchsorted(newlines, ends)  # newlines before each end (in buf)
-        if want_header:  # the first line that is not blank, as the parser finds it
-            bom = len(codecs.BOM_UTF8) if base == 0 and buf.startswith(codecs.BOM_UTF8) else 0
-            starts = np.concatenate(([bom], ends[:-1]))
-            filled = np.flatnonzero(~csv_format._blank_records(a, starts, ends, delimiter))
-            if len(filled):
-                header = int(filled[0])
-                cuts.append((base + int(ends[header]), lines + int(line_of[header])))
-                target = max(target, base + int(ends[header]))  # no cut inside the header
-                want_header = False
-        while not want_header:
-            i = int(np.searchsorted(ends, target - base))
-            if i >= len(ends):
-                break
-            cuts.append((base + int(ends[i]), lines + int(line_of[i])))
-            target = base + int(ends[i]) + split_bytes
-        cut = int(ends[-1])
-        lines += int(np.searchsorted(newlines, cut))
-        base += cut
-        carry = buf[cut:]
-    # a cut at the very end of the file leaves nothing after it
-    return [c for c in cuts if not (eof and c[0] >= base + len(carry))] if cuts else cuts
-
-
-def _lone_cr(a: np.ndarray, eof: bool) -> bool:
-    """A CR not followed by LF: a JSON Lines file holding one is read whole. That is only
-    caution: the JSON Lines reader, like this scan, ends lines at LF alone."""
-    cr = np.flatnonzero(a == csv_format._CR)
-    inside = cr[cr + 1 < len(a)]
-    return bool((a[inside + 1] != csv_format._LF).any()) or (eof and len(cr) > len(inside))
 
 
 def read(rng: Range, source: SourceSpec, parse) -> Iterator[RawChunk | dict[str, Any]]:

@@ -56,14 +56,21 @@ def tagged(items, source_name: str):
     yield beam.pvalue.TaggedOutput(COUNTS, (read_counter(source_name), read))
 
 
+_PIECES = "pieces"
+
+
 class _PlanRangesFn(beam.DoFn):
+    """A file's ranges when it needs no scan; else its pieces to scan, tagged `_PIECES`."""
+
     def __init__(self, source: SourceSpec, split_bytes: int):
         self._source = source
         self._split_bytes = split_bytes
 
     def process(self, metadata):
         size = metadata.size_in_bytes
-        yield from ranges.plan(metadata.path, size, self._source, self._split_bytes)
+        for item in ranges.pieces(metadata.path, size, self._source, self._split_bytes):
+            is_piece = isinstance(item, ranges.Piece)
+            yield beam.pvalue.TaggedOutput(_PIECES, item) if is_piece else item
 
 
 class _ParseRangeFn(beam.DoFn):
@@ -79,8 +86,10 @@ class _ParseRangeFn(beam.DoFn):
 class ReadSource(beam.PTransform):
     """Reads the files of one source. Returns (chunks, rejected, counts).
 
-    CSV and JSON Lines files larger than `split_bytes` are read in byte ranges, spread over the
-    workers (transforms.sources.ranges); other files are read whole, each by one worker.
+    CSV, JSON Lines and Parquet files larger than `split_bytes` are read in ranges, spread over
+    the workers; a CSV or JSON Lines file is first cut into pieces of that size, which workers
+    scan in parallel for the record ends to cut at (transforms.sources.ranges). Other files are
+    read whole, each by one worker.
     """
 
     def __init__(self, source: SourceSpec, split_bytes: int = ranges.SPLIT_BYTES):
@@ -98,10 +107,21 @@ class ReadSource(beam.PTransform):
             | "SkipHiddenFiles" >> beam.Filter(lambda metadata: is_input(metadata.path, root))
         )
         if self._source.format in ranges.SPLITTABLE:
-            parse = _ParseRangeFn(self._source)
+            source = self._source
+            parse = _ParseRangeFn(source)
+            planned = files | "PlanRanges" >> beam.ParDo(
+                _PlanRangesFn(source, self._split_bytes)
+            ).with_outputs(_PIECES, main="ranges")
+            cut = (
+                planned[_PIECES]
+                | "SpreadPieces" >> beam.Reshuffle()
+                | "ScanPieces" >> beam.Map(lambda p: (p.path, (p, ranges.summarize(p, source))))
+                | "GroupPieces" >> beam.GroupByKey()
+                | "CutRanges" >> beam.FlatMap(lambda item: ranges.cut(item[1], source))
+            )
             files = (
-                files
-                | "PlanRanges" >> beam.ParDo(_PlanRangesFn(self._source, self._split_bytes))
+                (planned.ranges, cut)
+                | "AllRanges" >> beam.Flatten()
                 | "SpreadRanges" >> beam.Reshuffle()
             )
         else:

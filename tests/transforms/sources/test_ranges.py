@@ -132,9 +132,10 @@ def test_ranges_cover_the_file_at_record_ends(tmp_path):
     path.write_bytes(b'id,t\n1,"a\nb"\n2,c\n3,d\n4,e\n')
     parts = ranges.plan(str(path), path.stat().st_size, _source("csv"), 6)
     assert [(r.start, r.end, r.header_end, r.line_shift) for r in parts] == [
-        (0, 13, 0, 0),  # the header and the two-line record 1 (a cut at or after byte 6)
-        (13, 21, 5, 2),  # records 2 and 3 (the next cut at or after 13 + 6); record 2 is on
-        (21, None, 5, 4),  # line 4, line 2 of "header + range": moved by 2
+        # pieces of 6 bytes after the 5-byte header: [5, 11) [11, 17) [17, 23) [23, 25)
+        (0, 13, 0, 0),  # the header and the two-line record 1 (none ends in [5, 11))
+        (13, 21, 5, 2),  # records 2 and 3: 13 ends the first record in [11, 17); record 2 is
+        (21, None, 5, 4),  # on line 4, line 2 of "header + range": moved by 2
     ]
 
 
