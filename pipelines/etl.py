@@ -41,6 +41,7 @@ from pipelines.inputs import check_inputs
 from pipelines.report.graph import pipeline_graph
 from pipelines.report.writer import write_report
 from pipelines.summary import failure_reason, print_summary
+from pipelines.workers import closing_together
 from transforms.contract.config import DatasetSpec
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
@@ -266,7 +267,7 @@ def _run_dataset(
     logger.info("staging under %s", staging)
     reporter = progress.Reporter(f"shardflow etl: {dataset.name}", interval=tuning.progress_seconds)
     try:
-        with reporter:
+        with reporter, closing_together():
             with beam.Pipeline(options=options) as p:
                 build_etl(p, dataset, staging, expected, tuning)
                 graph = pipeline_graph(p)
