@@ -105,8 +105,11 @@ COMMENT_PARTS = [
 # --- data -------------------------------------------------------------------------------------
 
 
-def generate_csv(path: Path, rows: int, seed: int, newline_rate: float) -> dict[str, int]:
-    """Writes `rows` seeded rows of COLUMNS to `path`; returns bytes and quoted-newline rows."""
+def generate_csv(
+    path: Path, rows: int, seed: int, newline_rate: float, first_id: int = 10_000_000
+) -> dict[str, int]:
+    """Writes `rows` seeded rows of COLUMNS to `path`, their trip_id counting from `first_id`;
+    returns bytes and quoted-newline rows."""
     rng = random.Random(seed)
     payment_names, payment_weights = list(PAYMENT_TYPES), list(PAYMENT_TYPES.values())
     newline_rows = 0
@@ -128,7 +131,7 @@ def generate_csv(path: Path, rows: int, seed: int, newline_rate: float) -> dict[
                 comment = separator.join(parts)
             writer.writerow(
                 [
-                    10_000_000 + i,
+                    first_id + i,
                     rng.randrange(24),
                     rng.randrange(7),
                     _maybe(rng, 0.03, str(rng.choice([1, 1, 1, 1, 2, 2, 3, 4, 5, 6]))),
@@ -152,8 +155,8 @@ def _maybe(rng: random.Random, missing_rate: float, value: str) -> str:
     return "" if rng.random() < missing_rate else value
 
 
-def write_config(path: Path, csv_name: str) -> None:
-    """Writes the shardflow dataset config declaring COLUMNS (no key, one csv source)."""
+def write_config(path: Path, data_path: str, fmt: str = "csv") -> None:
+    """Writes the shardflow dataset config declaring COLUMNS (no key, one source of `fmt`)."""
     features = "\n".join(
         f"  {c.name}: {{type: {c.kind}" + ("" if c.required else ", required: false") + "}"
         for c in COLUMNS
@@ -164,8 +167,8 @@ def write_config(path: Path, csv_name: str) -> None:
 name: etl_csv_bench
 sources:
   - name: trips
-    format: csv
-    path: {csv_name}
+    format: {fmt}
+    path: {data_path}
 combine: union
 features:
 {features}
@@ -195,8 +198,9 @@ def count_tfrecords(files: list[Path]) -> int:
 # --- the children: naive and floor --------------------------------------------------------------
 
 
-def run_naive(csv_path: str, out_dir: str) -> dict:
-    """The per-row Beam pipeline as commonly written; returns its counters."""
+def run_naive(csv_path: str, out_dir: str, workers: int = 1) -> dict:
+    """The per-row Beam pipeline as commonly written; returns its counters. With `workers` > 1
+    it runs on that many local worker processes (multi_processing), else in process."""
     import apache_beam as beam
     import tensorflow as tf
     from apache_beam.io.filesystem import CompressionTypes
@@ -233,7 +237,10 @@ def run_naive(csv_path: str, out_dir: str) -> dict:
         return tf.train.Example(features=tf.train.Features(feature=feature))
 
     start = time.perf_counter()
-    options = PipelineOptions(["--runner=FnApiRunner"])
+    flags = ["--runner=FnApiRunner"]
+    if workers > 1:
+        flags += [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
+    options = PipelineOptions(flags)
     p = beam.Pipeline(options=options)
     _ = (
         p
@@ -416,13 +423,21 @@ def machine_facts() -> str:
             versions.append(f"{package} {importlib.metadata.version(package)}")
         except importlib.metadata.PackageNotFoundError:
             versions.append(f"{package} missing")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True
-    ).stdout.strip()
     return (
         f"nproc {os.cpu_count()}, Python {platform.python_version()}, {platform.platform()}, "
-        f"{', '.join(versions)}, commit {commit or 'none'}"
+        f"{', '.join(versions)}, commit {git_commit() or 'none'}"
     )
+
+
+def git_commit() -> str | None:
+    """The checkout's short commit; None without git or outside a checkout (a copied tree)."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True
+        )
+    except OSError:  # no git installed
+        return None
+    return done.stdout.strip() or None
 
 
 def record(command: str, facts: str, data: dict, table: str, notes: list[str]) -> None:
@@ -471,11 +486,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)  # naive only
     args = parser.parse_args(argv)
 
     if args.child:
-        child = run_naive if args.child == "naive" else run_floor
-        Path(args.result).write_text(json.dumps(child(args.csv, args.out)))
+        if args.child == "naive":
+            result = run_naive(args.csv, args.out, args.workers)
+        else:
+            result = run_floor(args.csv, args.out)
+        Path(args.result).write_text(json.dumps(result))
         return 0
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="etl_csv_"))

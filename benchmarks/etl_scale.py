@@ -125,13 +125,16 @@ class Run:
     log: Path | None = None
 
 
-def measure(cmd: list[str], log: Path) -> tuple[int, float, float, float, float]:
-    """Runs cmd; returns exit code, wall s, CPU s, peak tree RSS MB and largest process MB."""
+def measure(
+    cmd: list[str], log: Path, env: dict[str, str] | None = None
+) -> tuple[int, float, float, float, float]:
+    """Runs cmd (in `env`, default this process's); returns exit code, wall s, CPU s, peak tree
+    RSS MB and largest process MB."""
     peak = 0
     done = threading.Event()
     with log.open("wb") as out:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
         def sample() -> None:
             nonlocal peak
