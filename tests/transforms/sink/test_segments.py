@@ -10,6 +10,8 @@ import random
 import zlib
 
 import pytest
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.layout import COMPRESSIONS
 from transforms.files import open_file
@@ -47,20 +49,26 @@ def _records(n: int, seed: int) -> list[bytes]:
             for _ in range(n)]  # fmt: skip
 
 
-def _write(tmp_path, compression: str, pieces: list[list[bytes]], level: int = 6) -> str:
-    """The record file of these pieces, joined from one segment per piece; returns its path."""
+def _write(folder, compression: str, pieces: list[list[bytes]], level: int = 6) -> str:
+    """The record file of these pieces in `folder` (local or gs://), joined from one segment
+    per piece; returns its path."""
     suffix = ".tfrecord" + COMPRESSIONS[compression].suffix
     segments = []
     for i, records in enumerate(pieces):
-        path = str(tmp_path / f"segment{i}")
+        path = f"{folder}/segment{i}"
         writer = RecordFileWriter(path, compression, level, segment=True, last=i == len(pieces) - 1)
         writer.write(records)
         segments.append({**writer.close(), "file": path})
-    path = str(tmp_path / f"joined{suffix}")
+    path = f"{folder}/joined{suffix}"
     facts = join_segments(path, segments, compression, level)
-    data = open(path, "rb").read()
+    data = _bytes(path)
     assert facts == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     return path
+
+
+def _bytes(path: str) -> bytes:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return f.read()
 
 
 def _whole(tmp_path, compression: str, records: list[bytes], level: int = 6) -> bytes:
@@ -133,3 +141,9 @@ def test_a_segment_shorter_than_written_fails_the_join(tmp_path):
     (tmp_path / "segment1").write_bytes(data[:-3])
     with pytest.raises(OSError, match="segment1: segment holds .* bytes, .* written"):
         join_segments(path, segments, "none", 6)
+
+
+def test_segments_on_gcs_are_joined_into_the_file_joined_locally(tmp_path, gcs_emulator):
+    pieces = [_records(n, seed) for seed, n in enumerate([900, 0, 2500])]
+    remote = _write("gs://shardflow-test/segments", "gzip", pieces)
+    assert _bytes(remote) == _bytes(_write(tmp_path, "gzip", pieces))
