@@ -15,8 +15,8 @@ not do: TensorFlow reads only the first of several zlib streams, and stops, sile
 member that holds no data, as the segment of an empty piece would.)
 
 Where a segment starts changes the compressed bytes, not the records: pieces are ranges of
-order hashes whose number comes from a split's bytes, so a shard's bytes still depend only on
-its records.
+order hashes whose number comes from their split's bytes and shard count, so a shard's bytes
+still depend on the data alone, never on workers, bundles or spills.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ pieces, consecutive ranges of its order hashes (the maths in `transforms.shards`
 the slices of its split's spill files that hold them; the pieces of all shards are written in
 parallel (`WritePieceFn`), those of a shard as compressed segments that one light step per
 shard then joins into its file (`join_shard`, `transforms.sink.segments`). So even a dataset
-of one or two shards is compressed by every worker. `transforms.sink.finalize` completes and
-publishes the dataset.
+of one or two shards is compressed by as many workers as it has pieces (of about 8 MB).
+`transforms.sink.finalize` completes and publishes the dataset.
 """
 
 from __future__ import annotations
