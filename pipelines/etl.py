@@ -181,6 +181,7 @@ def _noticing_interrupts() -> Iterator[None]:
 
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    started = time.monotonic()
     try:
         dates = dates_of(args)
         if len(dates) > 1:
@@ -196,7 +197,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     if args.validate_only:
         print(f"shardflow etl: {dataset.name}: config valid; {len(inputs)} input file(s)")
         return 0
-    return _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args))
+    return _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args), started)
 
 
 def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[datetime.date]) -> int:
@@ -213,6 +214,7 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
         )
     done, skipped, failed = 0, 0, []
     for i, day in enumerate(dates, 1):
+        started = time.monotonic()
         print(f"shardflow etl: {day} ({i} of {len(dates)})", flush=True)
         try:
             dataset = load_config(args.config, args.output, day)
@@ -229,7 +231,7 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
             print(f"shardflow etl: {day}: config valid; {len(inputs)} input file(s)")
             done += 1
             continue
-        if _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args)) == 0:
+        if _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args), started) == 0:
             done += 1
         else:
             failed.append(day)
@@ -247,11 +249,12 @@ def _run_dataset(
     inputs: list[str],
     beam_args: list[str],
     expected: Expected,
-    tuning: Tuning = Tuning(),
+    tuning: Tuning,
+    started: float,
 ) -> int:
+    """Runs the job of one dataset, checked since `started` (time.monotonic()), and reports."""
     options = pipeline_options(beam_args)
     staging = staging_path(dataset.output.path, uuid.uuid4().hex[:12])
-    started = time.monotonic()
     size = sum(m.size_in_bytes for r in FileSystems.match(inputs) for m in r.metadata_list)
     runner = options.view_as(StandardOptions).runner
     if tuning.split_bytes is None:
@@ -266,6 +269,8 @@ def _run_dataset(
     )
     logger.info("staging under %s", staging)
     reporter = progress.Reporter(f"shardflow etl: {dataset.name}", interval=tuning.progress_seconds)
+    checked = round(time.monotonic() - started, 3)
+    checks = {"name": "checks: config, inputs and OUTPUT", "seconds": checked}
     try:
         with reporter, closing_together():
             with beam.Pipeline(options=options) as p:
@@ -284,6 +289,7 @@ def _run_dataset(
         print(f"shardflow etl: {dataset.name}: job written to {template}; nothing was run")
         return 0
     timings = dict(reporter.timings(), runner=runner)
+    timings["steps"] = [checks, *timings["steps"], *progress.finishing_steps(p.result)]
     write_report(dataset.output.path, graph, timings)
     print_summary(dataset, time.monotonic() - started)
     return 0

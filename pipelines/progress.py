@@ -4,7 +4,8 @@
 keep (`transforms.progress`) and prints one line to stderr every few seconds on a terminal, and
 every minute otherwise (a log file must not fill with progress). Runners whose workers do not
 share this machine (Dataflow, a portable worker pool elsewhere) report their own progress; the
-lines then show this process's part only, or nothing.
+lines then show this process's part only, or nothing. `Reporter.timings` and `finishing_steps`
+give the run report its timings.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import time
 from collections import Counter
 from typing import TextIO
 
+from apache_beam.metrics.metric import MetricsFilter
+
 from transforms import progress
-from transforms.progress import totals
+from transforms.progress import FINISHING, TIMINGS, totals
 
 TERMINAL_INTERVAL_S = 5.0
 LOG_INTERVAL_S = 60.0
@@ -90,12 +93,46 @@ class Reporter:
                 self._seen[name] = (now if first is None else first, now, value)
 
     def timings(self) -> dict:
-        """The run's elapsed time and, as far as this machine saw them, its two stages: reading
-        (with validation, encoding and spilling, which go along) and writing the shards."""
-        stages = []
-        for name, label in (("read", "read, validate and encode"), ("written", "write shards")):
-            first, last, value = self._seen.get(name, (None, None, 0))
-            if value:
-                start = 0.0 if name == "read" else first
-                stages.append({"name": label, "records": value, "seconds": round(last - start, 3)})
-        return {"elapsed_s": round(self._ended, 3), "stages": stages}
+        """The run's elapsed time and, as far as this machine saw them (to the half second of
+        its samples), its stages: reading (with validation, encoding and spilling, which go
+        along), the spill files' last writes and the shards' plan (and a tf.Transform analysis)
+        until the first record is written, and writing the shards; and the start-up, until the
+        first record is read, as a step."""
+        read = self._seen.get("read")
+        written = self._seen.get("written")
+        stages, steps = [], []
+        if read:
+            steps.append(
+                {"name": "start-up, to the first record read", "seconds": round(read[0], 3)}
+            )
+            stages.append(_stage("read, validate and encode", read[2], read[1] - read[0]))
+        if read and written:
+            stages.append(_stage("spill and plan the shards", None, written[0] - read[1]))
+        if written:
+            stages.append(_stage("write shards", written[2], written[1] - written[0]))
+        return {"elapsed_s": round(self._ended, 3), "stages": stages, "steps": steps}
+
+
+def _stage(name: str, records: int | None, seconds: float) -> dict:
+    """A stage's row; its seconds never below 0 (worker processes' counts arrive late)."""
+    return {"name": name, "records": records, "seconds": round(max(seconds, 0.0), 3)}
+
+
+def finishing_steps(result) -> list[dict]:
+    """The seconds of each finishing step of a finished job (`transforms.progress.FINISHING`),
+    from the metrics its workers reported, summed over them; empty where the runner cannot give
+    its metrics (the dataset is published by then: the report goes without them)."""
+    try:
+        found = result.metrics().query(MetricsFilter().with_namespace(TIMINGS))["distributions"]
+    except Exception:  # noqa: BLE001 - see above
+        return []
+    milliseconds: Counter = Counter()
+    for metric in found:
+        value = metric.committed or metric.attempted
+        if value is not None and value.count:
+            milliseconds[metric.key.metric.name] += value.sum
+    return [
+        {"name": step, "seconds": milliseconds[step] / 1000}
+        for step in FINISHING
+        if step in milliseconds
+    ]

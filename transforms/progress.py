@@ -1,23 +1,39 @@
-"""The progress counts of a running ETL: records read, rejected and written.
+"""The progress counts of a running ETL (records read, rejected and written) and the times of
+its finishing steps.
 
 The pipeline's steps count into this module (`add`) while a run is watched (the entry point's
 `pipelines.progress.Reporter` sets `ENV` to a folder). The counts of the process the job runs in
 are read directly; worker processes of a local multi-process run (which inherit the environment)
 each keep theirs in a small JSON file of that folder, written at most once a second; `totals`
 sums them.
+
+The finishing steps (`FINISHING`) time themselves (`timed`) into Beam metrics, which runners
+bring back to the process that ran the job, wherever its workers were.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
 from collections import Counter
+from typing import Iterator
+
+from apache_beam.metrics import Metrics
 
 ENV = "SHARDFLOW_PROGRESS_DIR"
 _FLUSH_INTERVAL_S = 1.0
 COUNTS = ("read", "rejected", "written")
+TIMINGS = "shardflow.timings"  # the Beam metrics namespace of the finishing steps' milliseconds
+FINISHING = (
+    "statistics merge",
+    "delete spill files",
+    "rejected records",
+    "manifest and checks",
+    "publish",
+)
 
 _counts: Counter = Counter()
 _lock = threading.Lock()
@@ -67,3 +83,12 @@ def totals(folder: str) -> Counter:
             except (OSError, ValueError):
                 continue
     return total
+
+
+@contextlib.contextmanager
+def timed(step: str) -> Iterator[None]:
+    """Adds the block's milliseconds to the Beam metric (a distribution) of `step`, one of
+    FINISHING; a step timed several times, or on several workers, adds up."""
+    started = time.monotonic()
+    yield
+    Metrics.distribution(TIMINGS, step).update(round((time.monotonic() - started) * 1000))

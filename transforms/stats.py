@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam import coders
 
+from transforms import progress
 from transforms.contract.layout import STATISTICS_FORMAT_VERSION
 from transforms.records import ChunkCoder
 
@@ -388,7 +389,8 @@ def histogram(buckets: dict[int, int], low: float | None, high: float | None) ->
 
 
 class MergeStats(beam.CombineFn):
-    """Merges the chunks' DatasetStats into one."""
+    """Merges the chunks' DatasetStats into one; the merges of the workers' statistics are
+    timed as the finishing step `statistics merge` (`transforms.progress`)."""
 
     def create_accumulator(self) -> DatasetStats:
         return DatasetStats()
@@ -397,9 +399,10 @@ class MergeStats(beam.CombineFn):
         return accumulator.merge(stats)
 
     def merge_accumulators(self, accumulators) -> DatasetStats:
-        merged = DatasetStats()
-        for accumulator in accumulators:
-            merged.merge(accumulator)
+        with progress.timed("statistics merge"):
+            merged = DatasetStats()
+            for accumulator in accumulators:
+                merged.merge(accumulator)
         return merged
 
     def extract_output(self, accumulator: DatasetStats) -> DatasetStats:

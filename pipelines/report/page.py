@@ -71,8 +71,9 @@ def render(
     `split-{P}-validated` (statistics' count before duplicates were dropped),
     `shards-{P}-{count,bytes,min,median,max}`, `stat-{P}-{F}-{STAT}` for STAT in records,
     missing, missing_rate, values, min, max, mean, std, distinct, length_{min,max,mean},
-    size_{min,max,mean}; `stage-{I}-{records,seconds,rate}`.
-    Rows: `tr[data-reason]` in `#rejected` (count cell `td[data-value]`), `tr[data-stage]`.
+    size_{min,max,mean}; `stage-{I}-{records,seconds,rate}`, `step-{I}-seconds`.
+    Rows: `tr[data-reason]` in `#rejected` (count cell `td[data-value]`), `tr[data-stage]`,
+    `tr[data-step]` (the start-up and finishing steps of `timings["steps"]`).
     Charts (`svg[id]`, bars `rect.bar[data-count]`): `hist-{P}-{F}`, `top-{P}-{F}`,
     `shards-{P}-chart`, `label-{P}-chart`; `svg#pipeline-graph` holds `g.node[data-node]` and
     `path.edge[data-from][data-to]`. P, S, F are split, source and feature names, as `_id`
@@ -365,12 +366,26 @@ def _timings(timings: dict) -> str:
             + f'<td class="n"{attrs(id=_id("stage", str(i), "rate"), data_value=rate)}>'
             f"{escape(fmt_int(round(rate)) if rate is not None else '–')}</td></tr>"
         )
+    steps = []
+    for i, step in enumerate(timings.get("steps") or []):
+        seconds = step.get("seconds")
+        steps.append(
+            f"<tr{attrs(data_step=step.get('name', ''))}><td>{escape(step.get('name', ''))}</td>"
+            f'<td class="n"{attrs(id=_id("step", str(i), "seconds"), data_value=seconds)}>'
+            f"{escape(_seconds(seconds))}</td></tr>"
+        )
     body = (
         f"<p>Runner: {escape(timings.get('runner', ''))}; elapsed "
         f"{escape(_seconds(timings.get('elapsed_s')))}.</p>"
         '<table><tr><th>stage</th><th class="n">records</th><th class="n">seconds</th>'
         '<th class="n">records/s</th></tr>' + "".join(rows) + "</table>"
     )
+    if steps:
+        body += (
+            "<p>Fixed costs: the start-up and the finishing steps (the steps the workers timed "
+            "are summed over them).</p>"
+            '<table><tr><th>step</th><th class="n">seconds</th></tr>' + "".join(steps) + "</table>"
+        )
     return _section("timings", "Timings", body)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -18,17 +19,23 @@ logger = logging.getLogger(__name__)
 
 def write_report(output: str, graph: dict, timings: dict) -> None:
     """Writes OUTPUT/report.html from the published dataset (its manifest, statistics and
-    rejected records), the job's graph and timings. The dataset is complete without it: a
-    report that cannot be written is a warning, not a failed run."""
+    rejected records), the job's graph and timings. The time it takes to read the dataset back
+    is added to the timings' steps (`report`; rendering and writing the page come after). The
+    dataset is complete without it: a report that cannot be written is a warning, not a failed
+    run."""
     from pipelines.report.page import (
         render,  # only here: the report's code is only for this
     )
 
     try:
+        started = time.monotonic()
         manifest = Manifest.from_json(_read(f"{output}/{MANIFEST}"))
         entry = manifest.statistics
         statistics = json.loads(_read(f"{output}/{entry.path}")) if entry else None
         examples = rejected_examples(output, manifest)
+        seconds = round(time.monotonic() - started, 3)
+        read_back = {"name": "report: read the dataset back", "seconds": seconds}
+        timings = dict(timings, steps=[*timings.get("steps", []), read_back])
         page = render(manifest, statistics, graph, timings, examples).encode("utf-8")
         write_atomically(f"{output}/{REPORT}", page, "text/html")
     except Exception as e:  # noqa: BLE001 - see above

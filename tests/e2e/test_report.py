@@ -4,6 +4,7 @@ shards', and the page renders in headless Chromium."""
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from pipelines.etl import run
 from tests.services.chromium import distinct_colours
+from transforms.progress import FINISHING
 
 ROWS = 400
 
@@ -136,9 +138,16 @@ def test_the_report_holds_the_manifests_numbers_and_the_graph(dataset):
         assert f"label-{split}" in page.ids  # the label's balance
     assert float(v["summary-elapsed"]) > 0
     assert int(v["stage-0-records"]) == ROWS + 2  # read, validated and encoded
+    html = (dataset / "report.html").read_text()
+    assert re.findall(r'<tr data-step="([^"]*)"', html) == [
+        "checks: config, inputs and OUTPUT",
+        "start-up, to the first record read",
+        *FINISHING,
+        "report: read the dataset back",
+    ]
+    assert all(float(v[f"step-{i}-seconds"]) >= 0 for i in range(len(FINISHING) + 3))
     assert page.external == []
     steps = {"Read[rows]", "MergeSources", "ValidateRecords", "WriteShards", "Publish"}
-    html = (dataset / "report.html").read_text()
     assert all(step in html for step in steps)
     assert len(page.nodes) >= len(steps) and len(page.edges) >= len(steps) - 1
 

@@ -287,3 +287,26 @@ def test_a_failed_quality_check_leaves_the_previous_dataset_untouched(tmp_path, 
     assert "more than output.max_rejected (0)" in capsys.readouterr().err
     assert _tree(tmp_path / "out") == before
     assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml", "out"]
+
+
+def test_a_failed_segment_write_fails_the_run_and_publishes_nothing(tmp_path, monkeypatch, capsys):
+    """Shards of many pieces (16 bytes each), the second segment of each failing to be written:
+    the run fails, naming the error, and leaves neither a dataset nor its staging folder."""
+    from pipelines.etl import run
+    from transforms.sink import spill, write
+
+    def small_pieces(counts, spills, piece_bytes):
+        return spill.piece_tasks(counts, spills, 16)
+
+    class FailingWriter(write.RecordFileWriter):
+        def _emit(self, block):
+            if self.path.endswith(".00001"):
+                raise OSError(f"{self.path}: disk full")
+            super()._emit(block)
+
+    monkeypatch.setattr(write, "piece_tasks", small_pieces)
+    monkeypatch.setattr(write, "RecordFileWriter", FailingWriter)
+    assert run(["--config", _config_file(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "shardflow etl: job failed:" in err and ".tfrecord.gz.00001: disk full" in err, err
+    assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml"]  # no dataset, no staging

@@ -8,12 +8,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
+import apache_beam as beam
 import pytest
 
-from pipelines.progress import line
+from pipelines.progress import Reporter, finishing_steps, line
 from transforms import progress
 
 SHARDFLOW = Path(sys.executable).parent / "shardflow"
@@ -34,6 +36,36 @@ def test_counts_of_this_process_and_of_worker_files_add_up(tmp_path, monkeypatch
     assert line(Counter(read=1500, written=3), 3.0) == (
         "progress: 1,500 records read, 0 rejected, 3 written, 3 s, 500 records/s"
     )
+
+
+def test_the_stages_and_the_start_up_come_from_when_the_counts_moved():
+    reporter = Reporter("p")
+    reporter._seen = {"read": (1.5, 9.0, 300), "written": (10.0, 12.5, 290)}
+    reporter._ended = 14.0
+    assert reporter.timings() == {
+        "elapsed_s": 14.0,
+        "stages": [
+            {"name": "read, validate and encode", "records": 300, "seconds": 7.5},
+            {"name": "spill and plan the shards", "records": None, "seconds": 1.0},
+            {"name": "write shards", "records": 290, "seconds": 2.5},
+        ],
+        "steps": [{"name": "start-up, to the first record read", "seconds": 1.5}],
+    }
+
+
+class _Finishing(beam.DoFn):
+    def process(self, step):
+        with progress.timed(step):
+            time.sleep(0.05)
+        yield step
+
+
+def test_finishing_steps_add_up_what_the_workers_timed_in_their_order():
+    with beam.Pipeline(runner="FnApiRunner") as p:
+        p | beam.Create(["publish", "statistics merge", "publish"]) | beam.ParDo(_Finishing())
+    steps = finishing_steps(p.result)
+    assert [s["name"] for s in steps] == ["statistics merge", "publish"]  # FINISHING's order
+    assert 0.05 <= steps[0]["seconds"] < steps[1]["seconds"] and steps[1]["seconds"] >= 0.1
 
 
 def test_nothing_is_counted_when_no_run_is_watched(monkeypatch):

@@ -169,6 +169,11 @@ TIMINGS = {
         {"name": "read, validate and encode", "records": 2002, "seconds": 13.0},
         {"name": "write shards", "records": 990, "seconds": 0},
     ],
+    "steps": [
+        {"name": "checks: config, inputs and OUTPUT", "seconds": 0.25},
+        {"name": "start-up, to the first record read", "seconds": 2.5},
+        {"name": "publish", "seconds": 130.0},
+    ],
 }
 EXAMPLES = {
     "bill_length_mm: not a number": [
@@ -357,6 +362,13 @@ def test_timings_per_stage_with_a_dash_for_zero_seconds(doc):
     assert doc.text["stage-0-rate"] == "154"
     assert doc.text["stage-1-seconds"] == "0.0 s"
     assert doc.text["stage-1-rate"] == "–"
+
+
+def test_fixed_costs_list_the_start_up_and_finishing_steps_in_order(doc):
+    rows = [a["data-step"] for t, a, _ in doc.tags if t == "tr" and "data-step" in a]
+    assert rows == [step["name"] for step in TIMINGS["steps"]]
+    assert [doc.value(f"step-{i}-seconds") for i in range(3)] == ["0.25", "2.5", "130.0"]
+    assert [doc.text[f"step-{i}-seconds"] for i in range(3)] == ["0.2 s", "2.5 s", "2 min 10 s"]
 
 
 def test_graph_has_one_box_per_node_and_one_arrow_per_edge(doc):

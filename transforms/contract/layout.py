@@ -56,6 +56,14 @@ def shard_name(split: str, index: int, count: int, suffix: str) -> str:
 # The spill files of a run, in its staging folder only (deleted before publication).
 SPILL_DIR = "_spill"
 
+
+def segment_name(shard: str, piece: int) -> str:
+    """The path of a segment (one piece of a shard, compressed on its own; joined into the shard
+    once all are written) relative to the staging folder: under SPILL_DIR, deleted with it.
+    `shard` is the shard's `shard_name`."""
+    return f"{SPILL_DIR}/segments/{shard}.{piece:05d}"
+
+
 # The rejected records: one JSON Lines file, named like a single shard of a `rejected` split.
 REJECTED_DIR = "rejected"
 REJECTED_FILE = shard_name(REJECTED_DIR, 0, 1, ".jsonl")

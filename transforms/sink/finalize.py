@@ -1,6 +1,7 @@
 """The last step of a run: the staged dataset completed (rejected records, statistics,
 manifest), checked against what its config asked for (`transforms.quality`) and published
-(`transforms.sink.publish`)."""
+(`transforms.sink.publish`). Each of these steps is timed for the run report
+(`transforms.progress.timed`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 from transforms.contract.config import DatasetSpec
 from transforms.contract.layout import REJECTED_FILE, STATISTICS, shard_name
 from transforms.contract.manifest import FileEntry
+from transforms.progress import timed
 from transforms.quality import check_dataset, check_rejections
 from transforms.sink.manifest import build_manifest
 from transforms.sink.output import Expected
@@ -75,19 +77,27 @@ class _PublishFn(beam.DoFn):
             raise RuntimeError(
                 f"shards written {written} differ from those planned {sorted(expected)}"
             )
-        delete_folder(spill_folder(self._staging))
-        rejected = list(rejected)
-        rejected_file = write_rejected(self._staging, rejected)
+        with timed("delete spill files"):
+            delete_folder(spill_folder(self._staging))
+        with timed("rejected records"):
+            rejected = list(rejected)
+            rejected_file = write_rejected(self._staging, rejected)
         reasons = Counter(r["reason"] for r in rejected)
         counts = dict(counts)
-        manifest = build_manifest(self._dataset, shards, rejected_file, reasons, counts, transform)
+        with timed("manifest and checks"):
+            manifest = build_manifest(
+                self._dataset, shards, rejected_file, reasons, counts, transform
+            )
         if statistics is not None:
-            body = statistics.to_json(self._dataset.split_names)
-            entry = write_json(self._staging, STATISTICS, body)
+            with timed("statistics merge"):  # its last part: statistics.json
+                body = statistics.to_json(self._dataset.split_names)
+                entry = write_json(self._staging, STATISTICS, body)
             manifest = manifest.with_statistics(FileEntry(**entry))
-        check_dataset(self._dataset, manifest, counts, rejected)
-        check_rejections(self._dataset, manifest)
-        publish(self._staging, out.path, manifest, self._expected)
+        with timed("manifest and checks"):
+            check_dataset(self._dataset, manifest, counts, rejected)
+            check_rejections(self._dataset, manifest)
+        with timed("publish"):
+            publish(self._staging, out.path, manifest, self._expected)
         yield manifest
 
 

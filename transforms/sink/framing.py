@@ -4,7 +4,8 @@ A TFRecord is: length (u64), masked CRC-32C of the length, data, masked CRC-32C 
 `frame_records` frames a block of records at once with numpy and Arrow. `RecordFileWriter`
 compresses as `transforms.contract.layout.COMPRESSIONS` says (zlib with the compression's
 window bits; the gzip header has no timestamp, so the same records give the same bytes) and
-keeps the file's size and SHA-256 for the manifest.
+keeps the file's size and SHA-256 for the manifest. It writes a whole file, or one segment of
+a file that `transforms.sink.segments` joins.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.layout import COMPRESSIONS, DEFAULT_COMPRESSION_LEVEL
+from transforms.sink.segments import RAW_WBITS, wrapper
 from transforms.sink.storage import abandon
 from transforms.split import binary, binary_offsets
 
@@ -75,13 +77,24 @@ def _fixed_width(rows: np.ndarray) -> pa.Array:
 
 
 class RecordFileWriter:
-    """Writes framed, optionally compressed TFRecords to a local or gs:// path.
+    """Writes framed, optionally compressed TFRecords to a local or gs:// path: a whole record
+    file, or, with `segment`, one segment of one (`transforms.sink.segments`).
 
     Tracks the written file's size and SHA-256. The gzip header zlib writes has no timestamp, so
-    the same records give the same bytes.
+    the same records give the same bytes. A segment of a gzip or zlib file is raw deflate data
+    that ends on a byte boundary, or with the final block when it is the file's `last`; its facts
+    add the length and checksum of its uncompressed data (`raw_bytes`, `checksum`), from which
+    the join writes the file's trailer.
     """
 
-    def __init__(self, path: str, compression: str, level: int = DEFAULT_COMPRESSION_LEVEL):
+    def __init__(
+        self,
+        path: str,
+        compression: str,
+        level: int = DEFAULT_COMPRESSION_LEVEL,
+        segment: bool = False,
+        last: bool = True,
+    ):
         self.path = path
         self._file = FileSystems.create(
             path,
@@ -89,7 +102,14 @@ class RecordFileWriter:
             compression_type=CompressionTypes.UNCOMPRESSED,
         )
         wbits = COMPRESSIONS[compression].wbits
-        self._compressor = zlib.compressobj(level, zlib.DEFLATED, wbits) if wbits else None
+        self._compressor = None
+        if wbits is not None:
+            wbits = RAW_WBITS if segment else wbits
+            self._compressor = zlib.compressobj(level, zlib.DEFLATED, wbits)
+        self._end = zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH
+        self._wrapper = wrapper(compression) if segment else None
+        self._checksum = self._wrapper.initial if self._wrapper is not None else 0
+        self._raw_bytes = 0
         self._sha = hashlib.sha256()
         self._pending: list[bytes] = []
         self._pending_size = 0
@@ -111,6 +131,9 @@ class RecordFileWriter:
     def _flush_pending(self) -> None:
         block = b"".join(self._pending)
         self._pending, self._pending_size = [], 0
+        if self._wrapper is not None:
+            self._checksum = self._wrapper.checksum(block, self._checksum)
+            self._raw_bytes += len(block)
         if self._compressor is not None:
             block = self._compressor.compress(block)
         self._emit(block)
@@ -133,6 +156,9 @@ class RecordFileWriter:
         with self._abandoned_on_error():
             self._flush_pending()
             if self._compressor is not None:
-                self._emit(self._compressor.flush())
+                self._emit(self._compressor.flush(self._end))
             self._file.close()
-        return {"records": self.records, "bytes": self.bytes, "sha256": self._sha.hexdigest()}
+        facts = {"records": self.records, "bytes": self.bytes, "sha256": self._sha.hexdigest()}
+        if self._wrapper is not None:
+            facts.update(raw_bytes=self._raw_bytes, checksum=self._checksum)
+        return facts

@@ -6,8 +6,8 @@ memory grow with its input. So each worker sorts what it encoded, a few tens of 
 time, by order hash, and writes it to a *spill file* under `<staging>/_spill/`; only a small
 description of each (`SpillFile`) travels on through the pipeline. A shard is a contiguous
 range of order hashes (`transforms.split.shard_of`), hence a contiguous slice of every spill
-file of its split: its writer reads just those slices (`shard_tasks`, `shard_parts`), a piece of
-about PIECE_BYTES at a time, and memory stays within a few shards' worth.
+file of its split, and so is each piece of a shard (`piece_tasks`): its writer reads just
+those slices (`shard_parts`), and memory stays within a few pieces' worth.
 
 A spill file holds, for one split, in order-hash order:
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import uuid
+from collections import Counter
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -41,7 +41,7 @@ from transforms.sink.storage import create_file
 from transforms.split import binary, binary_offsets
 
 FENCE_STRIDE = 1024
-PIECE_BYTES = 8 << 20  # encoded bytes of a shard that its writer reads and sorts at a time
+PIECE_BYTES = 8 << 20  # encoded bytes of a shard's piece: read, sorted and compressed at once
 _ENTRY = np.dtype([("hash", "<u8"), ("payload_end", "<u8"), ("meta_end", "<u8")])
 
 
@@ -191,23 +191,29 @@ def split_bytes(spill: SpillFile) -> tuple[int, int]:
     return spill.split, spill.payload_bytes
 
 
-def shard_tasks(
-    counts: list[int], spills: list[SpillFile]
-) -> Iterator[tuple[tuple[int, int, int, int], list[SpillFile]]]:
-    """((split, shard, shards in the split, pieces), the split's spills) for every shard.
+def piece_tasks(
+    counts: list[int], spills: list[SpillFile], piece_bytes: int
+) -> Iterator[tuple[int, int, int, int, int]]:
+    """(split, shard, shards in the split, pieces, piece) for every piece of every shard.
 
-    A shard is written in `pieces`, consecutive ranges of its order hashes of about PIECE_BYTES
-    each, so that its writer never holds the whole shard.
+    A shard is written in `pieces`, consecutive ranges of its order hashes of about `piece_bytes`
+    each (`transforms.shards.shard_pieces`), so that no writer holds the whole shard and its
+    pieces are compressed in parallel. Their number comes from the split's bytes and shard count
+    alone: it is the same however the records were spilled, and so are the shard's bytes.
     """
-    by_split: dict[int, list[SpillFile]] = {}
+    sizes: Counter = Counter()
     for spill in spills:
-        by_split.setdefault(spill.split, []).append(spill)
+        sizes[spill.split] += spill.payload_bytes
     for split, count in enumerate(counts):
-        split_spills = sorted(by_split.get(split, []), key=lambda r: r.path)
-        shard_bytes = sum(r.payload_bytes for r in split_spills) / count
-        pieces = max(1, math.ceil(shard_bytes / PIECE_BYTES))
+        pieces = max(1, -(-sizes[split] // (count * piece_bytes)))
         for shard in range(count):
-            yield (split, shard, count, pieces), split_spills
+            for piece in range(pieces):
+                yield split, shard, count, pieces, piece
+
+
+def split_spills(spills: list[SpillFile], split: int) -> list[SpillFile]:
+    """The spills of one split, by path."""
+    return sorted((s for s in spills if s.split == split), key=lambda s: s.path)
 
 
 def shard_parts(spills: list[SpillFile], low: int, high: int | None) -> list[ShardPart]:

@@ -13,6 +13,7 @@ import logging
 import os
 from typing import BinaryIO, Iterator
 
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.files import is_remote
@@ -28,8 +29,11 @@ def staging_path(output: str, run_id: str) -> str:
 @contextlib.contextmanager
 def create_file(path: str, mime_type: str) -> Iterator[BinaryIO]:
     """`FileSystems.create(path)` for the block: closed after it, abandoned if it or the close
-    fails (see `abandon`)."""
-    f = FileSystems.create(path, mime_type=mime_type)
+    fails (see `abandon`). What is written is stored as it is, whatever the name's extension
+    (a shard named `.gz` is compressed already)."""
+    f = FileSystems.create(
+        path, mime_type=mime_type, compression_type=CompressionTypes.UNCOMPRESSED
+    )
     try:
         yield f
         f.close()

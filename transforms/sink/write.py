@@ -2,9 +2,13 @@
 
 Shard counts are known only once every record is encoded. So workers first sort encoded
 records, a few tens of megabytes at a time, into spill files under the staging folder
-(`SpillFn`, `transforms.sink.spill`); once the counts are known, each shard is written from
-the slices of its split's spill files that hold its order hashes (`WriteShardFn`, the maths in
-`transforms.shards`). `transforms.sink.finalize` completes and publishes the dataset.
+(`SpillFn`, `transforms.sink.spill`). Once the counts are known, each shard is written in
+pieces, consecutive ranges of its order hashes (the maths in `transforms.shards`), each from
+the slices of its split's spill files that hold them; the pieces of all shards are written in
+parallel (`WritePieceFn`), those of a shard as compressed segments that one light step per
+shard then joins into its file (`join_shard`, `transforms.sink.segments`). So even a dataset
+of one or two shards is compressed by as many workers as it has pieces (of about 8 MB).
+`transforms.sink.finalize` completes and publishes the dataset.
 """
 
 from __future__ import annotations
@@ -12,23 +16,26 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms import progress
 from transforms.contract.config import DatasetSpec, OutputSpec
-from transforms.contract.layout import shard_name
+from transforms.contract.layout import segment_name, shard_name
 from transforms.prepare import EncodedChunk
 from transforms.shards import shard_counts, shard_order, shard_pieces
 from transforms.sink.framing import BLOCK_RECORDS, RecordFileWriter
+from transforms.sink.segments import join_segments
 from transforms.sink.spill import (
+    PIECE_BYTES,
     SpillFile,
+    piece_tasks,
     shard_parts,
-    shard_tasks,
     spill_folder,
     split_bytes,
+    split_spills,
     write_spill_files,
 )
 
@@ -69,13 +76,21 @@ class SpillFn(beam.DoFn):
         return write_spill_files(chunks, self._folder, self._keyed)
 
 
-class WriteShardFn(beam.DoFn):
-    """Writes shards from the spills of their split; yields each shard's file facts.
+class WritePieceFn(beam.DoFn):
+    """Writes pieces of shards from the spills of their split (a side input); yields each
+    piece's facts.
 
-    Shards are written on a few threads at once: reading, compression, hashing and file writes
-    release the GIL, and each file's bytes depend only on its records. Once a shard fails, the
-    bundle has failed: shards not yet started are not written (each could otherwise spend a
-    whole retry deadline on a storage service that is down).
+    A piece is read, sorted and deduplicated alone (a key's records share an order hash, hence a
+    piece): writing it holds that piece's records (about PIECE_BYTES of encoded records, with
+    their keys and provenance) and a megabyte of framed ones. The piece of a one-piece shard is
+    the whole shard, written to its file; other pieces are written as segments of their shard
+    (`transforms.sink.segments`), joined by `join_shard` once all are written.
+
+    Pieces are written on a few threads at once, so a worker holds up to that many pieces:
+    reading, compression, hashing and file writes release the GIL, and each segment's bytes
+    depend only on its records. Once a piece fails, the bundle has failed: pieces not yet
+    started are not written (each could otherwise spend a whole retry deadline on a storage
+    service that is down).
     """
 
     def __init__(self, staging: str, split_names: list[str], output: OutputSpec):
@@ -88,59 +103,102 @@ class WriteShardFn(beam.DoFn):
 
     def start_bundle(self):
         self._pending = []
-        self._failed = threading.Event()  # a shard of this bundle failed
+        self._failed = threading.Event()  # a piece of this bundle failed
 
-    def process(self, element):
-        (split, shard, count, pieces), spills = element
-        self._pending.append(
-            self._pool.submit(self._write, split, shard, count, pieces, list(spills), self._failed)
-        )
+    def process(self, task, spills):
+        self._pending.append(self._pool.submit(self._write, task, spills, self._failed))
 
     def finish_bundle(self):
         pending, self._pending = self._pending, []
-        for future in pending:  # in submission order: a failed shard's error comes first
+        for future in pending:  # in submission order: a failed piece's error comes first
             yield GlobalWindows.windowed_value(future.result())
 
     def teardown(self):
         self._pool.shutdown()
 
-    def _write(self, split, shard, count, pieces, spills, failed) -> dict[str, Any]:
+    def _write(self, task, spills, failed) -> dict[str, Any]:
+        split, shard, count, pieces, piece = task
         name = shard_name(self._splits[split], shard, count, self._output.suffix)
+        segment = segment_name(name, piece) if pieces > 1 else None
         if failed.is_set():
-            raise RuntimeError(f"{name}: not written, another shard of its bundle failed")
+            raise RuntimeError(
+                f"{segment or name}: not written, another piece of its bundle failed"
+            )
         try:
-            writer = _writer(f"{self._staging}/{name}", self._output)
-            duplicates = 0
-            for low, high in shard_pieces(shard, count, pieces):
-                payloads, ranked, dropped = shard_order(shard_parts(spills, low, high))
-                duplicates += dropped
-                for start in range(0, len(ranked), BLOCK_RECORDS):  # no second copy
-                    block = payloads.take(ranked[start : start + BLOCK_RECORDS])
-                    writer.write(block.combine_chunks())
-                    progress.add("written", len(block))
+            low, high = list(shard_pieces(shard, count, pieces))[piece]
+            parts = shard_parts(split_spills(spills, split), low, high)
+            payloads, ranked, duplicates = shard_order(parts)  # the spill slices, in order
+            out = self._output
+            writer = RecordFileWriter(
+                f"{self._staging}/{segment or name}",
+                out.compression,
+                out.compression_level,
+                segment=segment is not None,
+                last=piece == pieces - 1,
+            )
+            for start in range(0, len(ranked), BLOCK_RECORDS):  # no second copy
+                block = payloads.take(ranked[start : start + BLOCK_RECORDS])
+                writer.write(block.combine_chunks())
+                progress.add("written", len(block))
             facts = writer.close()
         except BaseException:
             failed.set()
             raise
-        return {"split": self._splits[split], "path": name, "duplicates": duplicates, **facts}
+        return {
+            "split": self._splits[split],
+            "path": name,
+            "piece": piece,
+            "pieces": pieces,
+            "segment": segment,
+            "duplicates": duplicates,
+            **facts,
+        }
 
 
-def _writer(path: str, output: OutputSpec) -> RecordFileWriter:
-    return RecordFileWriter(path, output.compression, output.compression_level)
+def join_shard(item: tuple[str, Iterable[dict[str, Any]]], staging: str, output: OutputSpec):
+    """The facts of a shard (split, path, records, duplicates, bytes, sha256) from those of its
+    pieces; a shard of several pieces is first joined from its segments (`join_segments`)."""
+    name, pieces = item
+    pieces = sorted(pieces, key=lambda p: p["piece"])
+    if [p["piece"] for p in pieces] != list(range(pieces[0]["pieces"])):
+        raise RuntimeError(f"{name}: pieces {[p['piece'] for p in pieces]} written, not all")
+    facts = {
+        "split": pieces[0]["split"],
+        "path": name,
+        "records": sum(p["records"] for p in pieces),
+        "duplicates": sum(p["duplicates"] for p in pieces),
+    }
+    if len(pieces) == 1:  # written whole
+        return {**facts, "bytes": pieces[0]["bytes"], "sha256": pieces[0]["sha256"]}
+    segments = [{**p, "file": f"{staging}/{p['segment']}"} for p in pieces]
+    joined = join_segments(
+        f"{staging}/{name}", segments, output.compression, output.compression_level
+    )
+    return {**facts, **joined}
 
 
 class WriteShards(beam.PTransform):
     """Writes encoded chunks as sized, sorted, deduplicated shards under `staging`.
 
     Returns (shard facts, shard counts per split as a one-element PCollection). `spill_bytes`:
-    the encoded bytes a worker gathers before it sorts and spills them.
+    the encoded bytes a worker gathers before it sorts and spills them (the shards' bytes are the
+    same whatever it is). `piece_bytes`: the encoded bytes of a shard's piece (a segment), which
+    bounds a writer's memory and sets the parallelism of a few large shards; it changes the
+    compressed bytes of a shard of several pieces (never its records).
     """
 
-    def __init__(self, dataset: DatasetSpec, staging: str, spill_bytes: int = SPILL_BYTES):
+    def __init__(
+        self,
+        dataset: DatasetSpec,
+        staging: str,
+        spill_bytes: int = SPILL_BYTES,
+        piece_bytes: int = PIECE_BYTES,
+    ):
         super().__init__()
         self._dataset = dataset
         self._staging = staging
         self._spill_bytes = spill_bytes
+        self._piece_bytes = piece_bytes
 
     def expand(self, encoded):
         out = self._dataset.output
@@ -156,11 +214,17 @@ class WriteShards(beam.PTransform):
             | "CollectSplitBytes" >> beam.combiners.ToDict()
             | "CountShards" >> beam.Map(shard_counts, num_splits, shard_bytes)
         )
+        # Pieces travel as numbers: the spills' descriptions, which each piece reads from, are a
+        # side input, sent to a worker once rather than with each piece.
+        all_spills = beam.pvalue.AsList(spills)
+        write_fn = WritePieceFn(self._staging, list(self._dataset.split_names), out)
         facts = (
             counts
-            | "PlanShards" >> beam.FlatMap(shard_tasks, beam.pvalue.AsList(spills))
-            | "SpreadShards" >> beam.Reshuffle()
-            | "WriteShard"
-            >> beam.ParDo(WriteShardFn(self._staging, list(self._dataset.split_names), out))
+            | "PlanPieces" >> beam.FlatMap(piece_tasks, all_spills, self._piece_bytes)
+            | "SpreadPieces" >> beam.Reshuffle()
+            | "WritePiece" >> beam.ParDo(write_fn, all_spills)
+            | "ByShard" >> beam.Map(lambda piece: (piece["path"], piece))
+            | "GatherPieces" >> beam.GroupByKey()
+            | "JoinShard" >> beam.Map(join_shard, self._staging, out)
         )
         return facts, counts

@@ -125,24 +125,30 @@ def test_shard_pieces_cover_the_shard_in_order(count, pieces):
         assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(got, got[1:]))
 
 
-def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path):
+def test_a_shard_written_in_pieces_holds_the_records_of_the_shard_written_whole(tmp_path):
+    import gzip
+    import threading
+
     from transforms.contract.config import OutputSpec
-    from transforms.sink.write import WriteShardFn
+    from transforms.sink.write import WritePieceFn, join_shard
     from transforms.split import record_hash
 
     rng = random.Random(4)
     chunks = [_chunk(rng, 400, keyed=True) for _ in range(3)]
     for c in chunks:
         c.order_hash = np.array([record_hash(k.encode())[1] for k in c.key], np.uint64)
-    written = [
-        r
-        for r in spill.write_spill_files(chunks, str(tmp_path / "runs"), keyed=True)
-        if r.split == 0
-    ]
+    spills = list(spill.write_spill_files(chunks, str(tmp_path / "runs"), keyed=True))
     output = OutputSpec(path=str(tmp_path / "out"), compression="gzip", shard_size_mb=1)
-    facts = []
+    facts, framed = [], []
     for pieces in (1, 9):
-        fn = WriteShardFn(str(tmp_path / f"staging{pieces}"), ["train"], output)
-        facts.append(fn._write(0, 1, 2, pieces, written, __import__("threading").Event()))
+        staging = str(tmp_path / f"staging{pieces}")
+        fn = WritePieceFn(staging, ["train", "eval", "test"], output)
+        written = [
+            fn._write((0, 1, 2, pieces, piece), spills, threading.Event())
+            for piece in range(pieces)
+        ]
+        shard = join_shard((written[0]["path"], written), staging, output)
+        facts.append({k: shard[k] for k in ("split", "path", "records", "duplicates")})
+        framed.append(gzip.decompress(open(f"{staging}/{shard['path']}", "rb").read()))
     assert facts[0]["duplicates"] > 0 and facts[0]["records"] > 0
-    assert facts[0] == facts[1]
+    assert facts[0] == facts[1] and framed[0] == framed[1]

@@ -1,6 +1,7 @@
 """WriteShards alone on the in-process runner: one file per planned shard, each holding exactly
-its records in order with a key's later duplicates dropped, facts that match the files, and the
-same bytes however small the spills are."""
+its records in order with a key's later duplicates dropped, whole or joined from many pieces,
+facts that match the files, and the same bytes however small the spills are and however many
+worker processes write them."""
 
 from __future__ import annotations
 
@@ -9,26 +10,32 @@ import hashlib
 import math
 import random
 import struct
+import zlib
 from pathlib import Path
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
 from xxhash import xxh3_128_intdigest
 
 from pipelines.config import parse_config
-from transforms.contract.layout import SPILL_DIR, shard_name
+from transforms.contract.layout import SPILL_DIR, shard_name, shard_suffix
 from transforms.prepare import EncodedChunk
 from transforms.sink.write import WriteShards
 
 SPLITS = ("train", "eval")
 KEYS = 200
 DUPLICATES = 20  # keys k000 ... k019 come twice
+PIECE_BYTES = 100  # about 10 pieces a shard
+INFLATE = {"gzip": gzip.decompress, "zlib": zlib.decompress, "none": lambda data: data}
+TWO_PROCESSES = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 
 
-def _dataset():
+def _dataset(compression: str = "gzip"):
     return parse_config(
         {
             "name": "w",
@@ -36,7 +43,8 @@ def _dataset():
             "key": "id",
             "features": {"id": {"type": "string"}},
             "splits": {"train": 0.5, "eval": 0.5},
-            "output": {"path": "out", "shard_size_mb": 0.001},  # shards of 1 KiB: several a split
+            # shards of 1 KiB: several a split
+            "output": {"path": "out", "shard_size_mb": 0.001, "compression": compression},
         },
         base_dir="/cfg",
     )
@@ -78,7 +86,9 @@ def _chunks(records) -> list[EncodedChunk]:
     return chunks
 
 
-def _expected_shards(records, shard_bytes) -> dict[str, tuple[str, list[bytes], int]]:
+def _expected_shards(
+    records, shard_bytes, compression: str = "gzip"
+) -> dict[str, tuple[str, list[bytes], int]]:
     """Shard path -> (split, payloads in order, duplicates dropped), from the documented rules.
 
     A split has ceil(payload bytes / shard size) shards (at least one); a record's shard is
@@ -92,7 +102,7 @@ def _expected_shards(records, shard_bytes) -> dict[str, tuple[str, list[bytes], 
         for shard in range(count):
             rows = [r for r in mine if ((r[1] >> 32) * count) >> 32 == shard]
             kept = [r for j, r in enumerate(rows) if j == 0 or rows[j - 1][2] != r[2]]
-            path = shard_name(name, shard, count, ".tfrecord.gz")
+            path = shard_name(name, shard, count, shard_suffix(compression))
             out[path] = (name, [r[4] for r in kept], len(rows) - len(kept))
     return out
 
@@ -120,12 +130,14 @@ def _facts_match_files(staging: str):
     return check
 
 
-def _write(staging: Path, chunks, expected, spill_bytes=None):
-    dataset = _dataset()
-    args = () if spill_bytes is None else (spill_bytes,)
+def _write(staging: Path, chunks, expected, compression="gzip", flags=(), **sizes):
+    """WriteShards of `chunks` under `staging`, checking the facts; `sizes`: its spill_bytes and
+    piece_bytes; `flags`: Beam's (worker processes)."""
+    dataset = _dataset(compression)
     counts = [sum(1 for v in expected.values() if v[0] == name) for name in SPLITS]
-    with TestPipeline(runner="FnApiRunner") as p:
-        facts, shard_counts = p | beam.Create(chunks) | WriteShards(dataset, str(staging), *args)
+    options = PipelineOptions(list(flags))
+    with TestPipeline(runner="FnApiRunner", options=options) as p:
+        facts, shard_counts = p | beam.Create(chunks) | WriteShards(dataset, str(staging), **sizes)
         assert_that(
             facts | beam.Map(lambda f: (f["split"], f["path"], f["records"], f["duplicates"])),
             equal_to([(s, path, len(rows), d) for path, (s, rows, d) in expected.items()]),
@@ -173,3 +185,39 @@ def test_small_spills_write_the_same_bytes_as_the_default(tmp_path):
     default, small = _shard_files(tmp_path / "default"), _shard_files(tmp_path / "small")
     assert sorted(small) == sorted(default) == sorted(expected)
     assert all(small[path] == default[path] for path in default)
+
+
+def _segments(staging: Path) -> list[str]:
+    return sorted(p.name for p in (staging / SPILL_DIR / "segments").rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib", "none"])
+def test_shards_joined_from_many_pieces_hold_exactly_their_records(tmp_path, compression):
+    records = _records()
+    shard_bytes = _dataset().output.shard_size_mb * 1024 * 1024
+    expected = _expected_shards(records, shard_bytes, compression)
+    staging = tmp_path / "staging"
+    _write(staging, _chunks(records), expected, compression, piece_bytes=PIECE_BYTES)
+    files = _shard_files(staging)
+    assert sorted(files) == sorted(expected)
+    for path, (_, payloads, _) in expected.items():
+        assert _tfrecords(INFLATE[compression](files[path])) == payloads, path
+    # every shard was joined from its pieces' segments
+    assert len(_segments(staging)) >= 8 * len(expected)
+
+
+def test_the_bytes_are_the_same_whatever_the_spills_and_the_worker_processes(tmp_path):
+    records = _records()
+    chunks = _chunks(records)
+    expected = _expected_shards(records, _dataset().output.shard_size_mb * 1024 * 1024)
+    runs = {
+        "one": {},
+        "small": {"spill_bytes": 1},  # one spill per chunk and split
+        "processes": {"flags": TWO_PROCESSES},
+    }
+    for name, extra in runs.items():
+        _write(tmp_path / name, chunks, expected, piece_bytes=PIECE_BYTES, **extra)
+    files = {name: _shard_files(tmp_path / name) for name in runs}
+    assert sorted(files["one"]) == sorted(expected)
+    assert files["small"] == files["one"] and files["processes"] == files["one"]
+    assert _segments(tmp_path / "small") == _segments(tmp_path / "one")
