@@ -15,9 +15,10 @@ def test_without_tuning_flags_the_defaults_are_taken():
     assert SPILL_BYTES == 32 << 20
 
 
-def test_the_automatic_range_size_gives_each_worker_four_ranges_within_bounds():
+def test_the_automatic_range_size_gives_each_worker_eight_ranges_within_bounds():
     assert (MIN_SPLIT_BYTES, SPLIT_BYTES) == (4 << 20, 64 << 20)
-    assert split_size(1 << 30, 16) == 16 << 20  # 1 GB over 16 workers: 64 ranges
+    assert split_size(1 << 30, 16) == 8 << 20  # 1 GB over 16 workers: 128 ranges
+    assert split_size(1 << 30, 4) == 32 << 20
     assert split_size(1 << 30, 1) == 64 << 20  # one worker: the largest ranges
     assert split_size(243 << 20, 16) == 4 << 20  # never smaller than 4 MB
     assert split_size(0, 0) == 4 << 20

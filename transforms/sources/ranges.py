@@ -5,13 +5,13 @@ groups of about that size; its parser numbers each row by its place in the file,
 are those of a whole read.
 
 A CSV or JSON Lines file larger than the split size (uncompressed, UTF-8) is cut without a pass
-over it: `pieces` cuts it into pieces of the split size from its size alone (after a CSV's
-header, found in the file's first bytes); each piece is scanned on its own, by any worker
-(`summarize`, the rules and the method in `transforms.sources.cuts`), and `cut` turns the
-pieces' summaries, in order, into ranges: each range starts at the first record end in its
-piece. A file whose quoting the scan cannot vouch for (a misplaced quote, a lone CR, a NUL byte)
-is read whole, as the csv module would. `plan` does the three steps in one process (the tests'
-reference); `ReadSource` spreads them over the workers.
+over it: `pieces` cuts it into pieces of equal size, at most the split size, from its size
+alone (after a CSV's header, found in the file's first bytes); each piece is scanned on its
+own, by any worker (`summarize`, the rules and the method in `transforms.sources.cuts`), and
+`cut` turns the pieces' summaries, in order, into ranges: each range starts at the first
+record end in its piece. A file whose quoting the scan cannot vouch for (a misplaced quote, a
+lone CR, a NUL byte) is read whole, as the csv module would. `plan` does the three steps in
+one process (the tests' reference); `ReadSource` spreads them over the workers.
 
 Each range is then parsed on its own, by the format's own parser: a CSV range after the first
 gets the file's header lines put in front of it, and the line numbers of its records and
@@ -42,7 +42,7 @@ from transforms.sources.cuts import Summary, scan_range
 
 SPLIT_BYTES = 64 << 20  # the largest range size chosen for the workers (`split_size`)
 MIN_SPLIT_BYTES = 4 << 20  # the smallest
-RANGES_PER_WORKER = 4  # enough ranges that a worker's early finish leaves others little to do
+RANGES_PER_WORKER = 8  # enough that the ranges spread evenly, also where workers get a fixed share
 SPLITTABLE = ("csv", "jsonl", "parquet")
 _HEAD_BYTES = 1 << 16  # read at a file's start to find a CSV header, doubled until found
 _MAX_HEAD_BYTES = 16 << 20  # a file without a header line in its first 16 MB is read whole
@@ -115,12 +115,20 @@ def pieces(path: str, size: int, source: SourceSpec, split_bytes: int) -> list[R
             if header is None:
                 return whole
             header_end, header_lines = header
-    starts = range(header_end, size, split_bytes)
-    if len(starts) < 2:
-        return whole
+    return even_pieces(path, size, split_bytes, header_end, header_lines) or whole
+
+
+def even_pieces(
+    path: str, size: int, split_bytes: int, header_end: int = 0, header_lines: int = 0
+) -> list[Piece]:
+    """Bytes [header_end, size) as pieces of equal size, at most `split_bytes`; none if one."""
+    count = -(-(size - header_end) // split_bytes)
+    if count < 2:
+        return []
+    bounds = [header_end + (size - header_end) * i // count for i in range(count + 1)]
     return [
-        Piece(path, i, len(starts), start, min(start + split_bytes, size), header_end, header_lines)
-        for i, start in enumerate(starts)
+        Piece(path, i, count, start, end, header_end, header_lines)
+        for i, (start, end) in enumerate(zip(bounds, bounds[1:]))
     ]
 
 

@@ -44,16 +44,18 @@ def _csv_bytes(seed: int, size: int) -> bytes:
 
 
 def _expected(data: bytes, split: int) -> list[tuple]:
-    """The ranges of a whole-file scan: each piece of `split` bytes after the header (but the
-    first) starts a range at the first record end in it."""
+    """The ranges of a whole-file scan: each piece after the header (equal pieces of at most
+    `split` bytes) but the first starts a range at the first record end in it."""
     whole = csv_format._Scan(memoryview(data), ord(","), eof=True)
     ends, newlines = whole.ends, whole.newlines
     header_end = int(ends[0])
     header_lines = int(np.searchsorted(newlines, header_end))
     starts = []
-    for start in range(header_end + split, len(data), split):
+    count = -(-(len(data) - header_end) // split)
+    bounds = [header_end + (len(data) - header_end) * i // count for i in range(count + 1)]
+    for start, stop in zip(bounds[1:], bounds[2:]):
         i = int(np.searchsorted(ends, start, side="right"))  # the first end past `start`
-        if i < len(ends) and ends[i] <= min(start + split, len(data)) and ends[i] < len(data):
+        if i < len(ends) and ends[i] <= stop and ends[i] < len(data):
             end = int(ends[i])
             starts.append((end, int(np.searchsorted(newlines, end)) - header_lines))
     if not starts:
@@ -68,10 +70,8 @@ def _cut(data: bytes, split: int, source: SourceSpec) -> list[tuple]:
     """`ranges.cut` on in-memory pieces (what `ranges.summarize` reads from the file)."""
     header_end, header_lines = ranges._header_end(_Bytes(data), ord(","), len(data))
     pieces = []
-    starts = range(header_end, len(data), split)
-    for i, start in enumerate(starts):
-        end = min(start + split, len(data))
-        piece = ranges.Piece("f", i, len(starts), start, end, header_end, header_lines)
+    for piece in ranges.even_pieces("f", len(data), split, header_end, header_lines):
+        start, end = piece.start, piece.end
         after = data[end] if end < len(data) else None
         pieces.append((piece, scan(data[start:end], data[start - 1], after, ord(","))))
     return [(r.start, r.end, r.header_end, r.line_shift) for r in ranges.cut(pieces, source)]
@@ -108,7 +108,7 @@ def test_cuts_match_a_whole_scan_for_pieces_of_128_kb_to_16_mb(large):
     for split in [128 << (10 + k) for k in range(8)]:  # 128 KB ... 16 MB
         got = _cut(large, split, source)
         assert got == _expected(large, split), split
-        assert len(got) == -(-(len(large) - 10) // split) or split > len(large) // 4
+        assert len(got) == -(-(len(large) - 10) // split)
 
 
 @pytest.mark.parametrize("seed", range(20))

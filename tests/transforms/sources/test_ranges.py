@@ -132,10 +132,11 @@ def test_ranges_cover_the_file_at_record_ends(tmp_path):
     path.write_bytes(b'id,t\n1,"a\nb"\n2,c\n3,d\n4,e\n')
     parts = ranges.plan(str(path), path.stat().st_size, _source("csv"), 6)
     assert [(r.start, r.end, r.header_end, r.line_shift) for r in parts] == [
-        # pieces of 6 bytes after the 5-byte header: [5, 11) [11, 17) [17, 23) [23, 25)
-        (0, 13, 0, 0),  # the header and the two-line record 1 (none ends in [5, 11))
-        (13, 21, 5, 2),  # records 2 and 3: 13 ends the first record in [11, 17); record 2 is
-        (21, None, 5, 4),  # on line 4, line 2 of "header + range": moved by 2
+        # 20 bytes after the 5-byte header, in 4 pieces of 5: [5, 10) [10, 15) [15, 20) [20, 25)
+        (0, 13, 0, 0),  # the header and the two-line record 1 (none ends in [5, 10))
+        (13, 17, 5, 2),  # record 2: 13 ends the first record in [10, 15); it is on line 4,
+        (17, 21, 5, 3),  # line 2 of "header + range": moved by 2
+        (21, None, 5, 4),
     ]
 
 
