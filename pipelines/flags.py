@@ -9,7 +9,7 @@ import datetime
 import re
 
 from pipelines.config import ConfigError
-from transforms.sink.write import SPILL_BYTES
+from transforms.sink.write import SPILL_BYTES, WRITE_THREADS
 from transforms.sources import ranges
 
 _MAX_DATES = 3660  # a backfill of ten years at most: beyond, a typo is likelier than a wish
@@ -21,8 +21,9 @@ class Tuning:
     these are (`shardflow etl --split-mb/--spill-mb/--progress-seconds`)."""
 
     split_bytes: int | None = None  # CSV/JSONL/Parquet files larger: read in ranges (None: auto)
-    spill_bytes: int = SPILL_BYTES  # encoded bytes a worker gathers before it sorts and spills
+    spill_bytes: int | None = None  # encoded bytes a worker gathers before it spills (None: auto)
     progress_seconds: float | None = None  # between progress lines (default: 5 s on a terminal)
+    write_threads: int = WRITE_THREADS  # shard pieces a worker process writes at once
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,9 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
         f"{ranges.SPLIT_BYTES >> 20} MB)",
     )  # fmt: skip
     tuning.add_argument(
-        "--spill-mb", type=_megabytes, default=SPILL_BYTES, metavar="MB",
+        "--spill-mb", type=_megabytes, metavar="MB",
         help=f"encoded records a worker holds before it sorts and spills them to the staging "
-        f"folder (default {SPILL_BYTES >> 20})",
+        f"folder (default {SPILL_BYTES >> 20}; half that when local worker processes outnumber "
+        f"half the cores)",
     )  # fmt: skip
     tuning.add_argument(
         "--progress-seconds", type=_seconds, metavar="S",

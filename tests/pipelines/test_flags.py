@@ -11,7 +11,7 @@ from transforms.sources.ranges import MIN_SPLIT_BYTES, SPLIT_BYTES, split_size
 
 def test_without_tuning_flags_the_defaults_are_taken():
     args = build_parser().parse_args(["--config", "c.yaml"])
-    assert tuning_from(args) == Tuning() == Tuning(None, SPILL_BYTES, None)  # None: auto split
+    assert tuning_from(args) == Tuning() == Tuning(None, None, None)  # None: chosen for the run
     assert SPILL_BYTES == 32 << 20
 
 
@@ -78,3 +78,28 @@ def test_a_bad_tuning_value_is_refused_naming_its_flag(flag, value, message, cap
         build_parser().parse_args(["--config", "c.yaml", flag, value])
     assert exit_.value.code == 2
     assert f"argument {flag}: {message}" in capsys.readouterr().err
+
+
+def test_local_worker_processes_share_the_cores_for_writing(monkeypatch):
+    from pipelines.etl import pipeline_options, write_threads
+
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    local = ["--direct_running_mode", "multi_processing", "--direct_num_workers"]
+    assert write_threads(pipeline_options([])) == 4  # one process: 4 threads
+    assert write_threads(pipeline_options(local + ["4"])) == 4
+    assert write_threads(pipeline_options(local + ["8"])) == 2
+    assert write_threads(pipeline_options(local + ["16"])) == 1
+    assert write_threads(pipeline_options(local + ["64"])) == 1
+    dataflow = ["--runner", "DataflowRunner", "--max_num_workers", "100"]
+    assert write_threads(pipeline_options(dataflow)) == 4  # a process per vCPU, storage latency
+
+
+def test_many_local_worker_processes_spill_half_as_much(monkeypatch):
+    from pipelines.etl import pipeline_options, spill_bytes
+
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    local = ["--direct_running_mode", "multi_processing", "--direct_num_workers"]
+    assert spill_bytes(pipeline_options([])) == SPILL_BYTES
+    assert spill_bytes(pipeline_options(local + ["8"])) == SPILL_BYTES
+    assert spill_bytes(pipeline_options(local + ["16"])) == SPILL_BYTES // 2
+    assert spill_bytes(pipeline_options(["--runner", "DataflowRunner"])) == SPILL_BYTES

@@ -41,6 +41,8 @@ from transforms.sink.spill import (
 
 # encoded bytes a worker gathers before it sorts and spills them (`shardflow etl --spill-mb`)
 SPILL_BYTES = 32 << 20
+# pieces a worker process writes at once (fewer where several share a machine's cores)
+WRITE_THREADS = 4
 
 
 class SpillFn(beam.DoFn):
@@ -86,20 +88,24 @@ class WritePieceFn(beam.DoFn):
     the whole shard, written to its file; other pieces are written as segments of their shard
     (`transforms.sink.segments`), joined by `join_shard` once all are written.
 
-    Pieces are written on a few threads at once, so a worker holds up to that many pieces:
+    Pieces are written on `threads` threads at once (at most one per core), so a worker holds up
+    to that many pieces:
     reading, compression, hashing and file writes release the GIL, and each segment's bytes
     depend only on its records. Once a piece fails, the bundle has failed: pieces not yet
     started are not written (each could otherwise spend a whole retry deadline on a storage
     service that is down).
     """
 
-    def __init__(self, staging: str, split_names: list[str], output: OutputSpec):
+    def __init__(
+        self, staging: str, split_names: list[str], output: OutputSpec, threads: int = WRITE_THREADS
+    ):
         self._staging = staging
         self._splits = split_names
         self._output = output
+        self._threads = threads
 
     def setup(self):
-        self._pool = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1))
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(self._threads, os.cpu_count() or 1)))
 
     def start_bundle(self):
         self._pending = []
@@ -184,7 +190,8 @@ class WriteShards(beam.PTransform):
     the encoded bytes a worker gathers before it sorts and spills them (the shards' bytes are the
     same whatever it is). `piece_bytes`: the encoded bytes of a shard's piece (a segment), which
     bounds a writer's memory and sets the parallelism of a few large shards; it changes the
-    compressed bytes of a shard of several pieces (never its records).
+    compressed bytes of a shard of several pieces (never its records). `write_threads`: the
+    pieces a worker process writes at once.
     """
 
     def __init__(
@@ -193,12 +200,14 @@ class WriteShards(beam.PTransform):
         staging: str,
         spill_bytes: int = SPILL_BYTES,
         piece_bytes: int = PIECE_BYTES,
+        write_threads: int = WRITE_THREADS,
     ):
         super().__init__()
         self._dataset = dataset
         self._staging = staging
         self._spill_bytes = spill_bytes
         self._piece_bytes = piece_bytes
+        self._write_threads = write_threads
 
     def expand(self, encoded):
         out = self._dataset.output
@@ -217,7 +226,9 @@ class WriteShards(beam.PTransform):
         # Pieces travel as numbers: the spills' descriptions, which each piece reads from, are a
         # side input, sent to a worker once rather than with each piece.
         all_spills = beam.pvalue.AsList(spills)
-        write_fn = WritePieceFn(self._staging, list(self._dataset.split_names), out)
+        write_fn = WritePieceFn(
+            self._staging, list(self._dataset.split_names), out, self._write_threads
+        )
         facts = (
             counts
             | "PlanPieces" >> beam.FlatMap(piece_tasks, all_spills, self._piece_bytes)
