@@ -76,9 +76,9 @@ SPEEDUP_TARGETS = (("a", 16, 8.0), ("a", 4, 3.3), ("b", 16, 8.0), ("b", 4, 3.3),
 TARGET_VS_NAIVE = 5.0  # (a) at naive's N over naive
 TARGET_RSS_WORKERS, TARGET_RSS_MB = 16, 8 * 1024  # peak tree RSS of (a) at 16 workers
 
-# The up-front estimate: (start-up s, µs per row) per worker count, from a 2M-row CSV on the
-# lent 16-core machine (FIELD-NOTES: 23.9 s in process; 17.7/13.1/14.3/15.8 s at 2/4/8/16
-# workers; naive at 16 workers 21.8 s). JSON Lines is assumed to cost what CSV does.
+# The up-front estimate: (start-up s, µs per row) per worker count, from a 2M-row CSV on a
+# 16-core machine (23.9 s in process; 17.7/13.1/14.3/15.8 s at 2/4/8/16 workers, before the
+# ranges were cut in parallel; naive at 16 workers 21.8 s). JSON Lines is assumed to cost what CSV does.
 ESTIMATE = {1: (4.0, 10.0), 2: (8.0, 4.9), 4: (8.0, 2.6), 8: (8.0, 3.2), 16: (8.0, 3.9)}
 ESTIMATE_NAIVE = (8.0, 6.9)
 GENERATE_US_PER_ROW = 26.0  # one process: CSV 14 µs + JSON Lines 12 µs (measured on 2 cores)
@@ -262,7 +262,7 @@ def run_case(case: str, workers: int, repeat: int, inputs: dict, work: Path) -> 
 
 
 def estimate_s(rows: int, files: int, workers: list[int], cases: str, repeats: int) -> float:
-    """Rough seconds of the whole benchmark on the lent 16-core machine (see ESTIMATE)."""
+    """Rough seconds of the whole benchmark on a 16-core machine (see ESTIMATE)."""
     cores = os.cpu_count() or 1
     total = rows * GENERATE_US_PER_ROW / 1e6 / min(files, cores)
     costs = [ESTIMATE[min(ESTIMATE, key=lambda k: abs(k - n))] for n in workers]
@@ -479,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.rows:,} rows; cases {','.join(cases)}; workers {','.join(map(str, workers))}; "
         f"repeats {args.repeats}\nexpected total time: ~{expected / 60:.1f} min (rough, from "
-        "runs on the lent 16-core machine)",
+        "runs on a 16-core machine)",
         flush=True,
     )
     if expected > BUDGET_S:

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Puts a TensorFlow stand-in into .device/tf_stub/ for the lent 16-core machine, which has no
-# TensorFlow: the naive Beam pipeline of benchmarks/etl_csv.py (case d of etl_workers.py) needs
+# Puts a TensorFlow stand-in into .device/tf_stub/ for a benchmark host without TensorFlow: the naive Beam pipeline of benchmarks/etl_csv.py (case d of etl_workers.py) needs
 # only tf.train.Example. It copies the stand-in package of benchmarks/device/tf_stub/ and, beside
 # it, TensorFlow's generated Example protos (core/example/example_pb2.py and feature_pb2.py, which
 # import only google.protobuf) from the local TensorFlow install.
-# Run from the project root, after ../shared/device/prepare-etl-carry.sh (which fills .device/):
+# Run from the project root, once Beam's wheels for the host are in .device/:
 #   bash benchmarks/device/prepare.sh          # PYTHON=... to name the Python that has TensorFlow
 # There, benchmarks/etl_workers.py puts .device/tf_stub first on the naive child's PYTHONPATH.
 set -euo pipefail
