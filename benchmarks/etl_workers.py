@@ -78,7 +78,8 @@ TARGET_RSS_WORKERS, TARGET_RSS_MB = 16, 8 * 1024  # peak tree RSS of (a) at 16 w
 
 # The up-front estimate: (start-up s, µs per row) per worker count, from a 2M-row CSV on a
 # 16-core machine (23.9 s in process; 17.7/13.1/14.3/15.8 s at 2/4/8/16 workers, before the
-# ranges were cut in parallel; naive at 16 workers 21.8 s). JSON Lines is assumed to cost what CSV does.
+# ranges were cut in parallel; naive at 16 workers 21.8 s). JSON Lines is assumed to cost what
+# CSV does.
 ESTIMATE = {1: (4.0, 10.0), 2: (8.0, 4.9), 4: (8.0, 2.6), 8: (8.0, 3.2), 16: (8.0, 3.9)}
 ESTIMATE_NAIVE = (8.0, 6.9)
 GENERATE_US_PER_ROW = 26.0  # one process: CSV 14 µs + JSON Lines 12 µs (measured on 2 cores)
