@@ -158,7 +158,7 @@ def write_threads(options: PipelineOptions) -> int:
 def spill_bytes(options: PipelineOptions) -> int:
     """Encoded bytes a worker process gathers before it sorts and spills them: `SPILL_BYTES`,
     halved where local worker processes outnumber half the cores (a worker holds about 2.7 times
-    this: 16 processes on 16 cores stay under 450 MB each)."""
+    this above its code)."""
     direct = options.view_as(DirectOptions)
     local = parallelism(options) if direct.direct_running_mode == "multi_processing" else 1
     return SPILL_BYTES // 2 if local > (os.cpu_count() or 1) // 2 else SPILL_BYTES
