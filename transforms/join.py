@@ -14,12 +14,15 @@ from collections import defaultdict
 from typing import Iterable, Iterator
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 
 from transforms.contract.config import DatasetSpec
-from transforms.prepare import Batch, EncodedChunk, KeyMaker, Preparer, bundle_stats
+from transforms.keys import KeyMaker, key_columns
+from transforms.prepare import Batch, EncodedChunk, Preparer, bundle_stats
 from transforms.records import COUNTS, REJECTED, STATS, RawChunk, gc_paused, location
 from transforms.schema import SourceColumns
-from transforms.split import record_hash
+from transforms.split import record_hashes
 from transforms.stats import DatasetStats
 
 JOIN_BUCKETS = 64
@@ -28,15 +31,17 @@ JOIN_BUCKETS = 64
 def bucket_rows(
     chunk: RawChunk, source_index: int, key_maker: KeyMaker, buckets: int = JOIN_BUCKETS
 ) -> Iterator[tuple[int, tuple[int, list[str], RawChunk]] | dict]:
-    """(bucket, (source index, keys, sub-chunk)) per bucket the chunk touches, or rejected dicts."""
+    """(bucket, (source index, keys, sub-chunk)) per bucket the chunk touches, or rejected dicts.
+
+    A key's bucket is its order hash modulo `buckets`."""
     keys, rejected = key_maker.keys(chunk)
     yield from rejected
-    by_bucket: dict[int, list[int]] = defaultdict(list)
-    for i, key in enumerate(keys):
-        if key is not None:
-            by_bucket[record_hash(key.encode("utf-8"))[1] % buckets].append(i)
-    for bucket, indices in sorted(by_bucket.items()):
-        yield bucket, (source_index, [keys[i] for i in indices], chunk.take(indices))
+    rows = np.flatnonzero(keys.is_valid().to_numpy(zero_copy_only=False))
+    _, order_hashes = record_hashes(keys.take(rows))
+    bucket_of = order_hashes % np.uint64(buckets)
+    for bucket in np.unique(bucket_of).tolist():
+        mine = rows[bucket_of == bucket]
+        yield bucket, (source_index, keys.take(mine).to_pylist(), chunk.take(mine.tolist()))
 
 
 def join_bucket(
@@ -90,11 +95,16 @@ def join_bucket(
             raw = json.dumps({c.source: c.raw(row) for c, row in found}, ensure_ascii=False)
         return source, where, raw
 
+    firsts = [p[0][0] for p in parts]  # (source index, path, line) of each record's first part
     batch = Batch(
         size=len(keys),
         tables=tables,
-        keys=keys,
-        order=lambda i: parts[i][0][0],
+        keys=key_columns(
+            pa.array(keys, pa.string()),
+            [source for source, _, _ in firsts],
+            [path for _, path, _ in firsts],
+            [line for _, _, line in firsts],
+        ),
         describe=describe,
     )
     return batch, duplicates, joined

@@ -7,34 +7,28 @@ its order hash, its key (for dropping duplicates) and its serialized `tf.train.E
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam import coders
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms import encode
 from transforms.contract.config import DatasetSpec
-from transforms.records import (
-    REJECTED,
-    STATS,
-    ChunkCoder,
-    RawChunk,
-    gc_paused,
-    location,
-    rejection,
-)
-from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
-from transforms.split import SplitAssigner, binary_values, record_hashes
+from transforms.keys import KeyMaker, key_columns
+from transforms.records import REJECTED, STATS, ChunkCoder, RawChunk, gc_paused, location, rejection
+from transforms.schema import SourceColumns, Validator
+from transforms.split import SplitAssigner, record_hashes
 from transforms.stats import DatasetStats, chunk_stats
 
 
 @dataclasses.dataclass
 class Batch:
-    """Records ready for validation: each source's fields as columns, plus provenance.
+    """Records ready for validation: each source's fields as columns, plus (keyed datasets)
+    the key and provenance of each record (`transforms.keys.KEYS`).
 
     `describe(i)` gives (source, location, raw text) of record i, for the rejected output; it is
     called only for rejected records.
@@ -42,8 +36,7 @@ class Batch:
 
     size: int
     tables: dict[str, SourceColumns]
-    keys: list[str] | None
-    order: Callable[[int], tuple]  # (source index, path, line) of record i
+    keys: pa.RecordBatch | None
     describe: Callable[[int], tuple[str, str, str]]
 
 
@@ -53,8 +46,7 @@ class EncodedChunk:
 
     split: np.ndarray  # int16 split index per record
     order_hash: np.ndarray  # uint64
-    key: list[str] | None
-    order: list[tuple] | None  # provenance, kept for keyed datasets only
+    keys: pa.RecordBatch | None  # keyed datasets: key and provenance (transforms.keys.KEYS)
     payload: pa.BinaryArray
 
     def __len__(self) -> int:
@@ -67,71 +59,6 @@ class EncodedChunk:
 coders.registry.register_coder(EncodedChunk, ChunkCoder)
 
 
-class KeyMaker:
-    """The canonical text of a record's key: typed like its feature when the key is a feature.
-
-    Otherwise: text as it is, bytes (TFRecord, Parquet binary) as UTF-8 text, numbers as `str`
-    gives them (`7`, `7.5`, `inf`), booleans as `True`/`False`, and lists and objects as their
-    ASCII JSON with sorted keys (bytes in them as UTF-8 text, other values as `str`: a TFRecord
-    field is a list of bytes, a Parquet one may hold dates or decimals). A key must be valid
-    text, because it is hashed and written as UTF-8: a value holding undecodable input (a lone
-    surrogate, e.g. a CSV byte that is not UTF-8 or a JSON `"\\udc80"` escape) rejects its
-    record with `KEY: not valid text`.
-    """
-
-    def __init__(self, dataset: DatasetSpec):
-        self.field = dataset.key
-        self._feature = None
-        if dataset.key is not None:
-            for f in dataset.features:
-                if f.name == dataset.key and f.is_scalar:
-                    self._feature = f
-
-    def keys(self, chunk: RawChunk) -> tuple[list[str | None], list[dict]]:
-        """The key of every record of a chunk (None where it has none), and the records rejected."""
-        values = chunk.values(self.field)
-        keys: list[str | None] = []
-        rejected = []
-        for i, value in enumerate(values):
-            try:
-                keys.append(self(value))
-            except RecordError as e:
-                keys.append(None)
-                rejected.append(
-                    rejection(
-                        chunk.source, location(chunk.path, chunk.lines[i]), e.reason, chunk.raw(i)
-                    )
-                )
-        return keys, rejected
-
-    def __call__(self, value: Any) -> str:
-        if value is None:
-            raise RecordError(f"{self.field}: missing key")
-        if self._feature is not None:
-            value = coerce_feature(self._feature, value)[0]
-        if isinstance(value, bytes):
-            text = self._text(value)
-        elif isinstance(value, (dict, list)):
-            text = json.dumps(value, sort_keys=True, default=self._json)
-        else:
-            text = str(value)
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise RecordError(f"{self.field}: not valid text") from None
-        return text
-
-    def _text(self, value: bytes) -> str:
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            raise RecordError(f"{self.field}: not valid text") from None
-
-    def _json(self, value: Any) -> Any:
-        return self._text(value) if isinstance(value, bytes) else str(value)
-
-
 def batch_of_chunk(
     chunk: RawChunk, source_index: int, key_maker: KeyMaker | None
 ) -> tuple[Batch, list[dict]]:
@@ -139,17 +66,17 @@ def batch_of_chunk(
     rejected: list[dict] = []
     keys = None
     if key_maker is not None:
-        keys, rejected = key_maker.keys(chunk)
+        texts, rejected = key_maker.keys(chunk)
         if rejected:
-            keep = [i for i, key in enumerate(keys) if key is not None]
-            chunk = chunk.take(keep)
-            keys = [keys[i] for i in keep]
+            valid = texts.is_valid()
+            chunk = chunk.take(pc.indices_nonzero(valid).to_pylist())
+            texts = texts.filter(valid)
+        keys = key_columns(texts, source_index, chunk.path, chunk.lines)
     src, path, lines = chunk.source, chunk.path, chunk.lines
     batch = Batch(
         size=len(chunk),
         tables={src: SourceColumns(chunk.columns, chunk.text)},
         keys=keys,
-        order=lambda i: (source_index, path, lines[i]),
         describe=lambda i: (src, location(path, lines[i]), chunk.raw(i)),
     )
     return batch, rejected
@@ -176,26 +103,23 @@ class Preparer:
         for i, reason in sorted(reasons.items()):
             source, where, raw = batch.describe(i)
             rejected.append(rejection(source, where, reason, raw))
-        kept = range(batch.size)
+        keys = batch.keys
         if reasons:
-            kept = [i for i in kept if i not in reasons]
-            keep = pa.array([i not in reasons for i in range(batch.size)])
+            keep = np.ones(batch.size, bool)
+            keep[list(reasons)] = False
+            keep = pa.array(keep)
             columns = [c.filter(keep) for c in columns]
-        if not kept:
+            keys = keys.filter(keep) if keys is not None else None
+        if len(reasons) == batch.size:
             empty = np.zeros(0, np.uint64)
-            keyed = [] if self._keyed else None
             payloads = pa.array([], pa.binary())
-            encoded = EncodedChunk(empty.astype(np.int16), empty, keyed, keyed, payloads)
+            encoded = EncodedChunk(empty.astype(np.int16), empty, keys, payloads)
             return encoded, rejected, DatasetStats()
         payloads = encode.encode_columns(self._names, columns)
-        keys = [batch.keys[i] for i in kept] if self._keyed else None
-        split_hashes, order_hashes = record_hashes(
-            [k.encode("utf-8") for k in keys] if self._keyed else binary_values(payloads)
-        )
-        order = [batch.order(i) for i in kept] if self._keyed else None
+        split_hashes, order_hashes = record_hashes(keys.column("key") if self._keyed else payloads)
         splits = self._assign(split_hashes)
         stats = chunk_stats(self._names, self._types, columns, splits)
-        return EncodedChunk(splits, order_hashes, keys, order, payloads), rejected, stats
+        return EncodedChunk(splits, order_hashes, keys, payloads), rejected, stats
 
 
 class _PrepareChunkFn(beam.DoFn):

@@ -10,9 +10,10 @@ from xxhash import xxh3_128_intdigest
 
 from pipelines.config import parse_config
 from tests.readback import values
+from tests.transforms.keyed import key_rows
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
 from transforms.join import JoinByKey, bucket_rows, join_bucket
-from transforms.prepare import KeyMaker
+from transforms.keys import KeyMaker
 from transforms.records import RawChunk, one_line_records
 from transforms.stats import MergeStats
 
@@ -78,14 +79,14 @@ def test_join_merges_sources_counts_duplicates_and_keeps_the_first():
         g for chunk, i in ((a, 0), (b, 1)) for _, g in bucket_rows(chunk, i, maker, buckets=1)
     ]
     batch, duplicates, joined = join_bucket(reversed(groups), ["a", "b"])
-    assert (duplicates, joined, batch.size, batch.keys) == (1, 1, 3, ["1", "2", "3"])
+    assert (duplicates, joined, batch.size) == (1, 1, 3)
     assert batch.tables["a"].columns == {"id": ["1", "2", None], "v": ["first", None, None]}
     assert batch.tables["a"].text is True
     assert batch.tables["b"].columns == {"id": [1, None, 3], "w": ["x", None, "y"]}
-    assert [batch.order(i) for i in range(3)] == [
-        (0, "a.csv", 2),
-        (0, "a.csv", 4),
-        (1, "b.jsonl", 3),
+    assert key_rows(batch.keys) == [
+        ("1", (0, "a.csv", 2)),
+        ("2", (0, "a.csv", 4)),
+        ("3", (1, "b.jsonl", 3)),
     ]
     assert [batch.describe(i) for i in range(3)] == [
         ("a,b", "a.csv:2; b.jsonl:2", '{"a": "a1", "b": "b1"}'),
@@ -166,13 +167,13 @@ def _joined_examples(chunk) -> list[tuple]:
     import tensorflow as tf
 
     out = []
+    keys = key_rows(chunk.keys)
     for i, payload in enumerate(chunk.payload.to_pylist()):
         feature = tf.train.Example.FromString(payload).features.feature
         out.append(
             (
                 ("train", "eval")[int(chunk.split[i])],
-                chunk.key[i],
-                chunk.order[i],
+                *keys[i],
                 sorted((name, values(f)) for name, f in feature.items()),
             )
         )

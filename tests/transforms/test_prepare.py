@@ -13,6 +13,7 @@ from xxhash import xxh3_128_intdigest
 
 from pipelines.config import parse_config
 from tests.readback import values
+from tests.transforms.keyed import key_rows
 from transforms.prepare import PrepareRecords
 from transforms.records import RawChunk, one_line_records
 from transforms.stats import MergeStats
@@ -134,14 +135,15 @@ def _decoded(chunk) -> list[tuple]:
     import tensorflow as tf
 
     out = []
+    keys = key_rows(chunk.keys)
     for i, payload in enumerate(chunk.payload.to_pylist()):
         feature = tf.train.Example.FromString(payload).features.feature
         out.append(
             (
                 SPLITS[int(chunk.split[i])],
-                chunk.key[i],
+                keys[i][0],
                 int(chunk.order_hash[i]),
-                chunk.order[i],
+                keys[i][1],
                 sorted((name, values(f)) for name, f in feature.items()),
             )
         )

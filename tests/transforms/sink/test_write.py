@@ -19,6 +19,7 @@ from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
 from xxhash import xxh3_128_intdigest
 
 from pipelines.config import parse_config
+from tests.transforms.keyed import keys_of
 from transforms.contract.layout import SPILL_DIR, shard_name
 from transforms.prepare import EncodedChunk
 from transforms.sink.write import WriteShards
@@ -70,8 +71,7 @@ def _chunks(records) -> list[EncodedChunk]:
             EncodedChunk(
                 np.array([r[0] for r in part], np.int16),
                 np.array([r[1] for r in part], np.uint64),
-                [r[2] for r in part],
-                [r[3] for r in part],
+                keys_of([r[2] for r in part], [r[3] for r in part]),
                 pa.array([r[4] for r in part], pa.binary()),
             )
         )
