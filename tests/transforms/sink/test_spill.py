@@ -153,3 +153,31 @@ def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path):
         facts.append(fn._write(0, 1, 2, pieces, written, __import__("threading").Event()))
     assert facts[0]["duplicates"] > 0 and facts[0]["records"] > 0
     assert facts[0] == facts[1]
+
+
+@pytest.mark.parametrize("keys", ["varied", "empty"])
+def test_keys_and_provenance_read_back_exactly(tmp_path, monkeypatch, keys):
+    monkeypatch.setattr(spill, "FENCE_STRIDE", 8)
+    rng = random.Random(12)
+    n = 400
+    texts = [
+        "" if keys == "empty" else rng.choice(["", "k", "ключ\n", "a\u2028b", '"q"', "🎁"]) + str(i)
+        for i in range(n)
+    ]
+    paths = ["a.csv", "dir/é.csv", "bad\udcff.csv", "gs://b/x y.jsonl", '"[q]"\n.csv']
+    orders = [(rng.randrange(4), rng.choice(paths), rng.randrange(2**62)) for _ in range(n)]
+    hashes = np.array([rng.getrandbits(64) >> rng.choice([0, 62]) for _ in range(n)], np.uint64)
+    chunk = EncodedChunk(
+        np.zeros(n, np.int16), hashes, keys_of(texts, orders), [b"p%d" % i for i in range(n)]
+    )
+    (written,) = spill.write_spill_files([chunk], str(tmp_path), keyed=True)
+    assert written.keyed and written.key_bytes == sum(len(t.encode()) for t in texts)
+    by_hash = sorted(range(n), key=lambda i: hashes[i])  # stable: ties stay in input order
+    expected = [(int(hashes[i]), texts[i], orders[i], b"p%d" % i) for i in by_hash]
+    for low, high in [(0, None), (0, 4), (3, 1 << 40), (1 << 40, 1 << 63), (1 << 63, None)]:
+        part = spill.read_slice(written, low, high)
+        got = []
+        if part is not None:
+            rows = zip(part.order_hash.tolist(), key_rows(part.keys), part.payload.to_pylist())
+            got = [(h, key, order, payload) for h, (key, order), payload in rows]
+        assert got == [r for r in expected if low <= r[0] < (high or 1 << 64)], (low, high)
