@@ -194,24 +194,31 @@ def _mask(condition: pa.Array) -> np.ndarray:
 
 
 def key_columns(
-    keys: pa.Array, sources: Sequence[int] | int, paths: Sequence[str] | str, lines: Sequence[int]
+    keys: pa.Array,
+    sources: Sequence[int] | int,
+    lines: Sequence[int],
+    paths: Sequence[str],
+    path_index: Sequence[int] | None = None,
 ) -> pa.RecordBatch:
-    """The KEYS columns of records: one source and path for all of them, or one per record."""
+    """The KEYS columns of records: their keys, source indexes (one for all, or one each) and
+    lines, and their files: `paths[path_index[i]]` (all `paths[0]` without an index)."""
     n = len(keys)
-    if isinstance(paths, str):
-        path = pa.DictionaryArray.from_arrays(
-            pa.array(np.zeros(n, np.int32)), pa.array([_path_bytes(paths)], pa.binary())
-        )
-    else:
-        path = pa.array([_path_bytes(p) for p in paths], pa.binary()).dictionary_encode()
+    index = np.zeros(n, np.int32) if path_index is None else np.asarray(path_index, np.int32)
+    files = pa.array([path_bytes(p) for p in paths], pa.binary())
     source = np.full(n, sources, np.int16) if isinstance(sources, int) else sources
     return pa.RecordBatch.from_arrays(
-        [keys, pa.array(source, pa.int16()), path, pa.array(np.asarray(lines, np.int64))],
+        [
+            keys,
+            pa.array(source, pa.int16()),
+            pa.DictionaryArray.from_arrays(pa.array(index), files),
+            pa.array(np.asarray(lines, np.int64)),
+        ],
         schema=KEYS,
     )
 
 
-def _path_bytes(path: str) -> bytes:
+def path_bytes(path: str) -> bytes:
+    """A file path as the provenance holds it: UTF-8, undecodable bytes as they were."""
     return path.encode("utf-8", "surrogateescape")
 
 

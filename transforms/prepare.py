@@ -71,7 +71,7 @@ def batch_of_chunk(
             valid = texts.is_valid()
             chunk = chunk.take(pc.indices_nonzero(valid).to_pylist())
             texts = texts.filter(valid)
-        keys = key_columns(texts, source_index, chunk.path, chunk.lines)
+        keys = key_columns(texts, source_index, chunk.lines, [chunk.path])
     src, path, lines = chunk.source, chunk.path, chunk.lines
     batch = Batch(
         size=len(chunk),

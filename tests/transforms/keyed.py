@@ -19,9 +19,11 @@ def key_rows(keys: pa.RecordBatch | None) -> list[tuple[str, tuple[int, str, int
 
 def keys_of(keys: list[str], orders: list[tuple[int, str, int]]) -> pa.RecordBatch:
     """The KEYS columns of records given as keys and (source index, path, line) tuples."""
+    paths = list(dict.fromkeys(o[1] for o in orders))
     return key_columns(
         pa.array(keys, pa.string()),
         [o[0] for o in orders],
-        [o[1] for o in orders],
         [o[2] for o in orders],
+        paths,
+        [paths.index(o[1]) for o in orders],
     )

@@ -3,6 +3,7 @@
 import json
 
 import apache_beam as beam
+import pyarrow as pa
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -59,7 +60,13 @@ def test_rows_without_key_are_rejected_when_bucketing():
         "record": "raw0",
     }
     bucket, (source_index, keys, sub) = out[1]
-    assert (bucket, source_index, keys, sub.raw(0), len(sub)) == (0, 0, ["1"], "raw1", 1)
+    assert (bucket, source_index, keys.to_pylist(), sub.raw(0), len(sub)) == (
+        0,
+        0,
+        ["1"],
+        "raw1",
+        1,
+    )
 
 
 def test_join_merges_sources_counts_duplicates_and_keeps_the_first():
@@ -244,3 +251,28 @@ def test_join_by_key_joins_rejects_and_counts_exactly():
             | beam.Map(lambda s: sum(s.records.values()))
         )
         assert_that(records, equal_to([3]), label="CheckStatistics")
+
+
+def test_bucketed_sub_chunks_hold_their_records_only_with_arrow_columns_kept():
+    raw = 'id,v\n1,a\n2,"b\nb"\n3,c\n'.encode()
+    starts, ends = [5, 9, 17], [9, 17, 21]
+    chunk = RawChunk(
+        "a",
+        "a.csv",
+        {"id": pa.array(["1", "2", "3"]), "v": ["a", "b\nb", "c"]},
+        [2, 3, 5],
+        raw,
+        starts,
+        ends,
+        text=True,
+    )
+    (sub,) = chunk.take_each([[2, 1]])
+    assert isinstance(sub.columns["id"], pa.Array) and sub.columns["id"].to_pylist() == ["3", "2"]
+    assert sub.columns["v"] == ["c", "b\nb"] and sub.lines == [5, 3]
+    assert sub.raw_text == b'3,c\n2,"b\nb"\n' and [sub.raw(0), sub.raw(1)] == [
+        "3,c\n",
+        '2,"b\nb"\n',
+    ]
+    text = RawChunk("a", "a.csv", {"v": ["x", "y"]}, [1, 2], **one_line_records(["x\n", "yy\n"]))
+    assert [c.raw(0) for c in text.take_each([[1], [0]])] == ["yy\n", "x\n"]
+    assert len(chunk.take([])) == 0
