@@ -69,11 +69,10 @@ class KeyMaker:
         rejected), and the rejected records, in record order."""
         n = len(chunk)
         column = chunk.columns.get(self.field)
-        vector = None
-        if column is not None:
-            vector = self._vector(column)
-        elif n:
+        if column is None:  # no record holds the field
             vector = pa.nulls(n, pa.string()), np.zeros(n, bool)
+        else:
+            vector = self._vector(column)
         if vector is None:  # the whole column by the per-value rule
             texts, odd = pa.nulls(n, pa.string()), np.ones(n, bool)
         else:
@@ -90,7 +89,7 @@ class KeyMaker:
         if found:
             mask = np.zeros(n, bool)
             mask[list(found)] = True
-            texts = pc.replace_with_mask(texts, pa.array(mask), pa.array(found.values()))
+            texts = pc.replace_with_mask(texts, pa.array(mask), pa.array(list(found.values())))
         rejected = [
             rejection(chunk.source, location(chunk.path, chunk.lines[i]), reasons[i], chunk.raw(i))
             for i in sorted(reasons)
