@@ -19,11 +19,10 @@ import pyarrow.compute as pc
 
 from transforms.contract.config import DatasetSpec
 from transforms.keys import KeyMaker, key_columns, path_bytes
-from transforms.prepare import Batch, EncodedChunk, Preparer, bundle_stats
+from transforms.prepare import Batch, EncodedChunk, Encoder, Preparer, finish_encoding
 from transforms.records import COUNTS, REJECTED, STATS, RawChunk, gc_paused, location
 from transforms.schema import SourceColumns
 from transforms.split import record_hashes
-from transforms.stats import DatasetStats
 
 JOIN_BUCKETS = 64
 
@@ -163,25 +162,27 @@ class _JoinBucketFn(beam.DoFn):
 
     def setup(self):
         self._preparer = Preparer(self._dataset)
+        self._encoder = Encoder(self._preparer)
 
     def start_bundle(self):
-        self._stats = DatasetStats()
+        self._encoder.start()
 
     def finish_bundle(self):
-        yield from bundle_stats(self._stats)
+        yield from finish_encoding(self._encoder)
+
+    def teardown(self):
+        self._encoder.close()
 
     def process(self, element):
         _, groups = element
         with gc_paused():
             batch, duplicates, joined = join_bucket(groups, list(self._dataset.source_names))
-            encoded, rejected, stats = self._preparer.prepare(batch)
-            self._stats.merge(stats)
+            valid, rejected = self._preparer.validate(batch)
         for r in rejected:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
         yield beam.pvalue.TaggedOutput(COUNTS, ("duplicates", duplicates))
         yield beam.pvalue.TaggedOutput(COUNTS, ("joined", joined))
-        if len(encoded):
-            yield encoded
+        yield from self._encoder.push(valid)
 
 
 class JoinByKey(beam.PTransform):

@@ -1,12 +1,15 @@
 """Validation, keying, encoding and split assignment of records, a chunk at a time.
 
 The output of this stage, `EncodedChunk`, is everything the writer needs: per record its split,
-its order hash, its key (for dropping duplicates) and its serialized `tf.train.Example`.
+its order hash, its key (for dropping duplicates) and its serialized `tf.train.Example`. A chunk
+is validated on the step's thread and encoded, with its statistics, on a helper thread while the
+next chunk is validated (`Encoder`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterator
 
 import apache_beam as beam
@@ -59,6 +62,15 @@ class EncodedChunk:
 coders.registry.register_coder(EncodedChunk, ChunkCoder)
 
 
+@dataclasses.dataclass
+class Valid:
+    """The valid records of a batch: one list column per feature, and (keyed datasets) their
+    keys and provenance."""
+
+    columns: list[pa.Array]
+    keys: pa.RecordBatch | None
+
+
 def batch_of_chunk(
     chunk: RawChunk, source_index: int, key_maker: KeyMaker | None
 ) -> tuple[Batch, list[dict]]:
@@ -96,8 +108,8 @@ class Preparer:
         self._assign = SplitAssigner([fraction for _, fraction in dataset.splits])
         self._keyed = dataset.key is not None
 
-    def prepare(self, batch: Batch) -> tuple[EncodedChunk, list[dict], DatasetStats]:
-        """(the valid records encoded, the rejected ones, the statistics of the valid ones)."""
+    def validate(self, batch: Batch) -> tuple[Valid, list[dict]]:
+        """(the valid records, the rejected ones)."""
         columns, reasons = self._validator.validate(batch.size, batch.tables)
         rejected = []
         for i, reason in sorted(reasons.items()):
@@ -110,16 +122,94 @@ class Preparer:
             keep = pa.array(keep)
             columns = [c.filter(keep) for c in columns]
             keys = keys.filter(keep) if keys is not None else None
-        if len(reasons) == batch.size:
+        return Valid(columns, keys), rejected
+
+    def encode(self, valid: Valid) -> EncodedChunk:
+        """The valid records encoded, with their splits and order hashes."""
+        if not len(valid.columns[0]):
             empty = np.zeros(0, np.uint64)
             payloads = pa.array([], pa.binary())
-            encoded = EncodedChunk(empty.astype(np.int16), empty, keys, payloads)
-            return encoded, rejected, DatasetStats()
-        payloads = encode.encode_columns(self._names, columns)
-        split_hashes, order_hashes = record_hashes(keys.column("key") if self._keyed else payloads)
-        splits = self._assign(split_hashes)
-        stats = chunk_stats(self._names, self._types, columns, splits)
-        return EncodedChunk(splits, order_hashes, keys, payloads), rejected, stats
+            return EncodedChunk(empty.astype(np.int16), empty, valid.keys, payloads)
+        payloads = encode.encode_columns(self._names, valid.columns)
+        split_hashes, order_hashes = record_hashes(
+            valid.keys.column("key") if self._keyed else payloads
+        )
+        return EncodedChunk(self._assign(split_hashes), order_hashes, valid.keys, payloads)
+
+    def statistics(self, columns: list[pa.Array], splits: np.ndarray) -> DatasetStats:
+        """The statistics of valid records (their columns) in their splits."""
+        return chunk_stats(self._names, self._types, columns, splits)
+
+
+class Encoder:
+    """Encodes valid records and counts their statistics on two helper threads, while the
+    step's thread validates the next chunk: encoding and statistics are mostly Arrow and numpy,
+    which release the GIL, so they use a second core when there is one.
+
+    A chunk is encoded while the next one is validated: `push` yields the chunk before the one
+    pushed, `flush` the last one. Statistics are counted a few chunks at a time (STATS_ROWS
+    records): they do not depend on how records are grouped, and fewer, larger groups spend less
+    on the per-call work of numpy and Arrow. At most one chunk waits to be encoded and one group
+    to be counted, and the output is that of encoding and counting in turn. After `flush`,
+    `stats` holds the statistics of every chunk pushed.
+    """
+
+    STATS_ROWS = 1 << 16
+
+    def __init__(self, preparer: Preparer):
+        self._preparer = preparer
+        self._pool = ThreadPoolExecutor(max_workers=2)
+        self.start()
+
+    def start(self) -> None:
+        """Starts a bundle: nothing waits, no statistics."""
+        self._encoding: tuple[Future, list[pa.Array]] | None = None
+        self._counting: Future | None = None
+        self._uncounted: list[tuple[list[pa.Array], np.ndarray]] = []
+        self.stats = DatasetStats()
+
+    def push(self, valid: Valid) -> Iterator[EncodedChunk]:
+        done = self._encoded()
+        self._encoding = self._pool.submit(self._preparer.encode, valid), valid.columns
+        yield from done
+
+    def flush(self) -> Iterator[EncodedChunk]:
+        yield from self._encoded()
+        self._count()
+        self._merge_counted()
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
+    def _encoded(self) -> list[EncodedChunk]:
+        """The chunk being encoded, once it is (none if it has no record)."""
+        if self._encoding is None:
+            return []
+        (future, columns), self._encoding = self._encoding, None
+        encoded = future.result()
+        if not len(encoded):
+            return []
+        self._uncounted.append((columns, encoded.split))
+        if sum(len(split) for _, split in self._uncounted) >= self.STATS_ROWS:
+            self._count()
+        return [encoded]
+
+    def _count(self) -> None:
+        """Starts counting the chunks encoded since the last group, once that group is."""
+        if not self._uncounted:
+            return
+        self._merge_counted()
+        parts, self._uncounted = self._uncounted, []
+        self._counting = self._pool.submit(self._statistics, parts)
+
+    def _merge_counted(self) -> None:
+        if self._counting is not None:
+            self.stats.merge(self._counting.result())
+            self._counting = None
+
+    def _statistics(self, parts: list[tuple[list[pa.Array], np.ndarray]]) -> DatasetStats:
+        columns = [pa.concat_arrays([p[0][i] for p in parts]) for i in range(len(parts[0][0]))]
+        return self._preparer.statistics(columns, np.concatenate([split for _, split in parts]))
 
 
 class _PrepareChunkFn(beam.DoFn):
@@ -130,33 +220,38 @@ class _PrepareChunkFn(beam.DoFn):
 
     def setup(self):
         self._preparer = Preparer(self._dataset)
+        self._encoder = Encoder(self._preparer)
         self._key_maker = KeyMaker(self._dataset) if self._dataset.key is not None else None
         self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
 
     def start_bundle(self):
-        self._stats = DatasetStats()
+        self._encoder.start()
 
     def process(self, chunk: RawChunk):
         with gc_paused():
             batch, rejected = batch_of_chunk(
                 chunk, self._source_index[chunk.source], self._key_maker
             )
-            encoded, invalid, stats = self._preparer.prepare(batch)
-            self._stats.merge(stats)
+            valid, invalid = self._preparer.validate(batch)
         for r in rejected + invalid:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
-        if len(encoded):
-            yield encoded
+        yield from self._encoder.push(valid)
 
     def finish_bundle(self):
-        yield from bundle_stats(self._stats)
+        yield from finish_encoding(self._encoder)
+
+    def teardown(self):
+        self._encoder.close()
 
 
-def bundle_stats(stats: DatasetStats) -> Iterator[beam.pvalue.TaggedOutput]:
-    """A bundle's merged statistics, as the STATS output of its finish_bundle (once per bundle:
-    far fewer elements than one per chunk)."""
-    if stats.records:
-        yield beam.pvalue.TaggedOutput(STATS, GlobalWindows.windowed_value(stats))
+def finish_encoding(encoder: Encoder) -> Iterator:
+    """The finish_bundle outputs of a step that encodes with `encoder`: its last chunk, then
+    the bundle's merged statistics as the STATS output (once per bundle: far fewer elements
+    than one per chunk)."""
+    for encoded in encoder.flush():
+        yield GlobalWindows.windowed_value(encoded)
+    if encoder.stats.records:
+        yield beam.pvalue.TaggedOutput(STATS, GlobalWindows.windowed_value(encoder.stats))
 
 
 class PrepareRecords(beam.PTransform):
