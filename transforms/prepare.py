@@ -1,40 +1,37 @@
 """Validation, keying, encoding and split assignment of records, a chunk at a time.
 
 The output of this stage, `EncodedChunk`, is everything the writer needs: per record its split,
-its order hash, its key (for dropping duplicates) and its serialized `tf.train.Example`.
+its order hash, its key (for dropping duplicates) and its serialized `tf.train.Example`. A chunk
+is validated on the step's thread and encoded, with its statistics, on a helper thread while the
+next chunk is validated (`Encoder`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import Any, Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Iterator
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam import coders
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms import encode
 from transforms.contract.config import DatasetSpec
-from transforms.records import (
-    REJECTED,
-    STATS,
-    ChunkCoder,
-    RawChunk,
-    gc_paused,
-    location,
-    rejection,
-)
-from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
-from transforms.split import SplitAssigner, binary_values, record_hashes
+from transforms.keys import KeyMaker, key_columns
+from transforms.records import REJECTED, STATS, ChunkCoder, RawChunk, gc_paused, location, rejection
+from transforms.schema import SourceColumns, Validator
+from transforms.split import SplitAssigner, record_hashes
 from transforms.stats import DatasetStats, chunk_stats
 
 
 @dataclasses.dataclass
 class Batch:
-    """Records ready for validation: each source's fields as columns, plus provenance.
+    """Records ready for validation: each source's fields as columns, plus (keyed datasets)
+    the key and provenance of each record (`transforms.keys.KEYS`).
 
     `describe(i)` gives (source, location, raw text) of record i, for the rejected output; it is
     called only for rejected records.
@@ -42,8 +39,7 @@ class Batch:
 
     size: int
     tables: dict[str, SourceColumns]
-    keys: list[str] | None
-    order: Callable[[int], tuple]  # (source index, path, line) of record i
+    keys: pa.RecordBatch | None
     describe: Callable[[int], tuple[str, str, str]]
 
 
@@ -53,8 +49,7 @@ class EncodedChunk:
 
     split: np.ndarray  # int16 split index per record
     order_hash: np.ndarray  # uint64
-    key: list[str] | None
-    order: list[tuple] | None  # provenance, kept for keyed datasets only
+    keys: pa.RecordBatch | None  # keyed datasets: key and provenance (transforms.keys.KEYS)
     payload: pa.BinaryArray
 
     def __len__(self) -> int:
@@ -67,69 +62,13 @@ class EncodedChunk:
 coders.registry.register_coder(EncodedChunk, ChunkCoder)
 
 
-class KeyMaker:
-    """The canonical text of a record's key: typed like its feature when the key is a feature.
+@dataclasses.dataclass
+class Valid:
+    """The valid records of a batch: one list column per feature, and (keyed datasets) their
+    keys and provenance."""
 
-    Otherwise: text as it is, bytes (TFRecord, Parquet binary) as UTF-8 text, numbers as `str`
-    gives them (`7`, `7.5`, `inf`), booleans as `True`/`False`, and lists and objects as their
-    ASCII JSON with sorted keys (bytes in them as UTF-8 text, other values as `str`: a TFRecord
-    field is a list of bytes, a Parquet one may hold dates or decimals). A key must be valid
-    text, because it is hashed and written as UTF-8: a value holding undecodable input (a lone
-    surrogate, e.g. a CSV byte that is not UTF-8 or a JSON `"\\udc80"` escape) rejects its
-    record with `KEY: not valid text`.
-    """
-
-    def __init__(self, dataset: DatasetSpec):
-        self.field = dataset.key
-        self._feature = None
-        if dataset.key is not None:
-            for f in dataset.features:
-                if f.name == dataset.key and f.is_scalar:
-                    self._feature = f
-
-    def keys(self, chunk: RawChunk) -> tuple[list[str | None], list[dict]]:
-        """The key of every record of a chunk (None where it has none), and the records rejected."""
-        values = chunk.values(self.field)
-        keys: list[str | None] = []
-        rejected = []
-        for i, value in enumerate(values):
-            try:
-                keys.append(self(value))
-            except RecordError as e:
-                keys.append(None)
-                rejected.append(
-                    rejection(
-                        chunk.source, location(chunk.path, chunk.lines[i]), e.reason, chunk.raw(i)
-                    )
-                )
-        return keys, rejected
-
-    def __call__(self, value: Any) -> str:
-        if value is None:
-            raise RecordError(f"{self.field}: missing key")
-        if self._feature is not None:
-            value = coerce_feature(self._feature, value)[0]
-        if isinstance(value, bytes):
-            text = self._text(value)
-        elif isinstance(value, (dict, list)):
-            text = json.dumps(value, sort_keys=True, default=self._json)
-        else:
-            text = str(value)
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise RecordError(f"{self.field}: not valid text") from None
-        return text
-
-    def _text(self, value: bytes) -> str:
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            raise RecordError(f"{self.field}: not valid text") from None
-
-    def _json(self, value: Any) -> Any:
-        return self._text(value) if isinstance(value, bytes) else str(value)
+    columns: list[pa.Array]
+    keys: pa.RecordBatch | None
 
 
 def batch_of_chunk(
@@ -139,17 +78,17 @@ def batch_of_chunk(
     rejected: list[dict] = []
     keys = None
     if key_maker is not None:
-        keys, rejected = key_maker.keys(chunk)
+        texts, rejected = key_maker.keys(chunk)
         if rejected:
-            keep = [i for i, key in enumerate(keys) if key is not None]
-            chunk = chunk.take(keep)
-            keys = [keys[i] for i in keep]
+            valid = texts.is_valid()
+            chunk = chunk.take(pc.indices_nonzero(valid).to_pylist())
+            texts = texts.filter(valid)
+        keys = key_columns(texts, source_index, chunk.lines, [chunk.path])
     src, path, lines = chunk.source, chunk.path, chunk.lines
     batch = Batch(
         size=len(chunk),
         tables={src: SourceColumns(chunk.columns, chunk.text)},
         keys=keys,
-        order=lambda i: (source_index, path, lines[i]),
         describe=lambda i: (src, location(path, lines[i]), chunk.raw(i)),
     )
     return batch, rejected
@@ -169,33 +108,108 @@ class Preparer:
         self._assign = SplitAssigner([fraction for _, fraction in dataset.splits])
         self._keyed = dataset.key is not None
 
-    def prepare(self, batch: Batch) -> tuple[EncodedChunk, list[dict], DatasetStats]:
-        """(the valid records encoded, the rejected ones, the statistics of the valid ones)."""
+    def validate(self, batch: Batch) -> tuple[Valid, list[dict]]:
+        """(the valid records, the rejected ones)."""
         columns, reasons = self._validator.validate(batch.size, batch.tables)
         rejected = []
         for i, reason in sorted(reasons.items()):
             source, where, raw = batch.describe(i)
             rejected.append(rejection(source, where, reason, raw))
-        kept = range(batch.size)
+        keys = batch.keys
         if reasons:
-            kept = [i for i in kept if i not in reasons]
-            keep = pa.array([i not in reasons for i in range(batch.size)])
+            keep = np.ones(batch.size, bool)
+            keep[list(reasons)] = False
+            keep = pa.array(keep)
             columns = [c.filter(keep) for c in columns]
-        if not kept:
+            keys = keys.filter(keep) if keys is not None else None
+        return Valid(columns, keys), rejected
+
+    def encode(self, valid: Valid) -> EncodedChunk:
+        """The valid records encoded, with their splits and order hashes."""
+        if not len(valid.columns[0]):
             empty = np.zeros(0, np.uint64)
-            keyed = [] if self._keyed else None
             payloads = pa.array([], pa.binary())
-            encoded = EncodedChunk(empty.astype(np.int16), empty, keyed, keyed, payloads)
-            return encoded, rejected, DatasetStats()
-        payloads = encode.encode_columns(self._names, columns)
-        keys = [batch.keys[i] for i in kept] if self._keyed else None
+            return EncodedChunk(empty.astype(np.int16), empty, valid.keys, payloads)
+        payloads = encode.encode_columns(self._names, valid.columns)
         split_hashes, order_hashes = record_hashes(
-            [k.encode("utf-8") for k in keys] if self._keyed else binary_values(payloads)
+            valid.keys.column("key") if self._keyed else payloads
         )
-        order = [batch.order(i) for i in kept] if self._keyed else None
-        splits = self._assign(split_hashes)
-        stats = chunk_stats(self._names, self._types, columns, splits)
-        return EncodedChunk(splits, order_hashes, keys, order, payloads), rejected, stats
+        return EncodedChunk(self._assign(split_hashes), order_hashes, valid.keys, payloads)
+
+    def statistics(self, columns: list[pa.Array], splits: np.ndarray) -> DatasetStats:
+        """The statistics of valid records (their columns) in their splits."""
+        return chunk_stats(self._names, self._types, columns, splits)
+
+
+class Encoder:
+    """Encodes valid records and counts their statistics on two helper threads, while the
+    step's thread validates the next chunk: encoding and statistics are mostly Arrow and numpy,
+    which release the GIL, so they use a second core when there is one.
+
+    A chunk is encoded while the next one is validated: `push` yields the chunk before the one
+    pushed, `flush` the last one. Statistics are counted a few chunks at a time (STATS_ROWS
+    records): they do not depend on how records are grouped, and fewer, larger groups spend less
+    on the per-call work of numpy and Arrow. At most one chunk waits to be encoded and one group
+    to be counted, and the output is that of encoding and counting in turn. After `flush`,
+    `stats` holds the statistics of every chunk pushed.
+    """
+
+    STATS_ROWS = 1 << 16
+
+    def __init__(self, preparer: Preparer):
+        self._preparer = preparer
+        self._pool = ThreadPoolExecutor(max_workers=2)
+        self.start()
+
+    def start(self) -> None:
+        """Starts a bundle: nothing waits, no statistics."""
+        self._encoding: tuple[Future, list[pa.Array]] | None = None
+        self._counting: Future | None = None
+        self._uncounted: list[tuple[list[pa.Array], np.ndarray]] = []
+        self.stats = DatasetStats()
+
+    def push(self, valid: Valid) -> Iterator[EncodedChunk]:
+        done = self._encoded()
+        self._encoding = self._pool.submit(self._preparer.encode, valid), valid.columns
+        yield from done
+
+    def flush(self) -> Iterator[EncodedChunk]:
+        yield from self._encoded()
+        self._count()
+        self._merge_counted()
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
+    def _encoded(self) -> list[EncodedChunk]:
+        """The chunk being encoded, once it is (none if it has no record)."""
+        if self._encoding is None:
+            return []
+        (future, columns), self._encoding = self._encoding, None
+        encoded = future.result()
+        if not len(encoded):
+            return []
+        self._uncounted.append((columns, encoded.split))
+        if sum(len(split) for _, split in self._uncounted) >= self.STATS_ROWS:
+            self._count()
+        return [encoded]
+
+    def _count(self) -> None:
+        """Starts counting the chunks encoded since the last group, once that group is."""
+        if not self._uncounted:
+            return
+        self._merge_counted()
+        parts, self._uncounted = self._uncounted, []
+        self._counting = self._pool.submit(self._statistics, parts)
+
+    def _merge_counted(self) -> None:
+        if self._counting is not None:
+            self.stats.merge(self._counting.result())
+            self._counting = None
+
+    def _statistics(self, parts: list[tuple[list[pa.Array], np.ndarray]]) -> DatasetStats:
+        columns = [pa.concat_arrays([p[0][i] for p in parts]) for i in range(len(parts[0][0]))]
+        return self._preparer.statistics(columns, np.concatenate([split for _, split in parts]))
 
 
 class _PrepareChunkFn(beam.DoFn):
@@ -206,33 +220,38 @@ class _PrepareChunkFn(beam.DoFn):
 
     def setup(self):
         self._preparer = Preparer(self._dataset)
+        self._encoder = Encoder(self._preparer)
         self._key_maker = KeyMaker(self._dataset) if self._dataset.key is not None else None
         self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
 
     def start_bundle(self):
-        self._stats = DatasetStats()
+        self._encoder.start()
 
     def process(self, chunk: RawChunk):
         with gc_paused():
             batch, rejected = batch_of_chunk(
                 chunk, self._source_index[chunk.source], self._key_maker
             )
-            encoded, invalid, stats = self._preparer.prepare(batch)
-            self._stats.merge(stats)
+            valid, invalid = self._preparer.validate(batch)
         for r in rejected + invalid:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
-        if len(encoded):
-            yield encoded
+        yield from self._encoder.push(valid)
 
     def finish_bundle(self):
-        yield from bundle_stats(self._stats)
+        yield from finish_encoding(self._encoder)
+
+    def teardown(self):
+        self._encoder.close()
 
 
-def bundle_stats(stats: DatasetStats) -> Iterator[beam.pvalue.TaggedOutput]:
-    """A bundle's merged statistics, as the STATS output of its finish_bundle (once per bundle:
-    far fewer elements than one per chunk)."""
-    if stats.records:
-        yield beam.pvalue.TaggedOutput(STATS, GlobalWindows.windowed_value(stats))
+def finish_encoding(encoder: Encoder) -> Iterator:
+    """The finish_bundle outputs of a step that encodes with `encoder`: its last chunk, then
+    the bundle's merged statistics as the STATS output (once per bundle: far fewer elements
+    than one per chunk)."""
+    for encoded in encoder.flush():
+        yield GlobalWindows.windowed_value(encoded)
+    if encoder.stats.records:
+        yield beam.pvalue.TaggedOutput(STATS, GlobalWindows.windowed_value(encoder.stats))
 
 
 class PrepareRecords(beam.PTransform):

@@ -13,9 +13,11 @@ import dataclasses
 import gc
 import itertools
 import json
+import operator
 import pickle
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 from apache_beam import coders
 
@@ -74,21 +76,54 @@ class RawChunk:
         data = len(self.raw_text) if self.raw_text is not None else 64 * len(self.columns)
         return data + 48 * len(self.lines)
 
-    def take(self, indices: list[int]) -> "RawChunk":
-        """The chunk of the records at `indices`, in that order, with list columns."""
-        columns = {}
-        for name in self.columns:
-            values = self.values(name)
-            columns[name] = [values[i] for i in indices]
-        raws = {} if self.raw_text is None else one_line_records([self.raw(i) for i in indices])
-        return RawChunk(
-            self.source,
-            self.path,
-            columns,
-            [self.lines[i] for i in indices],
-            **raws,
-            text=self.text,
-        )
+    def take(self, indices: Sequence[int]) -> "RawChunk":
+        """The chunk of the records at `indices`, in that order."""
+        return self.take_each([indices])[0]
+
+    def take_each(self, groups: Sequence[Sequence[int]]) -> list["RawChunk"]:
+        """The chunk of the records at each group of indices, in their order. Arrow columns
+        stay Arrow; each chunk gets a copy of its own records' raw text, so that it pickles
+        without the others'."""
+        lines = np.asarray(self.lines, np.int64)
+        if isinstance(self.raw_text, bytes):
+            text = np.frombuffer(self.raw_text, np.uint8)
+            starts, ends = np.asarray(self.starts, np.int64), np.asarray(self.ends, np.int64)
+        out = []
+        for indices in groups:
+            rows = np.asarray(indices, np.int64)
+            raws = {}
+            if isinstance(self.raw_text, bytes):
+                raws = _gathered(text, starts[rows], ends[rows])
+            elif self.raw_text is not None:
+                raws = one_line_records([self.raw(i) for i in rows.tolist()])
+            columns = {name: _taken(column, rows) for name, column in self.columns.items()}
+            out.append(
+                RawChunk(
+                    self.source, self.path, columns, lines[rows].tolist(), **raws, text=self.text
+                )
+            )
+        return out
+
+
+def _taken(column: list[Any] | pa.Array, rows: np.ndarray) -> list[Any] | pa.Array:
+    """The values of a column at `rows`."""
+    if isinstance(column, pa.Array):
+        return column.take(rows)
+    if len(rows) < 2:
+        return [column[i] for i in rows.tolist()]
+    return list(operator.itemgetter(*rows.tolist())(column))
+
+
+def _gathered(text: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, Any]:
+    """The raw-text fields of a RawChunk holding the byte ranges [starts, ends) of `text`."""
+    lengths = ends - starts
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    at = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
+    return {
+        "raw_text": text[at].tobytes(),
+        "starts": offsets[:-1].tolist(),
+        "ends": offsets[1:].tolist(),
+    }
 
 
 def one_line_records(raws: list[str]) -> dict[str, Any]:

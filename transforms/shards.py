@@ -3,9 +3,9 @@
 Shard counts come from the encoded bytes of each split (`ceil(bytes / shard_size)`). A record's
 shard is a function of its order hash (`transforms.split.shard_of`), so each shard is a range of
 order hashes (`shard_bounds`), written in pieces of consecutive hashes (`shard_pieces`). Within a
-shard, records are sorted by (order
-hash, key, provenance) and duplicates of a key dropped: a shard's bytes depend only on its
-records, never on bundle order, input splitting or runner. No Beam here.
+shard, records are sorted by (order hash, key, provenance) and duplicates of a key dropped
+(`transforms.keys.tie_order`): a shard's bytes depend only on its records, never on bundle
+order, input splitting or runner. No Beam here.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 from apache_beam import coders
 
+from transforms.keys import equal_spans, tie_order
 from transforms.prepare import EncodedChunk
 from transforms.records import ChunkCoder
 from transforms.split import binary, shard_bounds, shard_of
@@ -28,8 +29,7 @@ class ShardPart:
     """Records that belong to one shard, from one chunk or one spill file."""
 
     order_hash: np.ndarray  # uint64
-    key: list[str] | None
-    order: list[tuple] | None  # provenance, for ties among a key's records (keyed datasets)
+    keys: pa.RecordBatch | None  # keyed datasets: key and provenance (transforms.keys.KEYS)
     payload: pa.BinaryArray
 
     def approx_bytes(self) -> int:
@@ -57,13 +57,11 @@ def route_chunk(
     payload = binary(chunk.payload)
     for rows in np.split(order, bounds):
         first = int(rows[0])
-        index = rows.tolist()
         yield (
             (int(chunk.split[first]), int(shards[first])),
             ShardPart(
                 chunk.order_hash[rows],
-                [chunk.key[i] for i in index] if chunk.key is not None else None,
-                [chunk.order[i] for i in index] if chunk.order is not None else None,
+                chunk.keys.take(rows) if chunk.keys is not None else None,
                 payload.take(rows),
             ),
         )
@@ -88,40 +86,19 @@ def shard_order(parts: Iterable[ShardPart]) -> tuple[pa.ChunkedArray, np.ndarray
     arrays = [binary(p.payload) for p in parts]
     kind = pa.binary() if all(a.type == pa.binary() for a in arrays) else pa.large_binary()
     payloads = pa.chunked_array([a.cast(kind) for a in arrays], kind)
-    order = np.argsort(hashes, kind="stable")
-    keyed = bool(parts) and parts[0].key is not None
-    keys = [k for p in parts for k in p.key] if keyed else None
-    orders = [o for p in parts for o in p.order] if keyed else None
-    # Spans of equal hashes (a key's duplicates; without a key, equal content but for a 2**-64
-    # chance) are put in a canonical order: by key and provenance, or by content.
-    spans = _equal_spans(hashes[order])
-    if not spans and not keyed:
+    keyed = bool(parts) and parts[0].keys is not None
+    keys = pa.Table.from_batches([p.keys for p in parts]) if keyed else None
+    order, duplicates = tie_order(hashes, keys)
+    if keyed:
+        return payloads, order, duplicates
+    # Without a key, equal hashes mean equal content but for a 2**-64 chance: by content.
+    spans = equal_spans(hashes[order])
+    if not spans:
         return payloads, order, 0
     ranked = order.tolist()
-    tie_key = (lambda i: (keys[i], orders[i])) if keyed else (lambda i: payloads[i].as_py())
     for start, stop in spans:
-        ranked[start:stop] = sorted(ranked[start:stop], key=tie_key)
-    if not keyed:
-        return payloads, np.array(ranked, np.int64), 0
-    out, duplicates, last_key = [], 0, None
-    for i in ranked:
-        if keys[i] == last_key:
-            duplicates += 1
-            continue
-        last_key = keys[i]
-        out.append(i)
-    return payloads, np.array(out, np.int64), duplicates
-
-
-def _equal_spans(values: np.ndarray) -> list[tuple[int, int]]:
-    """(start, stop) of each run of two or more equal neighbours in a sorted array."""
-    if len(values) < 2:
-        return []
-    equal = np.concatenate(([0], (values[1:] == values[:-1]).astype(np.int8), [0]))
-    edges = np.diff(equal)
-    return list(
-        zip(np.flatnonzero(edges == 1).tolist(), (np.flatnonzero(edges == -1) + 1).tolist())
-    )
+        ranked[start:stop] = sorted(ranked[start:stop], key=lambda i: payloads[i].as_py())
+    return payloads, np.array(ranked, np.int64), 0
 
 
 def shard_pieces(shard: int, count: int, pieces: int) -> Iterator[tuple[int, int | None]]:

@@ -9,7 +9,7 @@ never `random`.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -24,26 +24,26 @@ def record_hash(data: bytes) -> tuple[int, int]:
     return h >> 64, h & _LOW
 
 
-def record_hashes(data: Iterable[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """(split hashes, order hashes) of many records, as uint64 arrays."""
-    # The canonical (big-endian) 16-byte digests, read as two 64-bit halves in one go.
-    digests = np.frombuffer(b"".join(map(xxh3_128_digest, data)), ">u8").reshape(-1, 2)
+def record_hashes(data: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(split hashes, order hashes) of many records' keys (text) or contents (binary), as uint64
+    arrays."""
+    # Arrow makes the bytes objects and xxhash digests them, both in C; the canonical
+    # (big-endian) 16-byte digests are read as two 64-bit halves in one go.
+    values = data.cast(pa.large_binary() if _is_large(data.type) else pa.binary()).to_pylist()
+    digests = np.frombuffer(b"".join(map(xxh3_128_digest, values)), ">u8").reshape(-1, 2)
     return digests[:, 0].astype(np.uint64), digests[:, 1].astype(np.uint64)
 
 
+def _is_large(kind: pa.DataType) -> bool:
+    return pa.types.is_large_binary(kind) or pa.types.is_large_string(kind)
+
+
 def binary_offsets(array: pa.Array) -> np.ndarray:
-    """The n + 1 value offsets of an Arrow (large) binary array into its data buffer."""
-    kind = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    """The n + 1 value offsets of an Arrow (large) binary or string array into its data
+    buffer."""
+    kind = np.int64 if _is_large(array.type) else np.int32
     offsets = np.frombuffer(array.buffers()[1], kind)
     return offsets[array.offset : array.offset + len(array) + 1]
-
-
-def binary_values(array: pa.Array) -> Iterator[memoryview]:
-    """The values of an Arrow binary array as memoryviews, without copying them."""
-    offsets = binary_offsets(array)
-    data = array.buffers()[2]
-    view = memoryview(data).toreadonly() if data is not None else memoryview(b"")
-    return (view[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()))
 
 
 class SplitAssigner:

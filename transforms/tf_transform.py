@@ -280,12 +280,10 @@ def train_chunk(chunk: EncodedChunk, train: int) -> Iterator[EncodedChunk]:
     rows = np.flatnonzero(chunk.split == train)
     if not len(rows):
         return
-    index = rows.tolist()
     yield EncodedChunk(
         chunk.split[rows],
         chunk.order_hash[rows],
-        [chunk.key[i] for i in index] if chunk.key is not None else None,
-        [chunk.order[i] for i in index] if chunk.order is not None else None,
+        chunk.keys.take(rows) if chunk.keys is not None else None,
         chunk.payload.take(pa.array(rows)),
     )
 
@@ -478,7 +476,7 @@ class _TransformChunkFn(beam.DoFn):
         if self._transform is None:
             self._transform = TransformExamples(self._dir)
         yield EncodedChunk(
-            chunk.split, chunk.order_hash, chunk.key, chunk.order, self._transform(chunk.payload)
+            chunk.split, chunk.order_hash, chunk.keys, self._transform(chunk.payload)
         )
 
 

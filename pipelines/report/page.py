@@ -313,7 +313,13 @@ def _string_table(split: str, features: dict[str, dict]) -> str:
                  for k in ("min", "mean", "max")]  # fmt: skip
         cells.append(" / ".join(spans))
         top = s.get("top") or []
-        cells.append(top_values(_id("top", split, feature), top))
+        chart = top_values(_id("top", split, feature), top)
+        if top and not s.get("distinct_exact", True):  # beyond statistics' exact counts
+            sampled = _id("sampled", split, feature)
+            chart = (
+                f'<span class="muted"{attrs(id=sampled)}>of a sample of the values</span> ' + chart
+            )
+        cells.append(chart)
         rows.append(cells)
     header = ["string", "type", "missing", "missing rate", "distinct", "length min / mean / max",
               "top values"]  # fmt: skip

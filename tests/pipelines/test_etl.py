@@ -65,7 +65,9 @@ def test_prepare_records_encodes_valid_records_and_rejects_invalid_ones(tmp_path
         chunks, _, _ = p | ReadSource(dataset.sources[0])
         encoded, rejected, _ = chunks | PrepareRecords(dataset)
         keys = encoded | beam.FlatMap(
-            lambda c: list(zip(c.key, [len(p) > 0 for p in c.payload.to_pylist()]))
+            lambda c: list(
+                zip(c.keys.column("key").to_pylist(), [len(p) > 0 for p in c.payload.to_pylist()])
+            )
         )
         assert_that(
             keys,

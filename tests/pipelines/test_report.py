@@ -330,6 +330,8 @@ def test_top_values_appear_in_order_with_bars(doc):
     assert widths[0] > widths[1] > widths[2] > 0
     assert doc.value("stat-train-island-distinct") == "3"
     assert doc.text["stat-train-comment-distinct"] == "≈ 61"
+    assert doc.text["sampled-train-comment"] == "of a sample of the values"  # not exact
+    assert "sampled-train-island" not in doc.text
     assert doc.text["stat-eval-sex-length_max"] == "6"
 
 

@@ -3,6 +3,7 @@
 import json
 
 import apache_beam as beam
+import pyarrow as pa
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -10,9 +11,10 @@ from xxhash import xxh3_128_intdigest
 
 from pipelines.config import parse_config
 from tests.readback import values
+from tests.transforms.keyed import key_rows
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
 from transforms.join import JoinByKey, bucket_rows, join_bucket
-from transforms.prepare import KeyMaker
+from transforms.keys import KeyMaker
 from transforms.records import RawChunk, one_line_records
 from transforms.stats import MergeStats
 
@@ -58,7 +60,13 @@ def test_rows_without_key_are_rejected_when_bucketing():
         "record": "raw0",
     }
     bucket, (source_index, keys, sub) = out[1]
-    assert (bucket, source_index, keys, sub.raw(0), len(sub)) == (0, 0, ["1"], "raw1", 1)
+    assert (bucket, source_index, keys.to_pylist(), sub.raw(0), len(sub)) == (
+        0,
+        0,
+        ["1"],
+        "raw1",
+        1,
+    )
 
 
 def test_join_merges_sources_counts_duplicates_and_keeps_the_first():
@@ -78,14 +86,14 @@ def test_join_merges_sources_counts_duplicates_and_keeps_the_first():
         g for chunk, i in ((a, 0), (b, 1)) for _, g in bucket_rows(chunk, i, maker, buckets=1)
     ]
     batch, duplicates, joined = join_bucket(reversed(groups), ["a", "b"])
-    assert (duplicates, joined, batch.size, batch.keys) == (1, 1, 3, ["1", "2", "3"])
+    assert (duplicates, joined, batch.size) == (1, 1, 3)
     assert batch.tables["a"].columns == {"id": ["1", "2", None], "v": ["first", None, None]}
     assert batch.tables["a"].text is True
     assert batch.tables["b"].columns == {"id": [1, None, 3], "w": ["x", None, "y"]}
-    assert [batch.order(i) for i in range(3)] == [
-        (0, "a.csv", 2),
-        (0, "a.csv", 4),
-        (1, "b.jsonl", 3),
+    assert key_rows(batch.keys) == [
+        ("1", (0, "a.csv", 2)),
+        ("2", (0, "a.csv", 4)),
+        ("3", (1, "b.jsonl", 3)),
     ]
     assert [batch.describe(i) for i in range(3)] == [
         ("a,b", "a.csv:2; b.jsonl:2", '{"a": "a1", "b": "b1"}'),
@@ -166,13 +174,13 @@ def _joined_examples(chunk) -> list[tuple]:
     import tensorflow as tf
 
     out = []
+    keys = key_rows(chunk.keys)
     for i, payload in enumerate(chunk.payload.to_pylist()):
         feature = tf.train.Example.FromString(payload).features.feature
         out.append(
             (
                 ("train", "eval")[int(chunk.split[i])],
-                chunk.key[i],
-                chunk.order[i],
+                *keys[i],
                 sorted((name, values(f)) for name, f in feature.items()),
             )
         )
@@ -243,3 +251,28 @@ def test_join_by_key_joins_rejects_and_counts_exactly():
             | beam.Map(lambda s: sum(s.records.values()))
         )
         assert_that(records, equal_to([3]), label="CheckStatistics")
+
+
+def test_bucketed_sub_chunks_hold_their_records_only_with_arrow_columns_kept():
+    raw = 'id,v\n1,a\n2,"b\nb"\n3,c\n'.encode()
+    starts, ends = [5, 9, 17], [9, 17, 21]
+    chunk = RawChunk(
+        "a",
+        "a.csv",
+        {"id": pa.array(["1", "2", "3"]), "v": ["a", "b\nb", "c"]},
+        [2, 3, 5],
+        raw,
+        starts,
+        ends,
+        text=True,
+    )
+    (sub,) = chunk.take_each([[2, 1]])
+    assert isinstance(sub.columns["id"], pa.Array) and sub.columns["id"].to_pylist() == ["3", "2"]
+    assert sub.columns["v"] == ["c", "b\nb"] and sub.lines == [5, 3]
+    assert sub.raw_text == b'3,c\n2,"b\nb"\n' and [sub.raw(0), sub.raw(1)] == [
+        "3,c\n",
+        '2,"b\nb"\n',
+    ]
+    text = RawChunk("a", "a.csv", {"v": ["x", "y"]}, [1, 2], **one_line_records(["x\n", "yy\n"]))
+    assert [c.raw(0) for c in text.take_each([[1], [0]])] == ["yy\n", "x\n"]
+    assert len(chunk.take([])) == 0

@@ -13,9 +13,11 @@ from xxhash import xxh3_128_intdigest
 
 from pipelines.config import parse_config
 from tests.readback import values
-from transforms.prepare import PrepareRecords
+from tests.transforms.keyed import key_rows
+from transforms.keys import KeyMaker
+from transforms.prepare import Encoder, Preparer, PrepareRecords, batch_of_chunk
 from transforms.records import RawChunk, one_line_records
-from transforms.stats import MergeStats
+from transforms.stats import DatasetStats, MergeStats
 
 SPLITS = ("train", "eval")
 
@@ -134,14 +136,15 @@ def _decoded(chunk) -> list[tuple]:
     import tensorflow as tf
 
     out = []
+    keys = key_rows(chunk.keys)
     for i, payload in enumerate(chunk.payload.to_pylist()):
         feature = tf.train.Example.FromString(payload).features.feature
         out.append(
             (
                 SPLITS[int(chunk.split[i])],
-                chunk.key[i],
+                keys[i][0],
                 int(chunk.order_hash[i]),
-                chunk.order[i],
+                keys[i][1],
                 sorted((name, values(f)) for name, f in feature.items()),
             )
         )
@@ -199,3 +202,36 @@ def test_prepare_records_statistics_describe_the_records_kept():
         _, _, stats = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
         merged = stats | beam.CombineGlobally(MergeStats())
         assert_that(merged | beam.FlatMap(_summary), equal_to(expected))
+
+
+@pytest.mark.parametrize("stats_rows", [1, 7, 1 << 16])
+def test_the_encoder_gives_what_encoding_in_turn_gives(monkeypatch, stats_rows):
+    monkeypatch.setattr(Encoder, "STATS_ROWS", stats_rows)
+    dataset = _dataset()
+    preparer, maker = Preparer(dataset), KeyMaker(dataset)
+    valids = [
+        preparer.validate(batch_of_chunk(chunk, i % 2, maker)[0])[0]
+        for i, chunk in enumerate(_chunks() * 3)
+    ]
+    expected, stats = [], DatasetStats()
+    for valid in valids:
+        encoded = preparer.encode(valid)
+        if len(encoded):
+            expected.append(encoded)
+            stats.merge(preparer.statistics(valid.columns, encoded.split))
+    encoder = Encoder(preparer)
+    for _ in range(2):  # two bundles
+        encoder.start()
+        got = [e for valid in valids for e in encoder.push(valid)] + list(encoder.flush())
+        assert [_facts(e) for e in got] == [_facts(e) for e in expected]
+        assert encoder.stats.to_json(SPLITS) == stats.to_json(SPLITS)
+    encoder.close()
+
+
+def _facts(encoded) -> tuple:
+    return (
+        encoded.split.tolist(),
+        encoded.order_hash.tolist(),
+        key_rows(encoded.keys),
+        encoded.payload.to_pylist(),
+    )

@@ -1,6 +1,7 @@
 """Split and shard assignment are stable functions of the record's key or content."""
 
 import numpy as np
+import pyarrow as pa
 
 from transforms.split import SplitAssigner, record_hash, record_hashes, shard_of
 
@@ -11,15 +12,16 @@ def test_record_hash_is_fixed_across_runs_and_machines():
 
 
 def test_batch_hashes_equal_single_hashes():
-    data = [b"a", b"", b"penguin-42" * 30]
-    split, order = record_hashes(data)
-    assert [(int(s), int(o)) for s, o in zip(split, order)] == [record_hash(d) for d in data]
-    assert split.dtype == order.dtype == np.uint64
+    data = [b"a", b"", b"penguin-42" * 30, "ключ".encode()]
+    for array in (pa.array(data, pa.binary()), pa.array([d.decode() for d in data])):
+        split, order = record_hashes(array)
+        assert [(int(s), int(o)) for s, o in zip(split, order)] == [record_hash(d) for d in data]
+        assert split.dtype == order.dtype == np.uint64
 
 
 def test_split_fractions_are_respected_on_many_keys():
     assign = SplitAssigner([0.8, 0.1, 0.1])
-    split, _ = record_hashes(b"key-%d" % i for i in range(20000))
+    split, _ = record_hashes(pa.array([f"key-{i}" for i in range(20000)]))
     counts = np.bincount(assign(split), minlength=3)
     assert 15600 < counts[0] < 16400
     assert 1800 < counts[1] < 2200

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import random
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from xxhash import xxh3_64_intdigest
 
 from transforms.stats import MAX_DISTINCT, DatasetStats, chunk_stats, column_stats, exact_sum
 
@@ -86,11 +89,91 @@ def test_merged_statistics_give_the_same_json_in_any_order():
     assert out["splits"]["train"]["records"] + out["splits"]["eval"]["records"] == total
 
 
-def test_too_many_distinct_strings_keep_the_most_frequent():
-    values = [f"rare{i}".encode() for i in range(MAX_DISTINCT + 5)] + [b"common"] * 3
-    out = column_stats("string", _lists(values, pa.binary())).to_json()
+def _strings(values) -> pa.Array:
+    return _lists([v.encode() for v in values], pa.binary())
+
+
+def test_strings_are_counted_exactly_up_to_the_bound_and_sampled_beyond():
+    at_bound = [f"v{i}" for i in range(MAX_DISTINCT)]
+    out = column_stats("string", _strings(at_bound + ["v0", "v1"])).to_json()
+    assert (out["distinct"], out["distinct_exact"]) == (MAX_DISTINCT, True)
+    assert out["top"][:2] == [{"value": "v0", "count": 2}, {"value": "v1", "count": 2}]
+
+    rng = random.Random(3)
+    values = [f"{rng.randrange(10**9):09d}-é" for _ in range(50_000)]
+    values += [rng.choice(["common", "ключ", "東京"]) for _ in range(5000)]
+    out = column_stats("string", _strings(values)).to_json()
+    truth = collections.Counter(values)
     assert out["distinct_exact"] is False
-    assert out["top"][0] == {"value": "common", "count": 3}
+    assert abs(out["distinct"] - len(truth)) < 0.03 * len(truth)
+    assert all(t["count"] == truth[t["value"]] for t in out["top"])  # counts of kept values
+    assert out["values"] == len(values) and len(out["top"]) == 20
+
+
+def test_merged_samples_are_exact_while_the_union_has_at_most_the_bound():
+    def merged(a, b):
+        stats = column_stats("string", _strings(a))
+        stats.merge(column_stats("string", _strings(b)))
+        return stats.to_json()
+
+    half = [f"v{i}" for i in range(MAX_DISTINCT)]
+    same = merged(half, half[::-1])  # two full samples of the same values: nothing left out
+    assert (same["distinct"], same["distinct_exact"]) == (MAX_DISTINCT, True)
+    assert {t["count"] for t in same["top"]} == {2}
+    more = merged(half, [f"v{i}" for i in range(MAX_DISTINCT // 2, MAX_DISTINCT + 1)])
+    assert more["distinct_exact"] is False and more["distinct"] > MAX_DISTINCT
+    # one more value, with a larger hash than all of a full sample: left out, and so counted
+    largest = max(xxh3_64_intdigest(v.encode()) for v in half)
+    extra = next(
+        f"x{i}" for i in itertools.count() if xxh3_64_intdigest(f"x{i}".encode()) > largest
+    )
+    for a, b in ((half, [extra]), ([extra], half)):
+        out = merged(a, b)
+        assert (out["distinct_exact"], out["distinct"] > MAX_DISTINCT) == (False, True)
+
+
+def test_string_statistics_do_not_depend_on_chunks_or_merge_order():
+    rng = random.Random(5)
+    values = []
+    for _ in range(40_000):
+        r = rng.random()
+        if r < 0.2:
+            values.append(rng.choice(["common", "ключ", "東京", ""]))
+        elif r < 0.25:
+            values.append("long value " * 30 + str(rng.randrange(40)))  # clipped, distinct
+        elif r < 0.3:
+            values.append(None)
+        else:
+            values.append(f"{rng.randrange(10**8):08d}")
+    split = np.array([rng.randrange(2) for _ in values], np.int16)
+    column = _lists([v.encode() if v is not None else None for v in values], pa.binary())
+    outputs = set()
+    for sizes in ([len(values)], [8192], [1000], [rng.randrange(1, 5000) for _ in range(60)]):
+        bounds = [0]
+        while bounds[-1] < len(values):
+            bounds.append(min(len(values), bounds[-1] + sizes[(len(bounds) - 1) % len(sizes)]))
+        for seed in range(3):
+            order = [  # afresh: merging adopts and then changes the statistics merged in
+                chunk_stats(["s"], ["string"], [column[a:b]], split[a:b])
+                for a, b in zip(bounds, bounds[1:])
+            ]
+            random.Random(seed).shuffle(order)
+            if seed == 2:  # a tree of merges, as combiners of several workers do
+                while len(order) > 1:
+                    order = [
+                        DatasetStats().merge(a).merge(b) if b is not None else a
+                        for a, b in zip(order[::2], order[1::2] + [None])
+                    ]
+                merged = order[0]
+            else:
+                merged = DatasetStats()
+                for part in order:
+                    merged.merge(part)
+            outputs.add(json.dumps(merged.to_json(["train", "eval"]), sort_keys=True))
+    assert len(outputs) == 1
+    train = json.loads(outputs.pop())["splits"]["train"]["features"]["s"]
+    assert train["distinct_exact"] is False
+    assert train["top"][0]["value"] in ("common", "ключ", "東京", "")
 
 
 def test_few_distinct_numbers_get_even_bars_many_get_log_buckets():

@@ -12,8 +12,15 @@ those slices (`shard_parts`), and memory stays within a few pieces' worth.
 A spill file holds, for one split, in order-hash order:
 
     payloads   the serialized examples, back to back
-    metadata   keyed datasets only: one JSON line `[key, provenance]` per record
-    entries    per record: order hash, end of its payload, end of its metadata (3 x uint64 LE)
+    keys       keyed datasets only: the records' keys (UTF-8), back to back
+    paths      keyed datasets only: the files of the records' provenance, one JSON list
+    entries    per record: order hash and end of its payload (2 x uint64 LE); keyed datasets
+               add the end of its key, its line (int64 LE), the index of its source and of
+               its file in `paths` (2 x uint32 LE)
+
+Keys and provenance are columns (`transforms.keys.KEYS`) written and read as whole arrays: a
+shard's slice of keys is one Arrow string array over the bytes read, its provenance numpy columns
+of the entries.
 
 `SpillFile.fence` holds the order hash of every `FENCE_STRIDE`-th record, so that a shard's slice
 is found by reading a few entries around its bounds, not all of them.
@@ -34,6 +41,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.layout import SPILL_DIR
+from transforms.keys import KEYS
 from transforms.prepare import EncodedChunk
 from transforms.records import ChunkCoder
 from transforms.shards import ShardPart
@@ -42,7 +50,17 @@ from transforms.split import binary, binary_offsets
 
 FENCE_STRIDE = 1024
 PIECE_BYTES = 8 << 20  # encoded bytes of a shard's piece: read, sorted and compressed at once
-_ENTRY = np.dtype([("hash", "<u8"), ("payload_end", "<u8"), ("meta_end", "<u8")])
+_ENTRY = np.dtype([("hash", "<u8"), ("payload_end", "<u8")])
+_KEYED_ENTRY = np.dtype(
+    [
+        ("hash", "<u8"),
+        ("payload_end", "<u8"),
+        ("key_end", "<u8"),
+        ("line", "<i8"),
+        ("source", "<u4"),
+        ("path", "<u4"),
+    ]
+)
 
 
 @dataclasses.dataclass
@@ -53,8 +71,17 @@ class SpillFile:
     path: str
     records: int
     payload_bytes: int
-    meta_bytes: int
+    key_bytes: int
+    paths_bytes: int  # 0 without a key
     fence: np.ndarray  # uint64: order hash of records 0, FENCE_STRIDE, 2 * FENCE_STRIDE, ...
+
+    @property
+    def keyed(self) -> bool:
+        return self.paths_bytes > 0
+
+    @property
+    def entry(self) -> np.dtype:
+        return _KEYED_ENTRY if self.keyed else _ENTRY
 
     def approx_bytes(self) -> int:
         return 64 + len(self.path) + self.fence.nbytes
@@ -77,8 +104,7 @@ def write_spill_files(
     splits = np.concatenate([c.split for c in chunks])
     hashes = np.concatenate([np.asarray(c.order_hash, np.uint64) for c in chunks])
     payloads = pa.concat_arrays([binary(c.payload).cast(pa.large_binary()) for c in chunks])
-    keys = [k for c in chunks for k in c.key] if keyed else None
-    orders = [o for c in chunks for o in c.order] if keyed else None
+    keys = pa.concat_batches([c.keys for c in chunks]) if keyed else None
     del chunks  # the caller passes its last reference: only one copy of the records is held
     for split in np.unique(splits).tolist():
         rows = np.flatnonzero(splits == split)
@@ -88,35 +114,41 @@ def write_spill_files(
             split,
             hashes[rows],
             payloads.take(rows),
-            [json.dumps([keys[i], orders[i]], ensure_ascii=False) for i in rows.tolist()]
-            if keyed
-            else None,
+            keys.take(rows) if keyed else None,
         )
 
 
 def _write_spill_file(
-    path: str, split: int, hashes: np.ndarray, payloads: pa.Array, metas: list[str] | None
+    path: str, split: int, hashes: np.ndarray, payloads: pa.Array, keys: pa.RecordBatch | None
 ) -> SpillFile:
     n = len(payloads)
     offsets = binary_offsets(payloads)
     data = payloads.buffers()[2]
     payload_bytes = int(offsets[-1] - offsets[0])
-    entries = np.empty(n, _ENTRY)
+    entries = np.empty(n, _KEYED_ENTRY if keys is not None else _ENTRY)
     entries["hash"] = hashes
     entries["payload_end"] = offsets[1:] - offsets[0]
-    meta = b""
-    if metas is not None:
-        meta = "".join(m + "\n" for m in metas).encode("utf-8")
-        lengths = np.fromiter((len(m.encode("utf-8")) + 1 for m in metas), np.uint64, n)
-        entries["meta_end"] = np.cumsum(lengths)
-    else:
-        entries["meta_end"] = 0
+    key_data, paths = b"", b""
+    if keys is not None:
+        texts = keys.column("key").cast(pa.large_string())
+        key_offsets = binary_offsets(texts)
+        key_data = memoryview(texts.buffers()[2] or b"")[key_offsets[0] : key_offsets[-1]]
+        entries["key_end"] = key_offsets[1:] - key_offsets[0]
+        entries["line"] = keys.column("line").to_numpy()
+        entries["source"] = keys.column("source").to_numpy()
+        files = keys.column("path")
+        entries["path"] = files.indices.to_numpy()
+        # ASCII JSON: undecodable file-name bytes travel as \udcXX escapes
+        names = [p.decode("utf-8", "surrogateescape") for p in files.dictionary.to_pylist()]
+        paths = json.dumps(names).encode("ascii")
     with create_file(path, "application/octet-stream") as f:
         if payload_bytes:
             f.write(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
-        f.write(meta)
+        f.write(key_data)
+        f.write(paths)
         f.write(entries.tobytes())
-    return SpillFile(split, path, n, payload_bytes, len(meta), hashes[::FENCE_STRIDE].copy())
+    fence = hashes[::FENCE_STRIDE].copy()
+    return SpillFile(split, path, n, payload_bytes, len(key_data), len(paths), fence)
 
 
 def read_slice(spill: SpillFile, low: int, high: int | None) -> ShardPart | None:
@@ -129,6 +161,7 @@ def read_slice(spill: SpillFile, low: int, high: int | None) -> ShardPart | None
     start, stop = first_block * FENCE_STRIDE, min(last_block * FENCE_STRIDE, spill.records)
     if start >= stop:
         return None
+    entry = spill.entry
     with FileSystems.open(
         spill.path,
         mime_type="application/octet-stream",
@@ -136,8 +169,9 @@ def read_slice(spill: SpillFile, low: int, high: int | None) -> ShardPart | None
     ) as f:
         # the entries of records [start, stop), and of the one before (where their data begins)
         before = 1 if start else 0
-        f.seek(spill.payload_bytes + spill.meta_bytes + (start - before) * _ENTRY.itemsize)
-        entries = np.frombuffer(_read(f, (stop - start + before) * _ENTRY.itemsize, spill), _ENTRY)
+        table_start = spill.payload_bytes + spill.key_bytes + spill.paths_bytes
+        f.seek(table_start + (start - before) * entry.itemsize)
+        entries = np.frombuffer(_read(f, (stop - start + before) * entry.itemsize, spill), entry)
         ends = entries[before:]
         i = int(np.searchsorted(ends["hash"], np.uint64(low), "left"))
         j = (
@@ -150,27 +184,43 @@ def read_slice(spill: SpillFile, low: int, high: int | None) -> ShardPart | None
         # ends of the record before the slice (0 at the spill's start) and of each of its records
         first = before + i - 1
         payload_ends = _with_start(entries["payload_end"], first, before + j)
-        meta_ends = _with_start(entries["meta_end"], first, before + j)
         f.seek(int(payload_ends[0]))
         data = _read(f, int(payload_ends[-1] - payload_ends[0]), spill)
-        metas = None
-        if spill.meta_bytes:
-            f.seek(spill.payload_bytes + int(meta_ends[0]))
-            metas = _read(f, int(meta_ends[-1] - meta_ends[0]), spill)
-    n = j - i
-    offsets = payload_ends - payload_ends[0]
-    kind, width = (
-        (pa.binary(), np.int32) if offsets[-1] < (1 << 31) else (pa.large_binary(), np.int64)
+        keys = None
+        if spill.keyed:
+            key_ends = _with_start(entries["key_end"], first, before + j)
+            f.seek(spill.payload_bytes + int(key_ends[0]))
+            texts = _binary(pa.string(), key_ends, _read(f, int(key_ends[-1] - key_ends[0]), spill))
+            f.seek(spill.payload_bytes + spill.key_bytes)
+            names = json.loads(_read(f, spill.paths_bytes, spill))
+            mine = ends[i:j]
+            files = pa.DictionaryArray.from_arrays(
+                pa.array(mine["path"].astype(np.int32)),
+                pa.array([p.encode("utf-8", "surrogateescape") for p in names], pa.binary()),
+            )
+            keys = pa.RecordBatch.from_arrays(
+                [
+                    texts,
+                    pa.array(mine["source"].astype(np.int16)),
+                    files,
+                    pa.array(mine["line"]),
+                ],
+                schema=KEYS,
+            )
+    return ShardPart(ends["hash"][i:j].copy(), keys, _binary(pa.binary(), payload_ends, data))
+
+
+def _binary(kind: pa.DataType, ends: np.ndarray, data: bytes) -> pa.Array:
+    """The values whose ends (from the start of `data`, with a 0 in front) are `ends`, as an
+    array of `kind` (large when they need 64-bit offsets)."""
+    offsets = ends - ends[0]
+    if offsets[-1] >= 1 << 31:
+        kind, width = (pa.large_binary() if kind == pa.binary() else pa.large_string()), np.int64
+    else:
+        width = np.int32
+    return pa.Array.from_buffers(
+        kind, len(offsets) - 1, [None, pa.py_buffer(offsets.astype(width)), pa.py_buffer(data)]
     )
-    payload = pa.Array.from_buffers(
-        kind, n, [None, pa.py_buffer(offsets.astype(width)), pa.py_buffer(data)]
-    )
-    key = order = None
-    if metas is not None:
-        decoded = json.loads(b"[" + metas.rstrip(b"\n").replace(b"\n", b",") + b"]")
-        key = [m[0] for m in decoded]
-        order = [tuple(m[1]) for m in decoded]
-    return ShardPart(ends["hash"][i:j].copy(), key, order, payload)
 
 
 def _with_start(ends: np.ndarray, first: int, stop: int) -> np.ndarray:

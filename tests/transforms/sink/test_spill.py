@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+from tests.transforms.keyed import key_rows, keys_of
 from transforms.prepare import EncodedChunk
 from transforms.shards import sorted_records
 from transforms.sink import spill
@@ -22,13 +23,11 @@ def _chunk(rng: random.Random, n: int, keyed: bool, equal_hashes: bool = False) 
     keys = [
         rng.choice(["k", "ключ\n", "a\u2028b", '"q"']) + str(rng.randrange(50)) for _ in range(n)
     ]
+    orders = [(rng.randrange(2), f"path/{rng.randrange(3)}", rng.randrange(1000)) for _ in keys]
     return EncodedChunk(
         np.array([rng.randrange(3) for _ in range(n)], np.int16),
         np.array(hashes, np.uint64),
-        keys if keyed else None,
-        [(rng.randrange(2), f"path/{rng.randrange(3)}", rng.randrange(1000)) for _ in range(n)]
-        if keyed
-        else None,
+        keys_of(keys, orders) if keyed else None,
         [bytes(rng.randrange(256) for _ in range(rng.randrange(30))) for _ in range(n)],
     )
 
@@ -38,9 +37,9 @@ def _records(chunks, split, shard, count, keyed):
     out = []
     for c in chunks:
         dest = shard_of(c.order_hash, count)
+        keys = key_rows(c.keys) or [(None, None)] * len(c)
         for i in np.flatnonzero((c.split == split) & (dest == shard)).tolist():
-            out.append((int(c.order_hash[i]), c.key[i] if keyed else None,
-                        c.order[i] if keyed else None, c.payload[i]))  # fmt: skip
+            out.append((int(c.order_hash[i]), *keys[i], c.payload[i]))
     return sorted(out, key=lambda r: (r[0], r[1] or "", r[2] or (), r[3]))
 
 
@@ -61,9 +60,13 @@ def test_every_shard_reads_back_exactly_its_records(tmp_path, monkeypatch, keyed
             for shard in range(count):
                 parts = shard_parts(split_runs, *shard_bounds(shard, count))
                 got = [
-                    (int(h), p.key[i] if keyed else None, p.order[i] if keyed else None, pay)
+                    (int(h), *key, pay)
                     for p in parts
-                    for i, (h, pay) in enumerate(zip(p.order_hash, p.payload.to_pylist()))
+                    for h, key, pay in zip(
+                        p.order_hash,
+                        key_rows(p.keys) or [(None, None)] * len(p.payload),
+                        p.payload.to_pylist(),
+                    )
                 ]
                 got.sort(key=lambda r: (r[0], r[1] or "", r[2] or (), r[3]))
                 assert got == _records(chunks, split, shard, count, keyed), (split, shard, count)
@@ -77,7 +80,9 @@ def test_a_shard_from_runs_equals_the_shard_from_the_chunks(tmp_path):
     rng = random.Random(8)
     chunks = [_chunk(rng, 500, keyed=True) for _ in range(3)]
     for c in chunks:  # a key's records share its hash, as in a dataset: duplicates meet
-        c.order_hash = np.array([record_hash(k.encode())[1] for k in c.key], np.uint64)
+        c.order_hash = np.array(
+            [record_hash(k.encode())[1] for k, _ in key_rows(c.keys)], np.uint64
+        )
     written = list(spill.write_spill_files(chunks, str(tmp_path), keyed=True))
     from transforms.shards import route_chunk
 
@@ -136,7 +141,9 @@ def test_a_shard_written_in_pieces_holds_the_records_of_the_shard_written_whole(
     rng = random.Random(4)
     chunks = [_chunk(rng, 400, keyed=True) for _ in range(3)]
     for c in chunks:
-        c.order_hash = np.array([record_hash(k.encode())[1] for k in c.key], np.uint64)
+        c.order_hash = np.array(
+            [record_hash(k.encode())[1] for k, _ in key_rows(c.keys)], np.uint64
+        )
     spills = list(spill.write_spill_files(chunks, str(tmp_path / "runs"), keyed=True))
     output = OutputSpec(path=str(tmp_path / "out"), compression="gzip", shard_size_mb=1)
     facts, framed = [], []
@@ -152,3 +159,31 @@ def test_a_shard_written_in_pieces_holds_the_records_of_the_shard_written_whole(
         framed.append(gzip.decompress(open(f"{staging}/{shard['path']}", "rb").read()))
     assert facts[0]["duplicates"] > 0 and facts[0]["records"] > 0
     assert facts[0] == facts[1] and framed[0] == framed[1]
+
+
+@pytest.mark.parametrize("keys", ["varied", "empty"])
+def test_keys_and_provenance_read_back_exactly(tmp_path, monkeypatch, keys):
+    monkeypatch.setattr(spill, "FENCE_STRIDE", 8)
+    rng = random.Random(12)
+    n = 400
+    texts = [
+        "" if keys == "empty" else rng.choice(["", "k", "ключ\n", "a\u2028b", '"q"', "🎁"]) + str(i)
+        for i in range(n)
+    ]
+    paths = ["a.csv", "dir/é.csv", "bad\udcff.csv", "gs://b/x y.jsonl", '"[q]"\n.csv']
+    orders = [(rng.randrange(4), rng.choice(paths), rng.randrange(2**62)) for _ in range(n)]
+    hashes = np.array([rng.getrandbits(64) >> rng.choice([0, 62]) for _ in range(n)], np.uint64)
+    chunk = EncodedChunk(
+        np.zeros(n, np.int16), hashes, keys_of(texts, orders), [b"p%d" % i for i in range(n)]
+    )
+    (written,) = spill.write_spill_files([chunk], str(tmp_path), keyed=True)
+    assert written.keyed and written.key_bytes == sum(len(t.encode()) for t in texts)
+    by_hash = sorted(range(n), key=lambda i: hashes[i])  # stable: ties stay in input order
+    expected = [(int(hashes[i]), texts[i], orders[i], b"p%d" % i) for i in by_hash]
+    for low, high in [(0, None), (0, 4), (3, 1 << 40), (1 << 40, 1 << 63), (1 << 63, None)]:
+        part = spill.read_slice(written, low, high)
+        got = []
+        if part is not None:
+            rows = zip(part.order_hash.tolist(), key_rows(part.keys), part.payload.to_pylist())
+            got = [(h, key, order, payload) for h, (key, order), payload in rows]
+        assert got == [r for r in expected if low <= r[0] < (high or 1 << 64)], (low, high)

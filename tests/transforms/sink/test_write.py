@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import math
 import random
 import struct
@@ -23,9 +24,11 @@ from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
 from xxhash import xxh3_128_intdigest
 
 from pipelines.config import parse_config
+from tests.transforms.keyed import keys_of
 from transforms.contract.layout import SPILL_DIR, shard_name, shard_suffix
-from transforms.prepare import EncodedChunk
+from transforms.prepare import EncodedChunk, PrepareRecords
 from transforms.sink.write import WriteShards
+from transforms.sources.read import ReadSource
 
 SPLITS = ("train", "eval")
 KEYS = 200
@@ -78,8 +81,7 @@ def _chunks(records) -> list[EncodedChunk]:
             EncodedChunk(
                 np.array([r[0] for r in part], np.int16),
                 np.array([r[1] for r in part], np.uint64),
-                [r[2] for r in part],
-                [r[3] for r in part],
+                keys_of([r[2] for r in part], [r[3] for r in part]),
                 pa.array([r[4] for r in part], pa.binary()),
             )
         )
@@ -221,3 +223,85 @@ def test_the_bytes_are_the_same_whatever_the_spills_and_the_worker_processes(tmp
     assert sorted(files["one"]) == sorted(expected)
     assert files["small"] == files["one"] and files["processes"] == files["one"]
     assert _segments(tmp_path / "small") == _segments(tmp_path / "one")
+
+
+def _keyed_inputs(folder: Path) -> None:
+    """A CSV and a JSON Lines file keyed by id: duplicates within and across them, ids written
+    with leading zeros and signs, unicode and multi-line text, and records without a key."""
+    rng = random.Random(2026)
+    names = ["ann", "Zürich", "東京", 'q"u,o\nte', "", "a\u2028b"]
+    lines = ["id,name,sid"]
+    for _ in range(3000):
+        k = rng.randrange(1200)
+        key = rng.choice([str(k), f"00{k}", f" +{k}", str(k), "", "x1"])
+        name = rng.choice(names).replace('"', '""')
+        lines.append(f'{key},"{name}",s{rng.randrange(900)}{rng.choice(["", "é", " "])}')
+    (folder / "a.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = []
+    for _ in range(1500):
+        k = rng.randrange(1500)
+        key = rng.choice([k, str(k), f"0{k}", None])
+        sid = rng.choice([f"s{k % 900}", k % 900, f"s{k % 900}é"])
+        rows.append(json.dumps({"id": key, "name": rng.choice(names), "sid": sid}))
+    (folder / "b.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def _keyed_shards(folder: Path, key: str) -> dict[str, str]:
+    """The start of the SHA-256 of the TFRecords of every shard of the keyed inputs, read,
+    prepared and written by the ETL's steps (one spill file per chunk and split)."""
+    _keyed_inputs(folder)
+    features = {"id": {"type": "int"}, "name": {"type": "string"}}
+    if key == "id":
+        features["sid"] = {"type": "string"}
+    dataset = parse_config(
+        {
+            "name": "golden",
+            "sources": [
+                {"name": "a", "format": "csv", "path": "a.csv"},
+                {"name": "b", "format": "jsonl", "path": "b.jsonl"},
+            ],
+            "key": key,
+            "features": features,
+            "splits": {"train": 0.6, "eval": 0.4},
+            "output": {"path": "out", "shard_size_mb": 0.02},
+        },
+        base_dir=str(folder),
+    )
+    staging = folder / "staging"
+    with TestPipeline(runner="FnApiRunner") as p:
+        read = [p | f"Read {s.name}" >> ReadSource(s) for s in dataset.sources]
+        encoded, _, _ = [chunks for chunks, _, _ in read] | beam.Flatten() | PrepareRecords(dataset)
+        _ = encoded | WriteShards(dataset, str(staging), 1)
+    return {
+        path.removesuffix(".tfrecord.gz"): hashlib.sha256(gzip.decompress(data)).hexdigest()[:16]
+        for path, data in _shard_files(staging).items()
+    }
+
+
+# Written by the ETL before keys were made a column at a time (commit 0efa247), from the same
+# inputs: the keys, their hashes, the record kept of each key and the order are unchanged.
+KEYED_SHARDS = {
+    "id": {
+        "eval/eval-00000-of-00004": "496c30fa44ad8a76",
+        "eval/eval-00001-of-00004": "aa8b678dee1a88a9",
+        "eval/eval-00002-of-00004": "c8fecc7e05d8365f",
+        "eval/eval-00003-of-00004": "246287c2b54c0f39",
+        "train/train-00000-of-00005": "3c06bd0d71ac6605",
+        "train/train-00001-of-00005": "b5ff218226d6ba49",
+        "train/train-00002-of-00005": "eccadaa1cc844e99",
+        "train/train-00003-of-00005": "da4489b00597686b",
+        "train/train-00004-of-00005": "50af4e3b7c9a60e7",
+    },
+    "sid": {
+        "eval/eval-00000-of-00002": "4bc30209e9e73230",
+        "eval/eval-00001-of-00002": "72a22ec671ece783",
+        "train/train-00000-of-00003": "b7f3a2bb13aa22a1",
+        "train/train-00001-of-00003": "c94adf23fc56abba",
+        "train/train-00002-of-00003": "63f0fa73ee1ba4b5",
+    },
+}
+
+
+@pytest.mark.parametrize("key", ["id", "sid"])  # an int key feature; a text key, no feature
+def test_keyed_shards_are_byte_identical_to_those_of_the_per_record_keys(tmp_path, key):
+    assert _keyed_shards(tmp_path, key) == KEYED_SHARDS[key]
