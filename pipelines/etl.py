@@ -44,7 +44,7 @@ from pipelines.summary import failure_reason, print_summary
 from pipelines.workers import closing_together
 from transforms.contract.config import DatasetSpec
 from transforms.join import JoinByKey
-from transforms.prepare import PrepareRecords
+from transforms.prepare import ENCODE_THREADS, PrepareRecords
 from transforms.quality import CountFields, QualityError
 from transforms.sink.finalize import PublishDataset
 from transforms.sink.output import Expected, OutputError, holds_dataset
@@ -87,10 +87,14 @@ def build_etl(
     records = chunks | "MergeSources" >> beam.Flatten()
     counts.append(records | "CountFields" >> beam.ParDo(CountFields(dataset)))
     if dataset.combine == "join":
-        encoded, invalid, join_counts, stats = records | "JoinSources" >> JoinByKey(dataset)
+        encoded, invalid, join_counts, stats = records | "JoinSources" >> JoinByKey(
+            dataset, tuning.encode_threads
+        )
         counts.append(join_counts)
     else:
-        encoded, invalid, stats = records | "ValidateRecords" >> PrepareRecords(dataset)
+        encoded, invalid, stats = records | "ValidateRecords" >> PrepareRecords(
+            dataset, tuning.encode_threads
+        )
     rejected.append(invalid)
     statistics = stats | "MergeStatistics" >> beam.CombineGlobally(MergeStats())
     transform = None
@@ -149,19 +153,30 @@ def parallelism(options: PipelineOptions) -> int:
 def write_threads(options: PipelineOptions) -> int:
     """Shard pieces each worker process writes at once: the cores shared among local worker
     processes (so that 16 of them on 16 cores do not each run 4), else `WRITE_THREADS`."""
+    return max(1, min(WRITE_THREADS, (os.cpu_count() or 1) // _local_processes(options)))
+
+
+def encode_threads(options: PipelineOptions) -> int:
+    """Helper threads of each worker's encoder: none where local worker processes already
+    outnumber half the cores, else `ENCODE_THREADS`."""
+    return 0 if _local_processes(options) > (os.cpu_count() or 1) // 2 else ENCODE_THREADS
+
+
+def _local_processes(options: PipelineOptions) -> int:
+    """Worker processes of this run on this machine, beside each other (1: one, or remote)."""
     direct = options.view_as(DirectOptions)
     if parallelism(options) > 1 and direct.direct_running_mode == "multi_processing":
-        return max(1, min(WRITE_THREADS, (os.cpu_count() or 1) // parallelism(options)))
-    return WRITE_THREADS
+        return parallelism(options)
+    return 1
 
 
 def spill_bytes(options: PipelineOptions) -> int:
     """Encoded bytes a worker process gathers before it sorts and spills them: `SPILL_BYTES`,
     halved where local worker processes outnumber half the cores (a worker holds about 2.7 times
     this above its code)."""
-    direct = options.view_as(DirectOptions)
-    local = parallelism(options) if direct.direct_running_mode == "multi_processing" else 1
-    return SPILL_BYTES // 2 if local > (os.cpu_count() or 1) // 2 else SPILL_BYTES
+    return (
+        SPILL_BYTES // 2 if _local_processes(options) > (os.cpu_count() or 1) // 2 else SPILL_BYTES
+    )
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -282,6 +297,7 @@ def _run_dataset(
         tuning,
         spill_bytes=tuning.spill_bytes or spill_bytes(options),
         write_threads=write_threads(options),
+        encode_threads=encode_threads(options),
     )
     queries = sum(s.format in registry.QUERY_FORMATS for s in dataset.sources)
     what = [f"{len(inputs)} file(s), {size / 1e6:.1f} MB"] if inputs or not queries else []

@@ -9,6 +9,7 @@ import datetime
 import re
 
 from pipelines.config import ConfigError
+from transforms.prepare import ENCODE_THREADS
 from transforms.sink.write import SPILL_BYTES, WRITE_THREADS
 from transforms.sources import ranges
 
@@ -24,6 +25,7 @@ class Tuning:
     spill_bytes: int | None = None  # encoded bytes a worker gathers before it spills (None: auto)
     progress_seconds: float | None = None  # between progress lines (default: 5 s on a terminal)
     write_threads: int = WRITE_THREADS  # shard pieces a worker process writes at once
+    encode_threads: int = ENCODE_THREADS  # helper threads encoding beside a worker's validation
 
 
 def build_parser() -> argparse.ArgumentParser:

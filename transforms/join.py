@@ -19,7 +19,14 @@ import pyarrow.compute as pc
 
 from transforms.contract.config import DatasetSpec
 from transforms.keys import KeyMaker, key_columns, path_bytes
-from transforms.prepare import Batch, EncodedChunk, Encoder, Preparer, finish_encoding
+from transforms.prepare import (
+    ENCODE_THREADS,
+    Batch,
+    EncodedChunk,
+    Encoder,
+    Preparer,
+    finish_encoding,
+)
 from transforms.records import COUNTS, REJECTED, STATS, RawChunk, gc_paused, location
 from transforms.schema import SourceColumns
 from transforms.split import record_hashes
@@ -157,12 +164,13 @@ class _BucketRowsFn(beam.DoFn):
 
 
 class _JoinBucketFn(beam.DoFn):
-    def __init__(self, dataset: DatasetSpec):
+    def __init__(self, dataset: DatasetSpec, threads: int):
         self._dataset = dataset
+        self._threads = threads
 
     def setup(self):
         self._preparer = Preparer(self._dataset)
-        self._encoder = Encoder(self._preparer)
+        self._encoder = Encoder(self._preparer, self._threads)
 
     def start_bundle(self):
         self._encoder.start()
@@ -189,11 +197,13 @@ class JoinByKey(beam.PTransform):
     """Joins chunks of all sources on the key, then validates and encodes the joined records.
 
     Returns (encoded, rejected, counts, statistics) with counts `duplicates` and `joined`.
+    `encode_threads`: the helper threads of each worker's `Encoder`.
     """
 
-    def __init__(self, dataset: DatasetSpec):
+    def __init__(self, dataset: DatasetSpec, encode_threads: int = ENCODE_THREADS):
         super().__init__()
         self._dataset = dataset
+        self._encode_threads = encode_threads
 
     def expand(self, chunks):
         keyed = chunks | "BucketByKey" >> beam.ParDo(
@@ -205,7 +215,7 @@ class JoinByKey(beam.PTransform):
             keyed.keyed
             | "GroupBuckets" >> beam.GroupByKey()
             | "JoinAndEncode"
-            >> beam.ParDo(_JoinBucketFn(self._dataset))
+            >> beam.ParDo(_JoinBucketFn(self._dataset, self._encode_threads))
             .with_output_types(EncodedChunk)
             .with_outputs(REJECTED, COUNTS, STATS, main="encoded")
         )

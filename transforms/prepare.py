@@ -141,10 +141,30 @@ class Preparer:
         return chunk_stats(self._names, self._types, columns, splits)
 
 
+ENCODE_THREADS = 2  # helper threads of an Encoder (0: where worker processes fill the cores)
+
+
+class _InPlace:
+    """An executor that runs each task at once, in the caller's thread."""
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as e:  # noqa: BLE001 - the caller gets it from result(), as with a pool
+            future.set_exception(e)
+        return future
+
+    def shutdown(self) -> None:
+        pass
+
+
 class Encoder:
     """Encodes valid records and counts their statistics on two helper threads, while the
     step's thread validates the next chunk: encoding and statistics are mostly Arrow and numpy,
-    which release the GIL, so they use a second core when there is one.
+    which release the GIL, so they use a second core when there is one. With `threads` 0 (local
+    worker processes that fill the machine's cores already) the same work is done in turn, in
+    the step's thread, with the same output.
 
     A chunk is encoded while the next one is validated: `push` yields the chunk before the one
     pushed, `flush` the last one. Statistics are counted a few chunks at a time (STATS_ROWS
@@ -156,9 +176,9 @@ class Encoder:
 
     STATS_ROWS = 1 << 16
 
-    def __init__(self, preparer: Preparer):
+    def __init__(self, preparer: Preparer, threads: int = ENCODE_THREADS):
         self._preparer = preparer
-        self._pool = ThreadPoolExecutor(max_workers=2)
+        self._pool = ThreadPoolExecutor(max_workers=threads) if threads else _InPlace()
         self.start()
 
     def start(self) -> None:
@@ -215,12 +235,13 @@ class Encoder:
 class _PrepareChunkFn(beam.DoFn):
     """Union: validates and encodes each chunk of one source."""
 
-    def __init__(self, dataset: DatasetSpec):
+    def __init__(self, dataset: DatasetSpec, threads: int):
         self._dataset = dataset
+        self._threads = threads
 
     def setup(self):
         self._preparer = Preparer(self._dataset)
-        self._encoder = Encoder(self._preparer)
+        self._encoder = Encoder(self._preparer, self._threads)
         self._key_maker = KeyMaker(self._dataset) if self._dataset.key is not None else None
         self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
 
@@ -257,14 +278,16 @@ def finish_encoding(encoder: Encoder) -> Iterator:
 class PrepareRecords(beam.PTransform):
     """Validates, encodes and assigns splits to chunks of records.
 
-    Returns (encoded, rejected, statistics: DatasetStats of bundles, to be merged)."""
+    Returns (encoded, rejected, statistics: DatasetStats of bundles, to be merged).
+    `encode_threads`: the helper threads of each worker's `Encoder`."""
 
-    def __init__(self, dataset: DatasetSpec):
+    def __init__(self, dataset: DatasetSpec, encode_threads: int = ENCODE_THREADS):
         super().__init__()
         self._dataset = dataset
+        self._encode_threads = encode_threads
 
     def expand(self, chunks):
         out = chunks | "ValidateAndEncode" >> beam.ParDo(
-            _PrepareChunkFn(self._dataset)
+            _PrepareChunkFn(self._dataset, self._encode_threads)
         ).with_output_types(EncodedChunk).with_outputs(REJECTED, STATS, main="encoded")
         return out.encoded, out[REJECTED], out[STATS]

@@ -103,3 +103,14 @@ def test_many_local_worker_processes_spill_half_as_much(monkeypatch):
     assert spill_bytes(pipeline_options(local + ["8"])) == SPILL_BYTES
     assert spill_bytes(pipeline_options(local + ["16"])) == SPILL_BYTES // 2
     assert spill_bytes(pipeline_options(["--runner", "DataflowRunner"])) == SPILL_BYTES
+
+
+def test_encoders_use_no_helper_threads_where_worker_processes_fill_the_cores(monkeypatch):
+    from pipelines.etl import encode_threads, pipeline_options
+
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    local = ["--direct_running_mode", "multi_processing", "--direct_num_workers"]
+    assert encode_threads(pipeline_options([])) == 2
+    assert encode_threads(pipeline_options(local + ["8"])) == 2
+    assert encode_threads(pipeline_options(local + ["16"])) == 0
+    assert encode_threads(pipeline_options(["--runner", "DataflowRunner"])) == 2

@@ -204,8 +204,9 @@ def test_prepare_records_statistics_describe_the_records_kept():
         assert_that(merged | beam.FlatMap(_summary), equal_to(expected))
 
 
+@pytest.mark.parametrize("threads", [2, 0])  # helper threads, or in the step's thread
 @pytest.mark.parametrize("stats_rows", [1, 7, 1 << 16])
-def test_the_encoder_gives_what_encoding_in_turn_gives(monkeypatch, stats_rows):
+def test_the_encoder_gives_what_encoding_in_turn_gives(monkeypatch, stats_rows, threads):
     monkeypatch.setattr(Encoder, "STATS_ROWS", stats_rows)
     dataset = _dataset()
     preparer, maker = Preparer(dataset), KeyMaker(dataset)
@@ -219,7 +220,7 @@ def test_the_encoder_gives_what_encoding_in_turn_gives(monkeypatch, stats_rows):
         if len(encoded):
             expected.append(encoded)
             stats.merge(preparer.statistics(valid.columns, encoded.split))
-    encoder = Encoder(preparer)
+    encoder = Encoder(preparer, threads)
     for _ in range(2):  # two bundles
         encoder.start()
         got = [e for valid in valids for e in encoder.push(valid)] + list(encoder.flush())
