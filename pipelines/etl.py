@@ -152,8 +152,12 @@ def parallelism(options: PipelineOptions) -> int:
 
 def write_threads(options: PipelineOptions) -> int:
     """Shard pieces each worker process writes at once: the cores shared among local worker
-    processes (so that 16 of them on 16 cores do not each run 4), else `WRITE_THREADS`."""
-    return max(1, min(WRITE_THREADS, (os.cpu_count() or 1) // _local_processes(options)))
+    processes (so that 16 of them on 16 cores do not each run 4), else `WRITE_THREADS` (at most
+    one per core of the worker's machine, as the writer sees it there)."""
+    local = _local_processes(options)
+    return (
+        WRITE_THREADS if local == 1 else max(1, min(WRITE_THREADS, (os.cpu_count() or 1) // local))
+    )
 
 
 def encode_threads(options: PipelineOptions) -> int:

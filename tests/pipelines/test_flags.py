@@ -92,6 +92,8 @@ def test_local_worker_processes_share_the_cores_for_writing(monkeypatch):
     assert write_threads(pipeline_options(local + ["64"])) == 1
     dataflow = ["--runner", "DataflowRunner", "--max_num_workers", "100"]
     assert write_threads(pipeline_options(dataflow)) == 4  # a process per vCPU, storage latency
+    monkeypatch.setattr("os.cpu_count", lambda: 2)  # the launching machine's cores do not count
+    assert write_threads(pipeline_options(dataflow)) == 4
 
 
 def test_many_local_worker_processes_spill_half_as_much(monkeypatch):
