@@ -11,6 +11,8 @@ import logging
 import os
 import sys
 
+from pipelines import forkserver
+
 COMMANDS = {
     "etl": ("pipelines.etl", "run", "read sources, write sharded TFRecords and a manifest"),
     "train": ("trainer.task", "main", "train and export a model on a dataset"),
@@ -44,6 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     # TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is not for users.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     module, func, _ = COMMANDS[name]
+    if name == "etl" and forkserver.wanted(rest):
+        forkserver.start()  # local worker processes: their server imports Beam meanwhile
     try:
         command = importlib.import_module(module)
         code = getattr(command, func)(rest)

@@ -34,14 +34,13 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
-from pipelines import joblog, progress
+from pipelines import joblog, progress, workers
 from pipelines.config import ConfigError, load_config
 from pipelines.flags import Tuning, build_parser, dates_of, tuning_from
 from pipelines.inputs import check_inputs
 from pipelines.report.graph import pipeline_graph
 from pipelines.report.writer import write_report
 from pipelines.summary import failure_reason, print_summary
-from pipelines.workers import closing_together
 from transforms.contract.config import DatasetSpec
 from transforms.join import JoinByKey
 from transforms.prepare import ENCODE_THREADS, PrepareRecords
@@ -219,6 +218,8 @@ def _noticing_interrupts() -> Iterator[None]:
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     started = time.monotonic()
+    if not args.validate_only:  # local worker processes are forked: have their server get ready
+        workers.start_forkserver(pipeline_options(beam_args))
     try:
         dates = dates_of(args)
         if len(dates) > 1:
@@ -315,7 +316,7 @@ def _run_dataset(
     checked = round(time.monotonic() - started, 3)
     checks = {"name": "checks: config, inputs and OUTPUT", "seconds": checked}
     try:
-        with reporter, closing_together():
+        with reporter, workers.local_workers():
             with beam.Pipeline(options=options) as p:
                 build_etl(p, dataset, staging, expected, tuning)
                 graph = pipeline_graph(p)

@@ -1,10 +1,17 @@
-"""Local worker processes that stop together.
+"""Local worker processes that start fast and stop together.
 
-When a pipeline ends, Beam's FnApiRunner (2.77) stops its worker processes one after another
-(`WorkerHandlerManager.close_all`), and each takes about a third of a second to exit: with 16
-`--direct_running_mode multi_processing` workers, over 5 s pass after the job's last step.
-`closing_together()` has them stopped all at once for the span of a run; what is stopped, and
-how a failure to stop is logged, stay Beam's.
+With `--direct_running_mode multi_processing`, Beam's FnApiRunner (2.77) starts each worker as a
+new Python process (`python -m apache_beam.runners.worker.sdk_worker_main`), and each spends
+about 2 s importing Beam before it takes work; 16 of them starting at once on 16 cores take
+3–4 s. At the end of a run it stops them one after another, about a third of a second each.
+
+- `start_forkserver(options)` starts, early and in the background, a fork server (the standard
+  library's `multiprocessing` forkserver, `pipelines.forkserver`) that imports what a worker
+  needs once; `shardflow etl` starts it even before it imports Beam itself.
+- For the span of a run, `local_workers()` has Beam's worker command forked from that server
+  (a worker is then ready in a few milliseconds, with the same environment variables Beam gives
+  it and the same harness) and the workers stopped all at once. How a worker is watched, logged
+  and stopped stays Beam's: only the `subprocess.Popen` of its default command is replaced.
 """
 
 from __future__ import annotations
@@ -12,16 +19,113 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import multiprocessing
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
+from pipelines import forkserver
+
 logger = logging.getLogger(__name__)
+
+# The worker command FnApiRunner builds for multi_processing (fn_runner.py), without the Python.
+BEAM_WORKER = "-m apache_beam.runners.worker.sdk_worker_main"
+
+
+def forks_workers(options: PipelineOptions) -> bool:
+    """Whether the run starts local worker processes (they are then forked)."""
+    return (
+        options.view_as(StandardOptions).runner == "FnApiRunner"
+        and options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    )
+
+
+def start_forkserver(options: PipelineOptions) -> None:
+    """Starts the fork server where the run will fork workers, unless it runs already; returns
+    at once (the server imports what workers need in the background)."""
+    if forks_workers(options):
+        forkserver.start()
+
+
+@contextlib.contextmanager
+def local_workers() -> Iterator[None]:
+    """For the block: local workers forked from the fork server, stopped together."""
+    with closing_together(), forking():
+        yield
+
+
+@contextlib.contextmanager
+def forking() -> Iterator[None]:
+    """For the block: Beam's default worker command is forked from the fork server instead of
+    run as a new process."""
+    module = local_job_service.subprocess
+    local_job_service.subprocess = _Subprocess()
+    try:
+        yield
+    finally:
+        local_job_service.subprocess = module
+
+
+class _Subprocess:
+    """`subprocess` as local_job_service uses it, but Popen forks Beam's default worker."""
+
+    def __getattr__(self, name: str):
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def Popen(command, *args, env=None, **kwargs):  # noqa: N802 - subprocess's name
+        if isinstance(command, str) and command.endswith(BEAM_WORKER) and env is not None:
+            return ForkedWorker(env)
+        return subprocess.Popen(command, *args, env=env, **kwargs)
+
+
+class ForkedWorker:
+    """A Beam SDK worker forked from the fork server, seen through the part of Popen's interface
+    that local_job_service uses: wait, poll, kill and returncode."""
+
+    def __init__(self, env: dict[str, str]):
+        context = multiprocessing.get_context("forkserver")
+        self._process = context.Process(target=_harness, args=(env,), name="beam-sdk-worker")
+        self._process.start()
+        self.pid = self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self) -> int | None:
+        self._process.join()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
+def _harness(env: dict[str, str]) -> None:
+    """In the forked worker: the environment Beam gave it and no logging handler of the fork
+    server's (an import may have set one up, which would print the worker's INFO records on
+    the terminal), then Beam's worker main."""
+    from apache_beam.runners.worker import sdk_worker_main
+
+    os.environ.clear()
+    os.environ.update(env)
+    for handler in list(logging.root.handlers):
+        logging.root.removeHandler(handler)
+    sdk_worker_main.main(sys.argv)
 
 
 @contextlib.contextmanager
 def closing_together() -> Iterator[None]:
+    """For the block: WorkerHandlerManager.close_all stops every worker at once."""
     manager = worker_handlers.WorkerHandlerManager
     close_all = manager.close_all
 
