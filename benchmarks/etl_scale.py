@@ -82,8 +82,10 @@ GENERATE_US_PER_ROW = 30.0
 # --- measuring ---------------------------------------------------------------------------------
 
 
-def tree_rss_bytes(root: int) -> int:
-    """The summed RSS of `root` and all its descendants, from /proc/*/stat (one scan)."""
+def tree_memory(root: int) -> tuple[int, int]:
+    """The summed RSS and PSS of `root` and all its descendants, from /proc (one scan). Forked
+    processes share the pages of their parent, which RSS counts in each of them and PSS divides
+    among them: the tree's PSS is the memory it holds."""
     parents: dict[int, int] = {}
     rss: dict[int, int] = {}
     for entry in os.scandir("/proc"):
@@ -102,12 +104,52 @@ def tree_rss_bytes(root: int) -> int:
     children: dict[int, list[int]] = {}
     for pid, ppid in parents.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [root]
+    total_rss, total_pss, todo = 0, 0, [root]
     while todo:
         pid = todo.pop()
-        total += rss.get(pid, 0)
+        total_rss += rss.get(pid, 0)
+        total_pss += _pss(pid)
         todo += children.get(pid, [])
-    return total
+    return total_rss, total_pss
+
+
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # gone meanwhile, or no smaps_rollup
+        pass
+    return 0
+
+
+def become_subreaper() -> bool:
+    """Makes the processes this one starts, and their orphans, children of this one (Linux
+    PR_SET_CHILD_SUBREAPER), so that `measure` can reap them all and count their CPU time: a
+    fork server outlives the process that started it by a moment and is not reaped by it."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(deadline_s: float = 30.0) -> float:
+    """Waits for the children this process still has (orphans of a measured run) and returns
+    their CPU seconds, theirs and their reaped children's."""
+    cpu, end = 0.0, time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            time.sleep(0.02)
+            continue
+        cpu += usage.ru_utime + usage.ru_stime
+    return cpu
 
 
 @dataclasses.dataclass
@@ -119,6 +161,7 @@ class Run:
     cpu_s: float
     tree_rss_mb: float  # peak of the summed RSS of the process tree
     max_rss_mb: float  # the largest single process (os.wait4), as etl_csv.py reports
+    tree_pss_mb: float | None = None  # peak of the summed PSS of the process tree
     records: int | None = None
     rejected: int | None = None
     work_s: float | None = None
@@ -127,19 +170,22 @@ class Run:
 
 def measure(
     cmd: list[str], log: Path, env: dict[str, str] | None = None
-) -> tuple[int, float, float, float, float]:
-    """Runs cmd (in `env`, default this process's); returns exit code, wall s, CPU s, peak tree
-    RSS MB and largest process MB."""
-    peak = 0
+) -> tuple[int, float, float, float, float, float]:
+    """Runs cmd (in `env`, default this process's); returns exit code, wall s, CPU s (the
+    process's, its descendants' and their orphans'), peak tree RSS MB, peak tree PSS MB and the
+    largest process MB."""
+    become_subreaper()
+    peak_rss = peak_pss = 0
     done = threading.Event()
     with log.open("wb") as out:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
         def sample() -> None:
-            nonlocal peak
+            nonlocal peak_rss, peak_pss
             while not done.is_set():
-                peak = max(peak, tree_rss_bytes(proc.pid))
+                rss, pss = tree_memory(proc.pid)
+                peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
                 done.wait(SAMPLE_S)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -149,8 +195,8 @@ def measure(
         done.set()
         sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    cpu = usage.ru_utime + usage.ru_stime
-    return proc.returncode, wall, cpu, peak / 2**20, usage.ru_maxrss / 1024
+    cpu = usage.ru_utime + usage.ru_stime + reap_orphans()
+    return proc.returncode, wall, cpu, peak_rss / 2**20, peak_pss / 2**20, usage.ru_maxrss / 1024
 
 
 def shardflow_command() -> str:
@@ -176,8 +222,8 @@ def run_variant(variant: str, index: int, data: dict, work: Path) -> Run:
         cmd = [sys.executable, str(Path(etl_csv.__file__).resolve()), "--child", variant]
         cmd += ["--csv", str(folder / "data.csv"), "--out", str(out)]
         cmd += ["--result", str(result_file)]
-    rc, wall, cpu, tree_rss, max_rss = measure(cmd, log)
-    run = Run(variant, rows, rc, wall, cpu, tree_rss, max_rss, log=log)
+    rc, wall, cpu, tree_rss, tree_pss, max_rss = measure(cmd, log)
+    run = Run(variant, rows, rc, wall, cpu, tree_rss, max_rss, tree_pss, log=log)
     if rc == 0:
         read_outputs(run, variant.startswith("shardflow"), log, out, result_file)
     shutil.rmtree(out, ignore_errors=True)

@@ -8,14 +8,15 @@ same rows, each with the dataset config of etl_csv.py (`format: jsonl` for the t
   (b) the `--files` parts themselves (64 CSV files of ~16 MB by default)
   (c) one JSON Lines file (numbers as JSON numbers, empty cells as null)
 
-Each case runs `python -m pipelines.etl --config CFG --output OUT --runner DirectRunner` (the
+Each case runs `python -m pipelines.cli etl --config CFG --output OUT --runner DirectRunner` (the
 in-process FnApiRunner) for 1 worker, adding `--direct_num_workers N --direct_running_mode
 multi_processing` for N > 1. Case (d) is the naive Beam pipeline of etl_csv.py on (a)'s CSV, at
 the largest N (its child mode with `--workers N`); on a machine without TensorFlow it runs with
 the stand-in of benchmarks/device/ (.device/tf_stub, made by benchmarks/device/prepare.sh).
 
-Per run: wall time around the subprocess (start-up included), CPU time of it and its reaped
-children (`os.wait4`), the peak RSS of the process tree (etl_scale.py's sampler), the records
+Per run: wall time around the subprocess (start-up included), CPU time of it, its descendants and
+their orphans (`os.wait4`; the benchmark is their subreaper), the peak RSS and PSS of the process
+tree (etl_scale.py's sampler; forked workers share pages, which RSS counts in each), the records
 written (read back from the TFRecord framing, no TensorFlow), and the sha256 of every output
 file but report.html (which holds the run's times), manifest.json without its `created` time:
 a case's output must be byte-identical at every N. The table gives the speed-ups over 1 worker
@@ -97,6 +98,7 @@ class Run:
     cpu_s: float
     tree_rss_mb: float  # peak of the summed RSS of the process tree
     max_rss_mb: float  # the largest single process (os.wait4)
+    tree_pss_mb: float | None = None  # peak of the summed PSS of the process tree
     work_s: float | None = None  # shardflow: its job time; naive: its own timing
     records: int | None = None
     rejected: int | None = None  # shardflow: rejected records; naive: dropped lines
@@ -236,13 +238,13 @@ def run_case(case: str, workers: int, repeat: int, inputs: dict, work: Path) -> 
         cmd += ["--result", str(result_file), "--workers", str(workers)]
         env = naive_env()
     else:
-        cmd = [sys.executable, "-m", "pipelines.etl", "--config", inputs[case]["config"]]
+        cmd = [sys.executable, "-m", "pipelines.cli", "etl", "--config", inputs[case]["config"]]
         cmd += ["--output", str(out), "--runner", "DirectRunner"]
         if workers > 1:
             cmd += ["--direct_num_workers", str(workers)]
             cmd += ["--direct_running_mode", "multi_processing"]
-    rc, wall, cpu, tree_rss, max_rss = measure(cmd, log, env)
-    run = Run(case, workers, repeat, rc, wall, cpu, tree_rss, max_rss, log=str(log))
+    rc, wall, cpu, tree_rss, tree_pss, max_rss = measure(cmd, log, env)
+    run = Run(case, workers, repeat, rc, wall, cpu, tree_rss, max_rss, tree_pss, log=str(log))
     if rc != 0:
         run.log_tail = log.read_text(errors="replace")[-LOG_TAIL:]
     elif case == NAIVE:
@@ -293,9 +295,9 @@ def summarize(results: dict) -> tuple[str, list[str]]:
     naive = next((key for key in by_key if key[0] == NAIVE), None)
     lines = [
         "| case | workers | runs ok | wall s (median) | rows/s | x 1 worker | x naive "
-        "| in-process s | CPU s | peak RSS MB (tree) | largest process MB | records written "
-        "| rejected/dropped |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| in-process s | CPU s | peak RSS MB (tree) | peak PSS MB (tree) | largest process MB "
+        "| records written | rejected/dropped |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for case, workers in sorted(by_key):
         mine = by_key[case, workers]
@@ -303,7 +305,7 @@ def summarize(results: dict) -> tuple[str, list[str]]:
         label = f"({case}) {CASES[case]}"
         if not ok:
             failed = f"0/{len(mine)} | failed: see {mine[-1].log}"
-            lines.append(f"| {label} | {workers} | {failed} ||||||||||")
+            lines.append(f"| {label} | {workers} | {failed} |||||||||||")
             continue
         wall = walls[case, workers]
         one = walls.get((case, 1)) if case != NAIVE else None
@@ -315,7 +317,8 @@ def summarize(results: dict) -> tuple[str, list[str]]:
             f"| {f'{walls[naive] / wall:.2f}' if beside_naive else '-'} "
             f"| {f'{statistics.median(work):.1f}' if work else '-'} "
             f"| {statistics.median(r.cpu_s for r in ok):.1f} "
-            f"| {max(r.tree_rss_mb for r in ok):,.0f} | {max(r.max_rss_mb for r in ok):,.0f} "
+            f"| {max(r.tree_rss_mb for r in ok):,.0f} | {_peak_pss(ok)} "
+            f"| {max(r.max_rss_mb for r in ok):,.0f} "
             f"| {', '.join(f'{n:,}' for n in sorted({r.records for r in ok}))} "
             f"| {', '.join(str(n) for n in sorted({r.rejected for r in ok}))} |"
         )
@@ -334,6 +337,11 @@ def summarize(results: dict) -> tuple[str, list[str]]:
             f"splits each into malformed lines){stub if results['naive_stub'] else ''}"
         )
     return "\n".join(lines), notes
+
+
+def _peak_pss(runs: list[Run]) -> str:
+    pss = [r.tree_pss_mb for r in runs if r.tree_pss_mb]
+    return f"{max(pss):,.0f}" if pss else "-"
 
 
 def _verdict(ok: bool) -> str:
@@ -384,6 +392,10 @@ def targets(by_key: dict, walls: dict, naive: tuple[str, int] | None) -> list[st
         peak = max((r.tree_rss_mb for r in by_key[key] if r.returncode == 0), default=None)
         label = f"(a) peak RSS (tree) at {TARGET_RSS_WORKERS} workers <= {TARGET_RSS_MB:,} MB"
         out.append(verdict(label, peak and peak <= TARGET_RSS_MB, f"{peak or 0:,.0f} MB"))
+        pss = [r.tree_pss_mb for r in by_key[key] if r.returncode == 0 and r.tree_pss_mb]
+        if pss:
+            label = f"(a) peak PSS (tree) at {TARGET_RSS_WORKERS} workers <= {TARGET_RSS_MB:,} MB"
+            out.append(verdict(label, max(pss) <= TARGET_RSS_MB, f"{max(pss):,.0f} MB"))
     return out
 
 
@@ -410,9 +422,11 @@ def report(results: dict, record_to: Path | None, recorded_from: Path | None = N
     if recorded_from is not None:
         notes.append(f"run elsewhere; recorded from {recorded_from.name} at commit {git_commit()}")
     notes.append(
-        "wall time includes start-up; CPU time of the process and its reaped children; peak RSS "
-        "(tree): the largest sum of the RSS of the process and its descendants, sampled every "
-        "0.1 s; identical: the sha256 of every output file but report.html (the run's times), "
+        "wall time includes start-up; CPU time of the process, its descendants and their "
+        "orphans (all reaped by the benchmark); peak RSS (tree): the largest sum of the RSS of "
+        "the process and its descendants, sampled every 0.1 s, and the same for PSS (shared "
+        "pages divided among the processes that share them); identical: the sha256 of every "
+        "output file but report.html (the run's times), "
         "manifest.json without its created time"
     )
     facts = [results["command"], results["machine"], inputs_line(results["inputs"])]
