@@ -15,6 +15,7 @@ from trainer.paths import join, normalize_root
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 CACHES = ("none", "memory", "disk")
+PRECISIONS = ("float32", "bfloat16", "float16")
 DEFAULT_SHUFFLE_BUFFER = 10_000
 DEFAULT_READ_BATCH = 32
 
@@ -28,6 +29,30 @@ class ModelConfig:
     embedding_dim: int = 8
     hash_bins: int = 1000
     one_hot_max: int = 16  # vocabularies up to this size are one-hot, larger ones embedded
+
+
+@dataclass(frozen=True)
+class AcceleratorFlags:
+    """How the train step runs on the device; None: the strategy's default
+    (`trainer.strategy.accelerator_settings`)."""
+
+    jit_compile: bool | None = None
+    mixed_precision: str | None = None  # one of PRECISIONS
+    steps_per_execution: int | None = None
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """The settings a run uses, the flags' and the strategy's defaults resolved."""
+
+    jit_compile: bool
+    mixed_precision: str  # one of PRECISIONS
+    steps_per_execution: int
+
+    @property
+    def policy(self) -> str:
+        """The Keras mixed-precision policy name."""
+        return "float32" if self.mixed_precision == "float32" else f"mixed_{self.mixed_precision}"
 
 
 @dataclass(frozen=True)
@@ -63,6 +88,8 @@ class TrainConfig:
     tensorboard_profile: tuple[int, int] | None = None  # batches traced by the profiler
     checkpoint_dir: str | None = None  # None: MODEL_DIR/checkpoints
     logs_dir: str | None = None  # the chief's TensorBoard logs; None: MODEL_DIR/logs
+    accelerator: AcceleratorFlags = AcceleratorFlags()
+    exclude_features: tuple[str, ...] = ()  # features that are not model inputs
 
     @property
     def checkpoints(self) -> str:

@@ -2,8 +2,9 @@
 
 `check_dataset` refuses a dataset that cannot be trained on (exit status 2). `Inputs` decides,
 once per run, what the model reads: the parse spec, the preprocessing (the manifest's features,
-or a tf.Transform output: trainer.transform), the features that are model inputs and the label's
-task; everything downstream (moments, model, fit, profile) takes them from it. `scan_corrupt`
+or a tf.Transform output: trainer.transform, then the host preprocessing of trainer.preprocess:
+the model receives numbers only), the features that are model inputs and the label's task;
+everything downstream (moments, model, fit, profile, export) takes them from it. `scan_corrupt`
 finds the shards that --skip-corrupt skips, and `corrupt_message` names them when a read fails.
 """
 
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import tensorflow as tf
 
-from trainer.config import TrainConfig
+from trainer.config import ModelConfig, TrainConfig
 from trainer.errors import first_line
 from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
 from trainer.input import make_dataset
@@ -24,6 +25,7 @@ from trainer.integrity import CorruptShard, find_corrupt
 from trainer.manifest import InputFeature, Manifest, ManifestError, missing_files
 from trainer.model import ModelSpec, Moments, compute_moments, model_spec
 from trainer.plan import InputPlan
+from trainer.preprocess import HostPreprocessing
 from trainer.transform import Transform, load_transform
 
 logger = logging.getLogger(__name__)
@@ -65,34 +67,48 @@ class Inputs:
     label: str
     features: Mapping[str, InputFeature]
     model_spec: ModelSpec
-    preprocess: Callable[[dict], dict]
+    preprocess: Callable[[dict], dict]  # a parsed batch -> the model inputs (on the host)
+    host: HostPreprocessing
     transform: Transform | None = None
     skip_corrupt: bool = False
 
     @classmethod
-    def of(cls, manifest: Manifest, skip_corrupt: bool = False) -> Inputs:
-        """The inputs of `manifest`; ManifestError for a label that cannot be learned."""
+    def of(
+        cls,
+        manifest: Manifest,
+        skip_corrupt: bool = False,
+        model: ModelConfig = ModelConfig(),
+        exclude: Sequence[str] = (),
+    ) -> Inputs:
+        """The inputs of `manifest`; ManifestError for a label that cannot be learned. `model`
+        sets the host preprocessing (hash buckets); the dataset's key and the features of
+        `exclude` are not model inputs."""
         label = manifest.label
         transform = load_transform(manifest)
         if transform is not None:
+            spec = model_spec(transform.features, label, manifest.key, exclude)
+            host = HostPreprocessing(spec.used, model)
             return cls(
                 manifest=manifest,
                 spec=transform.read_spec(),
                 label=label,
                 features=transform.features,
-                model_spec=model_spec(transform.features, label),
-                preprocess=transform.preprocess,
+                model_spec=spec,
+                preprocess=_then(transform.preprocess, host),
+                host=host,
                 transform=transform,
                 skip_corrupt=skip_corrupt,
             )
-        model = model_spec(manifest.features, label)
+        spec = model_spec(manifest.features, label, manifest.key, exclude)
+        host = HostPreprocessing(spec.used, model)
         return cls(
             manifest=manifest,
-            spec=parse_spec(manifest, only=[f.name for f in model.used]),
+            spec=parse_spec(manifest, only=[f.name for f in spec.used]),
             label=label,
             features=manifest.features,
-            model_spec=model,
-            preprocess=functools.partial(dense_inputs, features=manifest.features),
+            model_spec=spec,
+            preprocess=_then(functools.partial(dense_inputs, features=manifest.features), host),
+            host=host,
             skip_corrupt=skip_corrupt,
         )
 
@@ -120,6 +136,13 @@ class Inputs:
             "train", batch_size, encode_label=False, shuffle=False, deterministic=True
         )
         return compute_moments(sample, self.model_spec.used, MOMENT_BATCHES)
+
+
+def _then(first: Callable[[dict], dict], host: HostPreprocessing) -> Callable[[dict], dict]:
+    def preprocess(parsed: dict) -> dict:
+        return host(first(parsed))
+
+    return preprocess
 
 
 def scan_corrupt(manifest: Manifest, log: bool = True) -> dict[str, list[CorruptShard]]:

@@ -2,8 +2,9 @@
 
 The `serving_default` signature takes `examples` (a 1-D string tensor of serialized Examples
 with the raw features; the label is not needed), parses them with the manifest's spec minus the
-label, densifies them with `trainer.features.dense_inputs` and calls the model, whose first
-layers do the preprocessing: training and serving share one code path and cannot drift apart.
+label, densifies them with `trainer.features.dense_inputs`, applies the host preprocessing of
+`trainer.preprocess` (lookups, hashing) and calls the model: training and serving share one code
+path and cannot drift apart.
 Classification returns `probabilities` [batch, classes] and `classes` [batch] (the predicted
 value of the label's `values`); regression returns `predictions` [batch].
 
@@ -52,6 +53,8 @@ class ServingModule(tf.Module):
     def __init__(self, model: tf_keras.Model, inputs: Inputs):
         super().__init__(name="shardflow_serving")
         self.model = model
+        # Tracked as an attribute: saving keeps its vocabularies.
+        self.host_preprocessing = inputs.host.model
         used, label, transform = inputs.model_spec.used, inputs.model_spec.label, inputs.transform
         if transform is None:
             spec = parse_spec(inputs.manifest, include_label=False, only=[f.name for f in used])
@@ -69,12 +72,15 @@ class ServingModule(tf.Module):
         )
 
     def _model_inputs(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
-        """The dense model inputs of a batch of serialized raw tf.train.Example."""
+        """The model inputs of a batch of serialized raw tf.train.Example: parsed, densified
+        (or transformed), then the host preprocessing, as in training."""
         serving = self._serving
         parsed = tf.io.parse_example(examples, serving.spec)
         if serving.transform is None:
-            return dense_inputs(parsed, serving.features)
-        return serving.transform.model_inputs(self.transform_layer(parsed))
+            dense = dense_inputs(parsed, serving.features)
+        else:
+            dense = serving.transform.model_inputs(self.transform_layer(parsed))
+        return self.host_preprocessing(dense)
 
     @tf.function(input_signature=[_EXAMPLES])
     def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:

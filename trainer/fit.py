@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras
 
-from trainer.config import TrainConfig
+from trainer.config import Accelerator, TrainConfig
 from trainer.dataset import Inputs, scan_corrupt, train_dataset
 from trainer.errors import UsageError
 from trainer.integrity import CorruptShard
@@ -30,7 +30,7 @@ from trainer.model import build_model
 from trainer.paths import join
 from trainer.plan import InputPlan, plan_input
 from trainer.report import HISTORY, HistoryLogger
-from trainer.strategy import strategy_name
+from trainer.strategy import accelerator_settings, strategy_name
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +63,25 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs) ->
     steps = cfg.steps_per_epoch or math.ceil(train_records / cfg.batch_size)
 
     moments = inputs.moments()
+    accelerator = accelerator_settings(cfg.accelerator, strategy)
+    logger.info("accelerator: %s", accelerator)
     with strategy.scope():
-        model = build_model(inputs.model_spec, cfg.model, moments)
+        model = build_model(inputs.model_spec, cfg.model, moments, inputs.host.inputs, accelerator)
     with _cache_folder(cfg) as cache_dir:
         plan = plan_input(manifest, cfg.input, "train", _input_pipelines(strategy), cache_dir)
         logger.info("train input: %s", plan.describe())
-        return _fit(cfg, strategy, inputs, model, plan, steps, corrupt)
+        trained = _fit(cfg, strategy, inputs, model, plan, steps, corrupt)
+    trained.metrics.update(accelerator_fields(accelerator))
+    return trained
+
+
+def accelerator_fields(accelerator: Accelerator) -> dict:
+    """The accelerator settings as metrics.json and --profile-input report them."""
+    return {
+        "jit_compile": accelerator.jit_compile,
+        "mixed_precision": accelerator.mixed_precision,
+        "steps_per_execution": accelerator.steps_per_execution,
+    }
 
 
 def _fit(
@@ -127,6 +140,8 @@ def _fit(
         "batch_size": cfg.batch_size,
         "label": inputs.label,
         "task": inputs.model_spec.task,
+        "model_inputs": [i.name for i in inputs.host.inputs],
+        "not_model_inputs": dict(inputs.model_spec.reasons),
         "strategy": strategy_name(strategy),
         "replicas": strategy.num_replicas_in_sync,
         "dataset": inputs.manifest.root,
@@ -218,10 +233,16 @@ class Throughput(tf_keras.callbacks.Callback):
         self.epoch_seconds = 0.0
         self._started = 0.0
         self._skip_next = True
+        self._steps_per_call = 1
 
     def on_train_begin(self, logs=None):
         # after BackupAndRestore (an earlier callback) restored a checkpoint
         self.initial_step = int(self.model.optimizer.iterations.numpy())
+        # with steps_per_execution N, Keras calls the batch callbacks once every N steps
+        steps_per_execution = getattr(self.model, "_steps_per_execution", None)
+        self._steps_per_call = (
+            1 if steps_per_execution is None else int(steps_per_execution.numpy())
+        )
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.first_epoch is None:
@@ -237,9 +258,9 @@ class Throughput(tf_keras.callbacks.Callback):
             return
         seconds = time.perf_counter() - self._started
         self.seconds += seconds
-        self.steps += 1
+        self.steps += self._steps_per_call
         self.epoch_seconds += seconds
-        self.epoch_steps += 1
+        self.epoch_steps += self._steps_per_call
 
     def epoch_examples_per_sec(self, batch_size: int) -> float:
         """Of the current epoch's timed steps; NaN when none was timed."""

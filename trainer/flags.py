@@ -16,7 +16,9 @@ from trainer.config import (
     CACHES,
     DEFAULT_READ_BATCH,
     DEFAULT_SHUFFLE_BUFFER,
+    PRECISIONS,
     STRATEGIES,
+    AcceleratorFlags,
     InputFlags,
     ModelConfig,
     TrainConfig,
@@ -129,6 +131,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: ceil(train records / batch size)",
     )
     p.add_argument(
+        "--exclude-features",
+        type=_names,
+        default=(),
+        metavar="A,B",
+        help="features that are not model inputs (the dataset's key never is one)",
+    )
+    device = p.add_argument_group("accelerator (defaults chosen per strategy)")
+    device.add_argument(
+        "--jit-compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compile the train step with XLA (default: on with GPUs; a TPU always compiles)",
+    )
+    device.add_argument(
+        "--mixed-precision",
+        choices=PRECISIONS,
+        help="compute in bfloat16 or float16, keep the weights and outputs in float32; float16 "
+        "scales the loss (default: bfloat16 on a TPU, else float32)",
+    )
+    device.add_argument(
+        "--steps-per-execution",
+        type=_positive,
+        metavar="N",
+        help="train steps run per call into the device (default: 32 on a TPU, else 1)",
+    )
+    p.add_argument(
         "--skip-corrupt",
         action="store_true",
         help="skip the rest of a shard after a read error (CRC, truncation) instead of failing; "
@@ -170,6 +198,12 @@ def parse_args(argv: list[str] | None, environ: Mapping[str, str] | None = None)
         tensorboard_profile=args.tensorboard_profile,
         checkpoint_dir=dirs.checkpoint_dir,
         logs_dir=dirs.logs_dir,
+        exclude_features=args.exclude_features,
+        accelerator=AcceleratorFlags(
+            jit_compile=args.jit_compile,
+            mixed_precision=args.mixed_precision,
+            steps_per_execution=args.steps_per_execution,
+        ),
     )
 
 
@@ -195,6 +229,10 @@ def _batch_range(text: str) -> tuple[int, int]:
     if not 1 <= first <= last:
         raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= FIRST <= LAST")
     return first, last
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def _units(text: str) -> tuple[int, ...]:

@@ -105,6 +105,7 @@ class Manifest:
     features: Mapping[str, InputFeature]
     label: str | None
     splits: Mapping[str, Split]
+    key: str | None = None
     created: str | None = None
     config_sha256: str | None = None
     sources: Mapping[str, SourceEntry] | None = None
@@ -183,6 +184,7 @@ def _anchored(m: contract.Manifest, root: str) -> Manifest:
         features={n: _feature(n, f) for n, f in m.features.items()},
         label=m.label,
         splits={n: _split(root, n, s) for n, s in m.splits.items()},
+        key=m.key,
         created=m.created,
         config_sha256=m.config_sha256,
         sources=m.sources,

@@ -1,39 +1,46 @@
-"""Builds the tf_keras model from the manifest's features: preprocessing layers, then Dense layers.
+"""Builds the device model: dense numeric inputs, their encodings, then Dense layers.
 
-The model takes the dense inputs of `trainer.features.dense_inputs` (a dict keyed by feature
-name) so the same preprocessing runs in training and in the exported serving signature. It is
-a tf_keras (Keras 2) model, not Keras 3, because tf.Transform's `transform_features_layer()` is a
-tf_keras layer. Numeric features are normalized with moments computed from training batches
-(`compute_moments`, passed to `build_model`); strings and ints with `values` go through a lookup,
-other strings through hashing; string lists are embedded and averaged. Category ids of a
-tf.Transform output (`InputFeature.buckets`, e.g. a vocabulary with its OOV buckets) are one-hot
-encoded or embedded with exactly `buckets` slots, lists of them averaged; an id outside the
-buckets (-1: missing) encodes as zeros. Image and bytes features and numeric lists are not model
-inputs.
+The model takes the model inputs of the host preprocessing (`trainer.preprocess`: a dict of
+numbers keyed by input name), never a string: it can run on a TPU and be compiled with XLA. It
+is a tf_keras (Keras 2) model, not Keras 3, because tf.Transform's `transform_features_layer()`
+is a tf_keras layer. Numeric features are normalized with moments computed from training
+batches (`compute_moments`, passed to `build_model`); the ids of categories (a value's index in
+`values`, or a hash bucket) are one-hot encoded (a single id of a small vocabulary) or embedded;
+lists of ids are embedded and averaged. Category ids of a tf.Transform output
+(`InputFeature.buckets`, e.g. a vocabulary with its OOV buckets) are one-hot encoded or embedded
+with exactly `buckets` slots, lists of them averaged; an id outside the buckets (-1: missing)
+encodes as zeros. Image and bytes features and numeric lists are not model inputs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from trainer.config import ModelConfig
-from trainer.features import (
-    CLASSIFICATION,
-    dtype_of,
-    has_presence,
-    label_task,
-    presence_key,
+from trainer.config import Accelerator, ModelConfig
+from trainer.features import CLASSIFICATION, REGRESSION, has_presence, label_task, presence_key
+from trainer.manifest import InputFeature, ManifestError
+from trainer.preprocess import (
+    FROM_TRANSFORM,
+    FROM_VALUES,
+    NUMBER,
+    PRESENCE,
+    TOKENS,
+    LayerNames,
+    ModelInput,
+    model_inputs,
 )
-from trainer.manifest import InputFeature
 
 logger = logging.getLogger(__name__)
+
+# How a model trains on CPUs: as written, in float32, one step per call.
+CPU = Accelerator(jit_compile=False, mixed_precision="float32", steps_per_execution=1)
 
 
 @dataclass(frozen=True)
@@ -44,45 +51,82 @@ class Moments:
     variance: np.ndarray
 
 
+# Why a feature is not a model input (ModelSpec.reasons).
+KEY = "the dataset's key (an id, not a property of the example)"
+EXCLUDED = "--exclude-features"
+NOT_AN_INPUT = {
+    "image": "an image feature (not a model input of the built-in model yet)",
+    "bytes": "a bytes feature",
+    "list": "a list of numbers",
+}
+
+
 def model_features(
-    features: Mapping[str, InputFeature], label: str | None
-) -> tuple[list[InputFeature], list[InputFeature]]:
-    """Splits the non-label features into (used as inputs, skipped)."""
-    used, skipped = [], []
+    features: Mapping[str, InputFeature],
+    label: str | None,
+    key: str | None = None,
+    exclude: Sequence[str] = (),
+) -> tuple[list[InputFeature], list[InputFeature], dict[str, str]]:
+    """Splits the non-label features into (used as inputs, skipped, why each is skipped)."""
+    used, skipped, reasons = [], [], {}
     for feature in features.values():
         if feature.name == label:
             continue
         numeric_list = (
             feature.variable_length and feature.type != "string" and feature.buckets is None
         )
-        if feature.type in ("image", "bytes") or numeric_list:
-            skipped.append(feature)
+        if feature.name in exclude:
+            reasons[feature.name] = EXCLUDED
+        elif feature.name == key:
+            reasons[feature.name] = KEY
+        elif feature.type in ("image", "bytes"):
+            reasons[feature.name] = NOT_AN_INPUT[feature.type]
+        elif numeric_list:
+            reasons[feature.name] = NOT_AN_INPUT["list"]
         else:
             used.append(feature)
-    return used, skipped
+            continue
+        skipped.append(feature)
+    return used, skipped, reasons
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """What the model reads and predicts: the features that are model inputs (and those that
-    are not), the label and its task. Made once per run (`model_spec`) and passed down to the
-    input pipeline, the model and the export."""
+    are not, with the reason), the label and its task. Made once per run (`model_spec`) and
+    passed down to the input pipeline, the model and the export."""
 
     used: tuple[InputFeature, ...]
     skipped: tuple[InputFeature, ...]
     label: InputFeature
     task: str  # features.CLASSIFICATION or features.REGRESSION
+    reasons: Mapping[str, str] = field(default_factory=dict)  # skipped name -> why
 
 
-def model_spec(features: Mapping[str, InputFeature], label: str) -> ModelSpec:
-    """The ModelSpec of `features` predicting `label`; ManifestError for a label that cannot be
-    learned."""
-    used, skipped = model_features(features, label)
+def model_spec(
+    features: Mapping[str, InputFeature],
+    label: str,
+    key: str | None = None,
+    exclude: Sequence[str] = (),
+) -> ModelSpec:
+    """The ModelSpec of `features` predicting `label`, leaving out the dataset's `key` and the
+    features of `exclude`; ManifestError for a label that cannot be learned or an excluded
+    name that is no feature."""
+    unknown = [name for name in exclude if name not in features]
+    if unknown:
+        raise ManifestError(
+            f"--exclude-features: no feature {unknown[0]!r} (features: "
+            f"{', '.join(sorted(features))})"
+        )
+    if label in exclude:
+        raise ManifestError(f"--exclude-features: {label!r} is the label")
+    used, skipped, reasons = model_features(features, label, key, exclude)
     return ModelSpec(
         used=tuple(used),
         skipped=tuple(skipped),
         label=features[label],
         task=label_task(features[label]),
+        reasons=reasons,
     )
 
 
@@ -131,66 +175,99 @@ def compute_moments(
 
 
 def build_model(
-    spec: ModelSpec, cfg: ModelConfig, moments: Mapping[str, Moments]
+    spec: ModelSpec,
+    cfg: ModelConfig,
+    moments: Mapping[str, Moments],
+    host_inputs: Sequence[ModelInput] | None = None,
+    accelerator: Accelerator = CPU,
 ) -> tf_keras.Model:
-    """A compiled tf_keras model over `spec.used`, predicting `spec.label`.
+    """A compiled tf_keras model over the model inputs of `spec.used`, predicting `spec.label`.
 
-    Classification outputs softmax probabilities over the label's `values` (targets are class
-    indices); regression outputs one float per example (targets are floats).
+    `host_inputs`: those the host preprocessing gives (`Inputs.host.inputs`); by default, those
+    of `cfg`. `accelerator`: the mixed-precision policy its layers compute in (the
+    normalization and the output layer stay float32) and how the train step is compiled.
+    Classification outputs softmax probabilities over the label's `values` (targets are
+    class indices); regression outputs one float per example (targets are floats).
     """
-    if spec.skipped:
-        logger.info(
-            "Not model inputs (image, bytes or numeric lists): %s",
-            ", ".join(f.name for f in spec.skipped),
-        )
+    with _policy(accelerator.policy):
+        model = _build(spec, cfg, moments, host_inputs)
+    model.compile(
+        optimizer=tf_keras.optimizers.Adam(learning_rate=cfg.learning_rate),
+        loss=_LOSSES[spec.task](),
+        metrics=[_METRICS[spec.task]()],
+        jit_compile=accelerator.jit_compile,
+        steps_per_execution=accelerator.steps_per_execution,
+    )
+    return model
+
+
+@contextlib.contextmanager
+def _policy(name: str):
+    """For the block: layers made compute in `name` (a Keras mixed-precision policy)."""
+    previous = tf_keras.mixed_precision.global_policy()
+    tf_keras.mixed_precision.set_global_policy(name)
+    try:
+        yield
+    finally:
+        tf_keras.mixed_precision.set_global_policy(previous)
+
+
+_LOSSES = {
+    CLASSIFICATION: tf_keras.losses.SparseCategoricalCrossentropy,
+    REGRESSION: tf_keras.losses.MeanSquaredError,
+}
+_METRICS = {
+    CLASSIFICATION: lambda: tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+    REGRESSION: lambda: tf_keras.metrics.MeanAbsoluteError(name="mae"),
+}
+
+
+def _build(
+    spec: ModelSpec,
+    cfg: ModelConfig,
+    moments: Mapping[str, Moments],
+    host_inputs: Sequence[ModelInput] | None,
+) -> tf_keras.Model:
+    for name, why in spec.reasons.items():
+        logger.info("not a model input: %s: %s", name, why)
     if not spec.used:
         raise ValueError("no feature can be a model input")
 
     reserved = {"concat", "probabilities", "prediction"}
-    names = _LayerNames(reserved | {f"hidden_{i}" for i in range(len(cfg.hidden_units))})
+    names = LayerNames(reserved | {f"hidden_{i}" for i in range(len(cfg.hidden_units))})
     inputs: dict[str, tf.Tensor] = {}
     encoded = []
-    for feature in spec.used:
-        base = names.unique(feature.name)
-        shape = (None,) if feature.variable_length else feature.shape
-        x = inputs[feature.name] = tf_keras.Input(shape=shape, dtype=dtype_of(feature), name=base)
-        value = _encode(feature, x, base, cfg, moments, names)
-        if has_presence(feature):
-            key = presence_key(feature.name)
-            present = inputs[key] = tf_keras.Input(
-                shape=(), dtype=tf.float32, name=names.unique(key)
-            )
-            present = tf_keras.layers.Reshape((1,), name=names.unique(f"{key}_2d"))(present)
-            if is_numeric(feature):
-                # A missing value sits at the mean (0 once normalized), not at its filler 0 (far
-                # off for a feature like a year): the presence input says it is missing.
-                value = tf_keras.layers.Multiply(name=names.unique(f"{base}_if_present"))(
-                    [value, present]
-                )
-            encoded += [value, present]
-        else:
-            encoded.append(value)
+    values: dict[str, tf.Tensor] = {}  # a numeric feature's encoding, until its presence comes
+    if host_inputs is None:
+        host_inputs = model_inputs(spec.used, cfg)
+    for model_input in host_inputs:
+        base = names.unique(model_input.name)
+        x = inputs[model_input.name] = model_input.keras_input(base)
+        if model_input.kind != PRESENCE:
+            values[model_input.feature.name] = _encode(model_input, x, base, cfg, moments, names)
+            encoded.append(values[model_input.feature.name])
+            continue
+        present = tf_keras.layers.Reshape((1,), name=names.unique(f"{base}_2d"))(x)
+        feature = model_input.feature
+        if is_numeric(feature):
+            # A missing value sits at the mean (0 once normalized), not at its filler 0 (far
+            # off for a feature like a year): the presence input says it is missing.
+            encoded[-1] = tf_keras.layers.Multiply(
+                name=names.unique(f"{names.base(feature.name)}_if_present")
+            )([values[feature.name], present])
+        encoded.append(present)
 
     x = encoded[0] if len(encoded) == 1 else tf_keras.layers.Concatenate(name="concat")(encoded)
     for i, units in enumerate(cfg.hidden_units):
         x = tf_keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(x)
     if spec.task == CLASSIFICATION:
         outputs = tf_keras.layers.Dense(
-            len(spec.label.values), activation="softmax", name="probabilities"
+            len(spec.label.values), activation="softmax", name="probabilities", dtype="float32"
         )(x)
-        loss = tf_keras.losses.SparseCategoricalCrossentropy()
-        metrics = [tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
     else:
-        outputs = tf.squeeze(tf_keras.layers.Dense(1, name="prediction")(x), axis=-1)
-        loss = tf_keras.losses.MeanSquaredError()
-        metrics = [tf_keras.metrics.MeanAbsoluteError(name="mae")]
-    model = tf_keras.Model(inputs=inputs, outputs=outputs, name="shardflow")
-    model.compile(
-        optimizer=tf_keras.optimizers.Adam(learning_rate=cfg.learning_rate),
-        loss=loss,
-        metrics=metrics,
-    )
-    return model
+        prediction = tf_keras.layers.Dense(1, name="prediction", dtype="float32")(x)
+        outputs = tf.squeeze(prediction, axis=-1)
+    return tf_keras.Model(inputs=inputs, outputs=outputs, name="shardflow")
 
 
 class MaskedMean(tf_keras.layers.Layer):
@@ -247,82 +324,43 @@ class OneHotIds(tf_keras.layers.Layer):
 
 
 def _encode(
-    feature: InputFeature,
+    model_input: ModelInput,
     x: tf.Tensor,
     base: str,
     cfg: ModelConfig,
     moments: Mapping[str, Moments],
-    names: _LayerNames,
+    names: LayerNames,
 ) -> tf.Tensor:
-    """The encoding of one feature's Keras input as a [batch, width] float tensor."""
+    """The encoding of one numeric model input as a [batch, width] float tensor."""
     layers = tf_keras.layers
+    feature, size = model_input.feature, model_input.vocabulary_size
 
     def name(suffix: str) -> str:
         return names.unique(f"{base}_{suffix}")
 
-    if feature.buckets is not None:  # category ids of a transform output
-        if feature.variable_length:
-            return IdEmbedding(feature.buckets, cfg.embedding_dim, mean=True, name=name("embed"))(x)
-        ids = layers.Reshape((feature.size,), name=name("2d"))(x)
-        if feature.size == 1 and feature.buckets <= cfg.one_hot_max:
-            return OneHotIds(feature.buckets, name=name("one_hot"))(ids)
-        embedded = IdEmbedding(feature.buckets, cfg.embedding_dim, name=name("embed"))(ids)
-        return layers.Flatten(name=name("flat"))(embedded)
-
-    if feature.variable_length:  # a string list: ids with 0 for padding, embedded, averaged
-        if feature.values is not None:
-            vocabulary = [v for v in feature.values if v != ""]
-            ids = layers.StringLookup(vocabulary=vocabulary, mask_token="", name=name("lookup"))(x)
-            bins = len(vocabulary) + 2  # mask, OOV
-        else:
-            ids = layers.Hashing(cfg.hash_bins + 1, mask_value="", name=name("hash"))(x)
-            bins = cfg.hash_bins + 1
-        embedded = layers.Embedding(bins, cfg.embedding_dim, name=name("embed"))(ids)
-        return MaskedMean(name=name("mean"))([embedded, ids])
-
-    flat = layers.Reshape((feature.size,), name=name("2d"))(x)
-    if is_numeric(feature):
+    if model_input.kind == NUMBER:
         if feature.name not in moments:
             raise ValueError(f"feature {feature.name!r}: no normalization moments given")
         m = moments[feature.name]
-        floats = tf.cast(flat, tf.float32)
+        flat = layers.Reshape((feature.size,), name=name("2d"))(x)
+        # float32 whatever the policy: raw values (a year, a price) do not fit bfloat16's 8 bits
         return layers.Normalization(
             mean=np.reshape(m.mean, [-1]),
             variance=np.reshape(m.variance, [-1]),
             name=name("norm"),
-        )(floats)
-
-    if feature.values is not None:
-        one_hot = feature.size == 1 and len(feature.values) <= cfg.one_hot_max
-        lookup = layers.StringLookup if feature.type == "string" else layers.IntegerLookup
-        ids = lookup(
-            vocabulary=list(feature.values),
-            output_mode="one_hot" if one_hot else "int",
-            name=name("lookup"),
+            dtype="float32",
         )(flat)
-        if one_hot:
-            return ids
-        bins = len(feature.values) + 1  # OOV
-    else:
-        ids = layers.Hashing(cfg.hash_bins, name=name("hash"))(flat)
-        bins = cfg.hash_bins
-    embedded = layers.Embedding(bins, cfg.embedding_dim, name=name("embed"))(ids)
+    if model_input.ids == FROM_TRANSFORM:  # -1 (missing) or any id outside the range: zeros
+        if model_input.kind == TOKENS:
+            return IdEmbedding(size, cfg.embedding_dim, mean=True, name=name("embed"))(x)
+        if feature.size == 1 and size <= cfg.one_hot_max:
+            return OneHotIds(size, name=name("one_hot"))(x)
+        embedded = IdEmbedding(size, cfg.embedding_dim, name=name("embed"))(x)
+        return layers.Flatten(name=name("flat"))(embedded)
+    if model_input.kind == TOKENS:  # ids with 0 for padding, embedded, averaged
+        embedded = layers.Embedding(size, cfg.embedding_dim, name=name("embed"))(x)
+        return MaskedMean(name=name("mean"))([embedded, x])
+    if model_input.ids == FROM_VALUES and feature.size == 1 and size - 1 <= cfg.one_hot_max:
+        return OneHotIds(size, name=name("one_hot"))(x)  # id 0: a value not in `values`
+    embedded = layers.Embedding(size, cfg.embedding_dim, name=name("embed"))(x)
     return layers.Flatten(name=name("flat"))(embedded)
-
-
-class _LayerNames:
-    """Keras-safe, unique layer names derived from feature names."""
-
-    def __init__(self, reserved: set[str]) -> None:
-        self._taken = set(reserved)
-
-    def unique(self, name: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "feature"
-        if not base[0].isalpha():
-            base = "f_" + base
-        candidate, i = base, 1
-        while candidate in self._taken:
-            i += 1
-            candidate = f"{base}_{i}"
-        self._taken.add(candidate)
-        return candidate

@@ -2,7 +2,9 @@
 
 Reads --profile-batches training batches as the run would (after a few warm-up batches), then
 fits the model on one batch held in memory for as many steps; both in examples per second. The
-input is the bottleneck when it is the slower of the two. Nothing is trained or written.
+input is the bottleneck when it is the slower of the two. The model step runs with the
+accelerator settings of the run (XLA, mixed precision, steps per execution), reported with it.
+Nothing is trained or written.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import tensorflow as tf
 
 from trainer.config import TrainConfig
 from trainer.dataset import Inputs, train_dataset
-from trainer.fit import Throughput
+from trainer.fit import Throughput, accelerator_fields
 from trainer.model import build_model
 from trainer.plan import plan_input
+from trainer.strategy import accelerator_settings
 
 PROFILE_WARMUP_BATCHES = 5
 
@@ -39,7 +42,10 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
     drain(tf.constant(cfg.profile_batches))
     input_seconds = time.perf_counter() - started
 
-    model = build_model(inputs.model_spec, cfg.model, inputs.moments())
+    accelerator = accelerator_settings(cfg.accelerator, tf.distribute.get_strategy())
+    model = build_model(
+        inputs.model_spec, cfg.model, inputs.moments(), inputs.host.inputs, accelerator
+    )
     one_batch = tf.data.Dataset.from_tensors(next(iterator)).repeat()
     model.fit(one_batch, epochs=1, steps_per_epoch=PROFILE_WARMUP_BATCHES, verbose=0)
     throughput = Throughput()
@@ -62,4 +68,5 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
         "batches": cfg.profile_batches,
         "task": inputs.model_spec.task,
         "input": plan.describe(),
+        **accelerator_fields(accelerator),
     }

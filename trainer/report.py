@@ -99,6 +99,8 @@ def render(metrics: dict, history: list[dict], manifest_summary: dict | None = N
     """
     title = f"Training run on {metrics.get('dataset', '?')}"
     sections = [_summary(metrics), _final_metrics(metrics)]
+    if "model_inputs" in metrics:
+        sections.append(_model_inputs(metrics))
     if manifest_summary:
         sections.append(_dataset(manifest_summary))
     if history:
@@ -166,6 +168,13 @@ def _summary(metrics: dict) -> str:
     ]
     if metrics.get("skipped_records"):
         rows.append(("Corrupt records skipped", "skipped_records", metrics["skipped_records"]))
+    for heading, key in (
+        ("XLA (jit_compile)", "jit_compile"),
+        ("Mixed precision", "mixed_precision"),
+        ("Steps per execution", "steps_per_execution"),
+    ):
+        if key in metrics:
+            rows.append((heading, key, metrics[key]))
     body = "".join(f"<tr><th>{_esc(name)}</th>{_cell(v, key)}</tr>" for name, key, v in rows)
     return f'<h2>Run</h2>\n<table class="summary">{body}</table>'
 
@@ -182,6 +191,15 @@ def _final_metrics(metrics: dict) -> str:
     )
     head = "<thead><tr><th>metric</th><th>train</th><th>eval</th></tr></thead>"
     return f'<h2>Final metrics</h2>\n<table class="final">{head}<tbody>{rows}</tbody></table>'
+
+
+def _model_inputs(metrics: dict) -> str:
+    """The model's inputs, and each feature that is not one with the reason."""
+    used = ", ".join(metrics.get("model_inputs") or []) or "none"
+    rows = [f'<tr><th>Model inputs</th><td data-key="model_inputs">{_esc(used)}</td></tr>']
+    for name, why in (metrics.get("not_model_inputs") or {}).items():
+        rows.append(f"<tr><th>Not an input: {_esc(name)}</th><td>{_esc(why)}</td></tr>")
+    return f'<h2>Model inputs</h2>\n<table class="summary">{"".join(rows)}</table>'
 
 
 def _dataset(summary: dict) -> str:

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import tensorflow as tf
 
-from trainer.config import STRATEGIES
+from trainer.config import STRATEGIES, Accelerator, AcceleratorFlags
 
 logger = logging.getLogger(__name__)
 
@@ -152,3 +152,29 @@ def _probe_grpc(address: str) -> None:
         raise ValueError(f"{address!r} is not grpc://HOST:PORT")
     with socket.create_connection((url.hostname, url.port), timeout=TPU_CONNECT_TIMEOUT):
         pass
+
+
+# Steps per call into a TPU by default: a TPU step of a small model is far shorter than the
+# host's round trip to start it.
+TPU_STEPS_PER_EXECUTION = 32
+
+
+def accelerator_settings(flags: AcceleratorFlags, strategy: tf.distribute.Strategy) -> Accelerator:
+    """The flags, with the defaults of `strategy`'s devices for those not given: a TPU runs
+    bfloat16 and TPU_STEPS_PER_EXECUTION steps a call (it compiles every step itself); GPUs
+    compile the step with XLA; CPUs run as written, in float32."""
+    tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    gpus = not tpu and _on_gpus(strategy)
+    return Accelerator(
+        jit_compile=False if tpu else (gpus if flags.jit_compile is None else flags.jit_compile),
+        mixed_precision=flags.mixed_precision or ("bfloat16" if tpu else "float32"),
+        steps_per_execution=flags.steps_per_execution or (TPU_STEPS_PER_EXECUTION if tpu else 1),
+    )
+
+
+def _on_gpus(strategy: tf.distribute.Strategy) -> bool:
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:  # the default strategy: the first GPU if there is one
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")[:1]]
+    return any("GPU" in device.upper() for device in devices)

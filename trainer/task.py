@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if cfg.profile_input:
             tf_keras.utils.set_random_seed(cfg.seed)
-            inputs = Inputs.of(manifest, skip_corrupt=cfg.skip_corrupt)
+            inputs = Inputs.of(manifest, cfg.skip_corrupt, cfg.model, cfg.exclude_features)
             print(json.dumps(profile_input(cfg, inputs)), flush=True)
         else:
             run(cfg, manifest)
@@ -79,7 +79,7 @@ def run(cfg: TrainConfig, manifest: Manifest) -> dict:
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     strategy = get_strategy(cfg.strategy)
-    inputs = Inputs.of(manifest, skip_corrupt=cfg.skip_corrupt)
+    inputs = Inputs.of(manifest, cfg.skip_corrupt, cfg.model, cfg.exclude_features)
     trained = train(cfg, strategy, inputs)
     _write_outputs(cfg, inputs, trained)
     return trained.metrics

@@ -70,7 +70,7 @@ class Transform:
 
     def model_inputs(self, transformed: Parsed) -> dict[str, tf.Tensor]:
         """The dense model inputs among the transform's outputs (see features.dense_inputs)."""
-        used, _ = model_features(self.features, self.label)
+        used, _, _ = model_features(self.features, self.label)
         missing = [f.name for f in used if f.name not in transformed]
         if missing:
             raise ManifestError(

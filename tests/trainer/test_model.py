@@ -1,7 +1,5 @@
 """The model built from the manifest, its normalization moments and its export."""
 
-import functools
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,8 +7,7 @@ import tensorflow as tf
 from tests.trainer.datasets import FEATURES, make_rows, to_example, write_dataset
 from trainer.dataset import Inputs
 from trainer.export import export_model
-from trainer.features import dense_inputs, label_encoder, parse_spec
-from trainer.input import make_dataset
+from trainer.features import dense_inputs, parse_spec
 from trainer.manifest import load_manifest
 from trainer.model import ModelConfig, build_model, compute_moments, model_features, model_spec
 
@@ -20,28 +17,18 @@ SMALL = ModelConfig(hidden_units=(8,), embedding_dim=2, hash_bins=16, one_hot_ma
 
 
 def _batches(m, split="train", batch_size=32, **options):
-    used, _ = model_features(m.features, m.label)
-    return make_dataset(
-        m.split_files(split),
-        parse_spec(m, only=[f.name for f in used]),
-        m.compression_type,
-        batch_size,
-        shuffle=False,
-        label=m.label,
-        preprocess=functools.partial(dense_inputs, features=m.features),
-        label_fn=label_encoder(m.features[m.label]),
-        **options,
-    )
+    """Batches of (model inputs, label), as training reads them: the host preprocessing done."""
+    return Inputs.of(m, model=SMALL).dataset(split, batch_size, shuffle=False, **options)
 
 
 def _moments(m):
-    used, _ = model_features(m.features, m.label)
+    used, _, _ = model_features(m.features, m.label)
     return compute_moments(_batches(m, batch_size=64), used, batches=100)
 
 
 def test_image_bytes_and_numeric_lists_are_not_model_inputs(dataset):
     m = load_manifest(str(dataset.root))
-    used, skipped = model_features(m.features, "species")
+    used, skipped, _ = model_features(m.features, "species")
     assert [f.name for f in skipped] == ["photo"]
     assert [f.name for f in used] == [n for n in FEATURES if n not in ("photo", "species")]
 
@@ -95,7 +82,8 @@ def test_regression_model_trains_exports_and_serves_raw_examples(tmp_path):
     history = model.fit(_batches(m).repeat(), steps_per_epoch=3, epochs=1, verbose=0)
     assert sorted(history.history) == ["loss", "mae"]
 
-    export_model(model, Inputs.of(m), str(tmp_path / "export"))
+    inputs = Inputs.of(m, model=SMALL)
+    export_model(model, inputs, str(tmp_path / "export"))
     loaded = tf.saved_model.load(str(tmp_path / "export"))
     assert list(loaded.signatures) == ["serving_default"]  # no transform, no transform signature
     serve = loaded.signatures["serving_default"]
@@ -109,9 +97,11 @@ def test_regression_model_trains_exports_and_serves_raw_examples(tmp_path):
         tf.float32,
         [4],
     )
-    used, _ = model_features(m.features, m.label)
+    used, _, _ = model_features(m.features, m.label)
     spec = parse_spec(m, include_label=False, only=[f.name for f in used])
-    features = dense_inputs(tf.io.parse_example(tf.constant(examples), spec), m.features)
+    features = inputs.host(
+        dense_inputs(tf.io.parse_example(tf.constant(examples), spec), m.features)
+    )
     # the served graph is optimized apart from the eager model: float sums may differ in order
     np.testing.assert_allclose(
         outputs["predictions"], model(features, training=False), rtol=1e-4, atol=1e-4

@@ -217,3 +217,21 @@ def test_report_renders_in_headless_chromium(resumed, chromium, tmp_path):
     png = chromium.screenshot(model_dir / "report.html", tmp_path / "report.png")
 
     assert distinct_colours(png) > 16  # text, three chart colours and antialiasing
+
+
+def test_render_lists_the_model_inputs_the_features_left_out_and_the_accelerator_settings():
+    metrics = {
+        **METRICS,
+        "model_inputs": ["flipper_mm", "island"],
+        "not_model_inputs": {"id": "the dataset's key", "photo": "an image <feature>"},
+        "jit_compile": True,
+        "mixed_precision": "bfloat16",
+        "steps_per_execution": 32,
+    }
+    page = render(metrics, HISTORY, None)
+    assert '<td data-key="model_inputs">flipper_mm, island</td>' in page
+    assert "<th>Not an input: id</th><td>the dataset&#x27;s key</td>" in page
+    assert "an image &lt;feature&gt;" in page
+    assert '<td data-key="mixed_precision">bfloat16</td>' in page
+    assert 'data-key="steps_per_execution" data-value="32"' in page
+    assert "Model inputs" not in render(METRICS, HISTORY, None)  # older metrics.json

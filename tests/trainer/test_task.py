@@ -41,15 +41,25 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
         "examples_per_sec",
         "initial_epoch",
         "initial_step",
+        "jit_compile",
         "label",
+        "mixed_precision",
+        "model_inputs",
+        "not_model_inputs",
         "replicas",
         "skipped_records",
         "steps",
         "steps_per_epoch",
+        "steps_per_execution",
         "strategy",
         "task",
         "train",
     ]
+    # CPU defaults; every feature but the label and the image is a model input
+    assert (metrics["jit_compile"], metrics["mixed_precision"]) == (False, "float32")
+    assert metrics["steps_per_execution"] == 1
+    assert "island" in metrics["model_inputs"] and "body_mass_g__present" in metrics["model_inputs"]
+    assert list(metrics["not_model_inputs"]) == ["photo"]
     assert metrics["initial_step"] == 0
     assert (metrics["epochs"], metrics["initial_epoch"], metrics["batch_size"]) == (1, 0, 32)
     assert metrics["steps_per_epoch"] == 8  # ceil(240 train records / 32)
@@ -120,6 +130,11 @@ def test_profile_input_prints_json_as_last_line(dataset, tmp_path):
         result["input_examples_per_sec"] < result["model_examples_per_sec"]
     )
     assert (result["batch_size"], result["batches"]) == (16, 10)
+    assert (result["jit_compile"], result["mixed_precision"], result["steps_per_execution"]) == (
+        False,
+        "float32",
+        1,
+    )
 
 
 def test_missing_manifest_exits_2_with_one_line(tmp_path, capsys):
