@@ -25,6 +25,7 @@ import tf_keras
 from trainer.config import Accelerator, TrainConfig
 from trainer.dataset import Inputs, scan_corrupt, train_dataset
 from trainer.errors import UsageError
+from trainer.features import CLASSIFICATION
 from trainer.integrity import CorruptShard
 from trainer.model import build_model
 from trainer.paths import join
@@ -72,6 +73,8 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs) ->
         logger.info("train input: %s", plan.describe())
         trained = _fit(cfg, strategy, inputs, model, plan, steps, corrupt)
     trained.metrics.update(accelerator_fields(accelerator))
+    if inputs.model_spec.task == CLASSIFICATION:
+        trained.metrics["classes"] = list(inputs.model_spec.label.values)
     return trained
 
 

@@ -20,9 +20,8 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.features import parse_spec
-from trainer.manifest import InputFeature, Manifest, ManifestError, load_manifest, read_json
-from trainer.paths import join
-from transforms.contract.layout import STATISTICS, STATISTICS_FORMAT_VERSION
+from trainer.manifest import InputFeature, Manifest, ManifestError, load_manifest, load_statistics
+from transforms.contract.layout import STATISTICS
 
 NUMBER_TYPES = ("int", "float")
 SIZE_TYPES = ("bytes", "image")
@@ -114,23 +113,6 @@ def summary(manifest: Manifest) -> list[str]:
             f"(shards hold {manifest.transform.materialize} examples)"
         )
     return lines
-
-
-def load_statistics(root: str) -> dict | None:
-    """DATASET/statistics.json as written by the ETL, or None when the dataset has none."""
-    path = join(root, STATISTICS)
-    if not tf.io.gfile.exists(path):
-        return None
-    raw = read_json(path)
-    if not isinstance(raw, dict) or not isinstance(raw.get("splits"), dict):
-        raise ManifestError(f"{path}: splits: missing or not an object")
-    version = raw.get("format_version")
-    if version != STATISTICS_FORMAT_VERSION:
-        raise ManifestError(
-            f"{path}: format_version: {version!r} is not supported "
-            f"(this shardflow reads {STATISTICS_FORMAT_VERSION})"
-        )
-    return raw
 
 
 def statistics_table(manifest: Manifest, statistics: dict, split: str) -> list[str]:

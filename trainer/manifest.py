@@ -23,7 +23,13 @@ import tensorflow as tf
 
 from trainer.paths import join, normalize_root
 from transforms.contract import manifest as contract
-from transforms.contract.layout import COMPRESSIONS, FORMAT_VERSION, MANIFEST
+from transforms.contract.layout import (
+    COMPRESSIONS,
+    FORMAT_VERSION,
+    MANIFEST,
+    STATISTICS,
+    STATISTICS_FORMAT_VERSION,
+)
 from transforms.contract.manifest import ManifestError, SourceEntry
 
 
@@ -154,6 +160,23 @@ def load_manifest(dataset_uri: str) -> Manifest:
         )
     with tf.io.gfile.GFile(path, "r") as f:
         return _anchored(contract.Manifest.from_json(f.read(), where=path), root)
+
+
+def load_statistics(root: str) -> dict | None:
+    """DATASET/statistics.json as written by the ETL, or None when the dataset has none."""
+    path = join(root, STATISTICS)
+    if not tf.io.gfile.exists(path):
+        return None
+    raw = read_json(path)
+    if not isinstance(raw, dict) or not isinstance(raw.get("splits"), dict):
+        raise ManifestError(f"{path}: splits: missing or not an object")
+    version = raw.get("format_version")
+    if version != STATISTICS_FORMAT_VERSION:
+        raise ManifestError(
+            f"{path}: format_version: {version!r} is not supported "
+            f"(this shardflow reads {STATISTICS_FORMAT_VERSION})"
+        )
+    return raw
 
 
 def read_json(path: str) -> Any:

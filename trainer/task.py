@@ -22,6 +22,7 @@ import sys
 import tensorflow as tf
 import tf_keras
 
+from trainer.classes import with_label_classes
 from trainer.config import TrainConfig
 from trainer.dataset import Inputs, check_dataset, corrupt_message
 from trainer.errors import UsageError, first_line
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("trainer").setLevel(logging.INFO)
     try:
-        manifest = load_manifest(cfg.data)
+        manifest, classes_from = with_label_classes(load_manifest(cfg.data))
         check_dataset(manifest)
     except ManifestError as e:
         print(f"shardflow train: {e}", file=sys.stderr)
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             inputs = Inputs.of(manifest, cfg.skip_corrupt, cfg.model, cfg.exclude_features)
             print(json.dumps(profile_input(cfg, inputs)), flush=True)
         else:
-            run(cfg, manifest)
+            run(cfg, manifest, classes_from)
     except (UsageError, ManifestError) as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 2
@@ -73,14 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(cfg: TrainConfig, manifest: Manifest) -> dict:
-    """Trains, evaluates and exports; returns the metrics written to metrics.json."""
+def run(cfg: TrainConfig, manifest: Manifest, classes_from: str | None = None) -> dict:
+    """Trains, evaluates and exports; returns the metrics written to metrics.json.
+    `classes_from`: where a string label's classes came from (trainer.classes)."""
     tf_keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     strategy = get_strategy(cfg.strategy)
     inputs = Inputs.of(manifest, cfg.skip_corrupt, cfg.model, cfg.exclude_features)
     trained = train(cfg, strategy, inputs)
+    if classes_from is not None:
+        trained.metrics["classes_from"] = classes_from
     _write_outputs(cfg, inputs, trained)
     return trained.metrics
 

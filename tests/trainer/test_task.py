@@ -34,6 +34,8 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
 
     assert sorted(metrics) == [
         "batch_size",
+        "classes",
+        "classes_from",
         "corrupt_files",
         "dataset",
         "epochs",
@@ -60,6 +62,10 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
     assert metrics["steps_per_execution"] == 1
     assert "island" in metrics["model_inputs"] and "body_mass_g__present" in metrics["model_inputs"]
     assert list(metrics["not_model_inputs"]) == ["photo"]
+    assert (metrics["classes"], metrics["classes_from"]) == (
+        ["Adelie", "Chinstrap", "Gentoo"],
+        "config",
+    )
     assert metrics["initial_step"] == 0
     assert (metrics["epochs"], metrics["initial_epoch"], metrics["batch_size"]) == (1, 0, 32)
     assert metrics["steps_per_epoch"] == 8  # ceil(240 train records / 32)

@@ -1,0 +1,95 @@
+"""A string label without `values` takes its classes from the data.
+
+The classes are the label's distinct values in the train split, sorted: from the train split's
+statistics (DATASET/statistics.json, which the ETL counts exactly) when they list every value,
+else from one pass over the train split's labels. A value that another split (eval, test) holds
+and train does not is an error before training: the model could never predict it, and
+evaluating on it would fail the step. The classes are written into the manifest's label, so
+the model, the label encoding, the export's `classes` output and metrics.json all take them
+from there.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.manifest import Manifest, ManifestError, load_statistics
+
+logger = logging.getLogger(__name__)
+
+STATISTICS = "statistics"  # where the classes came from (metrics.json's "classes_from")
+RECORDS = "records"
+CONFIG = "config"
+_SCAN_BATCH = 4096
+
+
+def with_label_classes(manifest: Manifest) -> tuple[Manifest, str | None]:
+    """The manifest with its string label's classes filled in from the data, and where they
+    came from; unchanged (with CONFIG, or None without a string label) when the label already
+    has `values` or is not a string."""
+    name = manifest.label
+    label = manifest.features.get(name) if name else None
+    if label is None or label.type != "string":
+        return manifest, None
+    if label.values is not None:
+        return manifest, CONFIG
+    if not manifest.has_split("train"):
+        return manifest, None  # check_dataset says what is wrong
+    statistics = load_statistics(manifest.root)
+    counts, source = label_counts(manifest, "train", statistics)
+    if not counts:
+        raise ManifestError(f"label {name!r}: the train split holds no value of it")
+    classes = tuple(sorted(counts))
+    for split in sorted(manifest.splits):
+        if split == "train" or not manifest.has_split(split):
+            continue
+        unknown = {v: n for v, n in label_counts(manifest, split, statistics)[0].items()
+                   if v not in counts}  # fmt: skip
+        if unknown:
+            value, records = sorted(unknown.items())[0]
+            raise ManifestError(
+                f"label {name!r}: split {split!r} holds {value!r} ({records} records)"
+                f"{f' and {len(unknown) - 1} more value(s)' if len(unknown) > 1 else ''}, which "
+                "the train split does not: the model cannot learn a class it never sees; add "
+                "train examples of it, or list the label's `values` in the config"
+            )
+    logger.info(
+        "label %r: %d classes from the train split's %s: %s",
+        name, len(classes), source, ", ".join(classes),
+    )  # fmt: skip
+    features = dict(manifest.features)
+    features[name] = dataclasses.replace(label, values=classes)
+    return dataclasses.replace(manifest, features=features), source
+
+
+def label_counts(
+    manifest: Manifest, split: str, statistics: dict | None
+) -> tuple[dict[str, int], str]:
+    """The label's values in `split` with their record counts, and where they came from:
+    the split's statistics when they list every value, else its records."""
+    stats = (statistics or {}).get("splits", {}).get(split, {}).get("features", {})
+    stats = stats.get(manifest.label)
+    if stats and stats.get("distinct_exact") and len(stats.get("top", [])) == stats.get("distinct"):
+        return {t["value"]: t["count"] for t in stats["top"]}, STATISTICS
+    return _scan(manifest, split), RECORDS
+
+
+def _scan(manifest: Manifest, split: str) -> dict[str, int]:
+    """Counts the label's values over the split's records (one pass, the label parsed alone)."""
+    spec = {manifest.label: tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int64)}
+    files = manifest.split_files(split)
+    records = tf.data.TFRecordDataset(files, compression_type=manifest.compression_type)
+    batches = records.batch(_SCAN_BATCH).map(
+        lambda b: tf.io.parse_example(b, spec)[manifest.label].flat_values,
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    counts: collections.Counter = collections.Counter()
+    for values in batches.as_numpy_iterator():
+        unique, n = np.unique(values, return_counts=True)
+        counts.update(dict(zip((v.decode() for v in unique), n.tolist())))
+    return dict(counts)
