@@ -90,6 +90,7 @@ class TrainConfig:
     logs_dir: str | None = None  # the chief's TensorBoard logs; None: MODEL_DIR/logs
     accelerator: AcceleratorFlags = AcceleratorFlags()
     exclude_features: tuple[str, ...] = ()  # features that are not model inputs
+    model_module: str | None = None  # a file defining build_model(spec); None: the built-in
 
     @property
     def checkpoints(self) -> str:

@@ -88,6 +88,8 @@ class ServingModule(tf.Module):
         serving = self._serving
         outputs = self.model(self._model_inputs(examples), training=False)
         if serving.classes is None:
+            if outputs.shape.rank == 2:  # a model of your own may predict [batch, 1]
+                outputs = tf.squeeze(outputs, axis=-1)
             return {"predictions": outputs}
         classes = tf.constant(list(serving.classes), dtype=serving.classes_dtype)
         return {

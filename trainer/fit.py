@@ -32,6 +32,7 @@ from trainer.paths import join
 from trainer.plan import InputPlan, plan_input
 from trainer.report import HISTORY, HistoryLogger
 from trainer.strategy import accelerator_settings, strategy_name
+from trainer.usermodel import load_module
 
 logger = logging.getLogger(__name__)
 
@@ -66,13 +67,17 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs) ->
     moments = inputs.moments()
     accelerator = accelerator_settings(cfg.accelerator, strategy)
     logger.info("accelerator: %s", accelerator)
+    module = load_module(cfg.model_module) if cfg.model_module else None
     with strategy.scope():
-        model = build_model(inputs.model_spec, cfg.model, moments, inputs.host.inputs, accelerator)
+        model = build_model(
+            inputs.model_spec, cfg.model, moments, inputs.host.inputs, accelerator, module
+        )
     with _cache_folder(cfg) as cache_dir:
         plan = plan_input(manifest, cfg.input, "train", _input_pipelines(strategy), cache_dir)
         logger.info("train input: %s", plan.describe())
         trained = _fit(cfg, strategy, inputs, model, plan, steps, corrupt)
     trained.metrics.update(accelerator_fields(accelerator))
+    trained.metrics["model"] = cfg.model_module or "built-in"
     if inputs.model_spec.task == CLASSIFICATION:
         trained.metrics["classes"] = list(inputs.model_spec.label.values)
     return trained

@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: ceil(train records / batch size)",
     )
     p.add_argument(
+        "--model-module",
+        metavar="FILE.py",
+        help="your own model: a Python file (local or gs://) defining build_model(spec) that "
+        "returns a tf_keras model (default: the built-in model)",
+    )
+    p.add_argument(
         "--exclude-features",
         type=_names,
         default=(),
@@ -199,6 +205,7 @@ def parse_args(argv: list[str] | None, environ: Mapping[str, str] | None = None)
         checkpoint_dir=dirs.checkpoint_dir,
         logs_dir=dirs.logs_dir,
         exclude_features=args.exclude_features,
+        model_module=args.model_module,
         accelerator=AcceleratorFlags(
             jit_compile=args.jit_compile,
             mixed_precision=args.mixed_precision,

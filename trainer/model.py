@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ from trainer.preprocess import (
     ModelInput,
     model_inputs,
 )
+from trainer.usermodel import build_user_model, user_spec
 
 logger = logging.getLogger(__name__)
 
@@ -180,8 +182,11 @@ def build_model(
     moments: Mapping[str, Moments],
     host_inputs: Sequence[ModelInput] | None = None,
     accelerator: Accelerator = CPU,
+    module: types.ModuleType | None = None,
 ) -> tf_keras.Model:
-    """A compiled tf_keras model over the model inputs of `spec.used`, predicting `spec.label`.
+    """A compiled tf_keras model over the model inputs of `spec.used`, predicting `spec.label`:
+    the built-in model, or the one `module`'s build_model(spec) returns (trainer.usermodel;
+    compiled here unless it comes compiled).
 
     `host_inputs`: those the host preprocessing gives (`Inputs.host.inputs`); by default, those
     of `cfg`. `accelerator`: the mixed-precision policy its layers compute in (the
@@ -189,8 +194,18 @@ def build_model(
     Classification outputs softmax probabilities over the label's `values` (targets are
     class indices); regression outputs one float per example (targets are floats).
     """
+    if host_inputs is None:
+        host_inputs = model_inputs(spec.used, cfg)
     with _policy(accelerator.policy):
-        model = _build(spec, cfg, moments, host_inputs)
+        if module is None:
+            model = _build(spec, cfg, moments, host_inputs)
+        else:
+            label = spec.label
+            model = build_user_model(
+                module, user_spec(host_inputs, moments, label.name, spec.task, label.values)
+            )
+            if getattr(model, "_is_compiled", False):
+                return model
     model.compile(
         optimizer=tf_keras.optimizers.Adam(learning_rate=cfg.learning_rate),
         loss=_LOSSES[spec.task](),
@@ -226,7 +241,7 @@ def _build(
     spec: ModelSpec,
     cfg: ModelConfig,
     moments: Mapping[str, Moments],
-    host_inputs: Sequence[ModelInput] | None,
+    host_inputs: Sequence[ModelInput],
 ) -> tf_keras.Model:
     for name, why in spec.reasons.items():
         logger.info("not a model input: %s: %s", name, why)
@@ -238,8 +253,6 @@ def _build(
     inputs: dict[str, tf.Tensor] = {}
     encoded = []
     values: dict[str, tf.Tensor] = {}  # a numeric feature's encoding, until its presence comes
-    if host_inputs is None:
-        host_inputs = model_inputs(spec.used, cfg)
     for model_input in host_inputs:
         base = names.unique(model_input.name)
         x = inputs[model_input.name] = model_input.keras_input(base)

@@ -19,6 +19,7 @@ from trainer.fit import Throughput, accelerator_fields
 from trainer.model import build_model
 from trainer.plan import plan_input
 from trainer.strategy import accelerator_settings
+from trainer.usermodel import load_module
 
 PROFILE_WARMUP_BATCHES = 5
 
@@ -43,8 +44,9 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
     input_seconds = time.perf_counter() - started
 
     accelerator = accelerator_settings(cfg.accelerator, tf.distribute.get_strategy())
+    module = load_module(cfg.model_module) if cfg.model_module else None
     model = build_model(
-        inputs.model_spec, cfg.model, inputs.moments(), inputs.host.inputs, accelerator
+        inputs.model_spec, cfg.model, inputs.moments(), inputs.host.inputs, accelerator, module
     )
     one_batch = tf.data.Dataset.from_tensors(next(iterator)).repeat()
     model.fit(one_batch, epochs=1, steps_per_epoch=PROFILE_WARMUP_BATCHES, verbose=0)

@@ -70,7 +70,7 @@ def _raw_records(dataset, split: str) -> dict[int, bytes]:
 
 def _built(inputs: Inputs, cfg: ModelConfig = SMALL):
     moments = inputs.moments(64)
-    return build_model(inputs.model_spec, cfg, moments)
+    return build_model(inputs.model_spec, cfg, moments, inputs.host.inputs)
 
 
 # --- describing transform outputs (no transform needed) ---------------------------------------
@@ -198,7 +198,8 @@ def test_trainer_reads_raw_shards_through_the_transform(tft_datasets):
     np.testing.assert_allclose(batch["flipper_mm"], z, rtol=1e-4, atol=1e-5)
     assert sorted(islands) == sorted({r["island"] for r in rows})
     assert sorted(tags) == sorted({t for r in rows for t in r["tags"]})
-    np.testing.assert_array_equal(batch["island"], [islands.index(r["island"]) for r in ordered])
+    # a category id is a [batch, 1] model input (trainer.preprocess), its id as the vocabulary's
+    np.testing.assert_array_equal(batch["island"], [[islands.index(r["island"])] for r in ordered])
     width = max(len(r["tags"]) for r in rows)
     np.testing.assert_array_equal(
         batch["tags"],
