@@ -25,6 +25,7 @@ import tf_keras
 from trainer.config import Accelerator, TrainConfig
 from trainer.dataset import Inputs, scan_corrupt, train_dataset
 from trainer.errors import UsageError
+from trainer.evaluate import class_report
 from trainer.features import CLASSIFICATION
 from trainer.integrity import CorruptShard
 from trainer.model import build_model
@@ -79,7 +80,12 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs) ->
     trained.metrics.update(accelerator_fields(accelerator))
     trained.metrics["model"] = cfg.model_module or "built-in"
     if inputs.model_spec.task == CLASSIFICATION:
-        trained.metrics["classes"] = list(inputs.model_spec.label.values)
+        classes = list(inputs.model_spec.label.values)
+        trained.metrics["classes"] = classes
+        if manifest.has_split("eval") and not isinstance(strategy, tf.distribute.TPUStrategy):
+            # every eval record once, on this worker (no collective op: each worker alike)
+            evaluation = inputs.dataset("eval", cfg.batch_size, shuffle=False, deterministic=True)
+            trained.metrics["eval_classes"] = class_report(trained.model, evaluation, classes)
     return trained
 
 

@@ -99,6 +99,8 @@ def render(metrics: dict, history: list[dict], manifest_summary: dict | None = N
     """
     title = f"Training run on {metrics.get('dataset', '?')}"
     sections = [_summary(metrics), _final_metrics(metrics)]
+    if metrics.get("eval_classes"):
+        sections.append(_classes(metrics["eval_classes"]))
     if "model_inputs" in metrics:
         sections.append(_model_inputs(metrics))
     if manifest_summary:
@@ -191,6 +193,36 @@ def _final_metrics(metrics: dict) -> str:
     )
     head = "<thead><tr><th>metric</th><th>train</th><th>eval</th></tr></thead>"
     return f'<h2>Final metrics</h2>\n<table class="final">{head}<tbody>{rows}</tbody></table>'
+
+
+def _classes(report: dict) -> str:
+    """Per-class precision, recall, F1 and support on eval, and the confusion matrix."""
+    rows = "".join(
+        f"<tr><td>{_esc(name)}</td>{_cell(c['precision'])}{_cell(c['recall'])}"
+        f"{_cell(c['f1'])}{_cell(c['support'])}</tr>"
+        for name, c in report["per_class"].items()
+    )
+    head = (
+        "<thead><tr><th>class</th><th>precision</th><th>recall</th><th>F1</th>"
+        "<th>support</th></tr></thead>"
+    )
+    confusion = report["confusion_matrix"]
+    names = confusion["classes"]
+    matrix_head = (
+        "<thead><tr><th>true \\ predicted</th>"
+        + "".join(f"<th>{_esc(n)}</th>" for n in names)
+        + "</tr></thead>"
+    )
+    matrix_rows = "".join(
+        f"<tr><td>{_esc(name)}</td>{''.join(_cell(v) for v in row)}</tr>"
+        for name, row in zip(names, confusion["matrix"])
+    )
+    return (
+        f"<h2>Evaluation by class</h2>\n<p>Macro F1 {_esc(_fmt(report['macro_f1']))}, "
+        f"accuracy {_esc(_fmt(report['accuracy']))} over the eval split.</p>\n"
+        f'<table class="classes">{head}<tbody>{rows}</tbody></table>\n'
+        f'<table class="confusion">{matrix_head}<tbody>{matrix_rows}</tbody></table>'
+    )
 
 
 def _model_inputs(metrics: dict) -> str:

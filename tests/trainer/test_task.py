@@ -40,12 +40,14 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
         "dataset",
         "epochs",
         "eval",
+        "eval_classes",
         "examples_per_sec",
         "initial_epoch",
         "initial_step",
         "jit_compile",
         "label",
         "mixed_precision",
+        "model",
         "model_inputs",
         "not_model_inputs",
         "replicas",
@@ -62,6 +64,11 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
     assert metrics["steps_per_execution"] == 1
     assert "island" in metrics["model_inputs"] and "body_mass_g__present" in metrics["model_inputs"]
     assert list(metrics["not_model_inputs"]) == ["photo"]
+    assert metrics["model"] == "built-in"
+    by_class = metrics["eval_classes"]
+    assert by_class["confusion_matrix"]["classes"] == ["Adelie", "Chinstrap", "Gentoo"]
+    assert sum(map(sum, by_class["confusion_matrix"]["matrix"])) == 60  # every eval record once
+    assert by_class["accuracy"] == pytest.approx(metrics["eval"]["accuracy"], abs=1e-6)
     assert (metrics["classes"], metrics["classes_from"]) == (
         ["Adelie", "Chinstrap", "Gentoo"],
         "config",
