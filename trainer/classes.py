@@ -40,7 +40,8 @@ def with_label_classes(manifest: Manifest) -> tuple[Manifest, str | None]:
         return manifest, CONFIG
     if not manifest.has_split("train"):
         return manifest, None  # check_dataset says what is wrong
-    statistics = load_statistics(manifest.root)
+    # the statistics of one dataset do not count the labels of several read as one
+    statistics = None if len(manifest.parts) > 1 else load_statistics(manifest.root)
     counts, source = label_counts(manifest, "train", statistics)
     if not counts:
         raise ManifestError(f"label {name!r}: the train split holds no value of it")

@@ -91,6 +91,12 @@ class TrainConfig:
     accelerator: AcceleratorFlags = AcceleratorFlags()
     exclude_features: tuple[str, ...] = ()  # features that are not model inputs
     model_module: str | None = None  # a file defining build_model(spec); None: the built-in
+    more_data: tuple[str, ...] = ()  # --data's further datasets, read with `data` as one
+
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        """Every dataset of --data, date ranges not yet expanded (trainer.union)."""
+        return (self.data, *self.more_data)
 
     @property
     def checkpoints(self) -> str:

@@ -160,6 +160,8 @@ def _fit(
         "replicas": strategy.num_replicas_in_sync,
         "dataset": inputs.manifest.root,
     }
+    if len(inputs.manifest.parts) > 1:
+        metrics["datasets"] = list(inputs.manifest.parts)
     return Trained(model=model, metrics=metrics, out_dir=out_dir, chief=chief, logs_dir=logs_dir)
 
 

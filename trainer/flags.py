@@ -32,7 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="shardflow train",
         description="Train and export a model on a shardflow dataset.",
     )
-    p.add_argument("--data", required=True, metavar="DATASET_URI", help="dataset folder or gs://")
+    p.add_argument(
+        "--data",
+        required=True,
+        nargs="+",
+        metavar="DATASET_URI",
+        help="dataset folder or gs://; several are read as one, and {2026-11-01..2026-11-26} in "
+        "a URI stands for one dataset per day",
+    )
     p.add_argument(
         "--model-dir",
         metavar="URI",
@@ -180,7 +187,8 @@ def parse_args(argv: list[str] | None, environ: Mapping[str, str] | None = None)
     if not args.profile_input and not dirs.model_dir:
         parser.error("--model-dir is required unless --profile-input is given")
     return TrainConfig(
-        data=args.data,
+        data=args.data[0],
+        more_data=tuple(args.data[1:]),
         model_dir=dirs.model_dir,
         epochs=args.epochs,
         batch_size=args.batch_size,

@@ -120,6 +120,7 @@ class Manifest:
     duplicates: int = 0
     transform: TransformOutput | None = None
     format_version: int = FORMAT_VERSION
+    parts: tuple[str, ...] = ()  # the datasets read as one (trainer.union); () : this one
 
     @property
     def compression_type(self) -> str:

@@ -29,11 +29,12 @@ from trainer.errors import UsageError, first_line
 from trainer.export import export_model
 from trainer.fit import Trained, train
 from trainer.flags import parse_args
-from trainer.manifest import Manifest, ManifestError, load_manifest
+from trainer.manifest import Manifest, ManifestError
 from trainer.paths import join
 from trainer.profile import profile_input
 from trainer.report import HISTORY, summarize_manifest, write_report
 from trainer.strategy import StrategyError, get_strategy
+from trainer.union import load_datasets
 
 # Named, not __name__: under `python -m trainer.task` __name__ is "__main__".
 logger = logging.getLogger("trainer.task")
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("trainer").setLevel(logging.INFO)
     try:
-        manifest, classes_from = with_label_classes(load_manifest(cfg.data))
+        manifest, classes_from = with_label_classes(load_datasets(cfg.datasets))
         check_dataset(manifest)
     except ManifestError as e:
         print(f"shardflow train: {e}", file=sys.stderr)

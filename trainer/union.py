@@ -1,0 +1,125 @@
+"""Several datasets as one input: `shardflow train --data A B ...` or a date range.
+
+A scheduled ETL writes one dataset per date (`out/daily/2026-11-01`, ...). `--data` takes
+several dataset URIs, and a URI may hold a date range in braces, `out/daily/{2026-11-01..
+2026-11-26}`, which stands for one URI per day (the dates written as the range's ends are:
+`{2026/11/01..2026/11/26}` gives `2026/11/01` ...). Their manifests must agree on the features,
+the label and the compression (an error names the first difference); their splits are read as
+one (the files of all, the records summed). A tf.Transform output comes from the first dataset:
+the others' raw shards go through it too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import re
+from collections.abc import Sequence
+
+from trainer.manifest import Manifest, ManifestError, Split, load_manifest
+
+logger = logging.getLogger(__name__)
+
+_RANGE = re.compile(r"\{(\d{4})([-/]?)(\d{2})\2(\d{2})\.\.(\d{4})([-/]?)(\d{2})\6(\d{2})\}")
+MAX_DAYS = 3660
+
+
+def expand(uris: Sequence[str]) -> list[str]:
+    """The URIs with each date range in braces replaced by one URI per day."""
+    out = []
+    for uri in uris:
+        found = _RANGE.search(uri)
+        if found is None:
+            out.append(uri)
+            continue
+        y1, sep, m1, d1, y2, sep2, m2, d2 = found.groups()
+        try:
+            first = datetime.date(int(y1), int(m1), int(d1))
+            last = datetime.date(int(y2), int(m2), int(d2))
+        except ValueError as e:
+            raise ManifestError(f"--data {uri}: {found.group(0)}: {e}") from None
+        if sep != sep2 or last < first or (last - first).days >= MAX_DAYS:
+            raise ManifestError(
+                f"--data {uri}: {found.group(0)} is not a range FIRST..LAST of dates written "
+                "alike, FIRST not after LAST (e.g. {2026-11-01..2026-11-26})"
+            )
+        day = first
+        while day <= last:
+            text = sep.join((f"{day.year:04d}", f"{day.month:02d}", f"{day.day:02d}"))
+            out += expand([uri[: found.start()] + text + uri[found.end() :]])
+            day += datetime.timedelta(days=1)
+    return out
+
+
+def load_datasets(uris: Sequence[str]) -> Manifest:
+    """The manifest of the datasets at `uris` (date ranges expanded) read as one."""
+    roots = expand(uris)
+    missing, manifests = [], []
+    for root in roots:
+        try:
+            manifests.append(load_manifest(root))
+        except ManifestError as e:
+            if len(roots) == 1:
+                raise
+            missing.append((root, e))
+    if missing:
+        raise ManifestError(
+            f"--data: {len(missing)} of {len(roots)} datasets cannot be read, e.g. {missing[0][1]}"
+        )
+    return combine(manifests)
+
+
+def combine(manifests: Sequence[Manifest]) -> Manifest:
+    """One manifest of several datasets' splits; ManifestError naming the first difference."""
+    first = manifests[0]
+    if len(manifests) == 1:
+        return first
+    for other in manifests[1:]:
+        difference = _difference(first, other)
+        if difference:
+            raise ManifestError(
+                f"--data: {other.root} does not match {first.root}: {difference}; datasets "
+                "read as one must declare the same features, label and compression"
+            )
+    splits = {}
+    for name in sorted({s for m in manifests for s in m.splits}):
+        parts = [m.splits[name] for m in manifests if name in m.splits]
+        splits[name] = Split(
+            name=name,
+            records=sum(p.records for p in parts),
+            files=tuple(f for p in parts for f in p.files),
+        )
+    if first.transform is not None:
+        logger.info("--data: the tf.Transform output of %s applies to all", first.root)
+    logger.info(
+        "--data: %d datasets read as one: %s", len(manifests),
+        ", ".join(f"{n} {s.records}" for n, s in splits.items()),
+    )  # fmt: skip
+    return dataclasses.replace(
+        first,
+        splits=splits,
+        parts=tuple(m.root for m in manifests),
+        rejected_records=sum(m.rejected_records for m in manifests),
+        duplicates=sum(m.duplicates for m in manifests),
+    )
+
+
+def _difference(a: Manifest, b: Manifest) -> str | None:
+    if a.label != b.label:
+        return f"label {b.label!r}, not {a.label!r}"
+    if a.compression != b.compression:
+        return f"compression {b.compression!r}, not {a.compression!r}"
+    for name in a.features:
+        if name not in b.features:
+            return f"no feature {name!r}"
+        if a.features[name] != b.features[name]:
+            fa, fb = a.features[name], b.features[name]
+            field = next(
+                f.name for f in dataclasses.fields(fa) if getattr(fa, f.name) != getattr(fb, f.name)
+            )
+            return (
+                f"feature {name!r} has {field} {getattr(fb, field)!r}, not {getattr(fa, field)!r}"
+            )
+    extra = sorted(set(b.features) - set(a.features))
+    return f"an extra feature {extra[0]!r}" if extra else None
