@@ -24,6 +24,7 @@ from trainer.input import make_dataset
 from trainer.integrity import CorruptShard, find_corrupt
 from trainer.manifest import InputFeature, Manifest, ManifestError, missing_files
 from trainer.model import ModelSpec, Moments, compute_moments, model_spec
+from trainer.paths import join
 from trainer.plan import InputPlan
 from trainer.preprocess import HostPreprocessing
 from trainer.transform import Transform, load_transform
@@ -183,8 +184,10 @@ def train_dataset(
     plan: InputPlan,
     batch_size: int,
     input_context: tf.distribute.InputContext | None = None,
+    skip_batches: int = 0,
 ) -> tf.data.Dataset:
-    """The repeated, shuffled training input, as configured by the flags."""
+    """The repeated, shuffled training input, as configured by the flags; `skip_batches`:
+    the steps a resumed run has already trained on (`resume_step`)."""
     return inputs.dataset(
         "train",
         batch_size,
@@ -193,5 +196,21 @@ def train_dataset(
         repeat=True,
         drop_remainder=True,
         input_context=input_context,
+        skip_batches=skip_batches,
         **plan.dataset_options(),
     )
+
+
+# Where BackupAndRestore keeps the optimizer's step count in its checkpoint.
+_STEP_KEY = "model/optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def resume_step(checkpoint_dir: str) -> int:
+    """The training steps done by the run whose checkpoint in `checkpoint_dir` (Keras
+    BackupAndRestore's) the next run resumes from; 0 without one. The input's position is no
+    extra state: it is this step count."""
+    path = tf.train.latest_checkpoint(join(checkpoint_dir, "chief"))
+    if path is None:
+        return 0
+    reader = tf.train.load_checkpoint(path)
+    return int(reader.get_tensor(_STEP_KEY)) if reader.has_tensor(_STEP_KEY) else 0

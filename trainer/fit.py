@@ -23,7 +23,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.config import Accelerator, TrainConfig
-from trainer.dataset import Inputs, scan_corrupt, train_dataset
+from trainer.dataset import Inputs, resume_step, scan_corrupt, train_dataset
 from trainer.errors import UsageError
 from trainer.evaluate import class_report
 from trainer.features import CLASSIFICATION
@@ -107,9 +107,15 @@ def _fit(
     steps: int,
     corrupt: dict[str, list[CorruptShard]],
 ) -> Trained:
+    # A resumed run's input starts after the batches the killed run trained on: with
+    # --deterministic it sees exactly the examples an uninterrupted run sees.
+    done = resume_step(cfg.checkpoints)
+    if done:
+        logger.info("resuming after step %d: the input skips the %d batches trained on", done, done)
+
     def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         batch = ctx.get_per_replica_batch_size(cfg.batch_size)
-        return train_dataset(inputs, cfg, plan, batch, ctx)
+        return train_dataset(inputs, cfg, plan, batch, ctx, skip_batches=done)
 
     eval_data, eval_steps = _eval_input(cfg, strategy, inputs)
     chief = _is_chief(strategy)

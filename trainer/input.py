@@ -57,6 +57,7 @@ def make_dataset(
     cycle_length: int | None = None,
     block_length: int = 1,
     ram_budget_bytes: int | None = None,
+    skip_batches: int = 0,
 ) -> tf.data.Dataset:
     """Batches of parsed examples from TFRecord `files`.
 
@@ -72,6 +73,8 @@ def make_dataset(
     `read_batch` records move together (see the module's doc), `shuffle_buffer` counts records;
     `cycle_length` files are read at once (default: `default_cycle_length`), `block_length` runs
     taken from each in turn. `ram_budget_bytes` caps what tf.data's autotuner may buffer.
+    `skip_batches` batches are left out at the start (read but not parsed): a resumed run
+    starts where the run it resumes stopped.
     """
     if not files:
         raise ValueError(f"split {split!r}: no files to read")
@@ -121,6 +124,8 @@ def make_dataset(
     if repeat:
         ds = ds.repeat()
     ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
+    if skip_batches:
+        ds = ds.skip(skip_batches)
 
     def parse(serialized: tf.Tensor):
         features = tf.io.parse_example(serialized, spec)

@@ -237,3 +237,37 @@ def test_checkpoint_every_n_steps_resumes_a_killed_run_mid_epoch(tmp_path):
     # resumed at a 40-step checkpoint, inside an epoch, not at an epoch's start
     assert metrics["initial_step"] % 40 == 0 and metrics["initial_step"] % 200 != 0
     assert (metrics["epochs"], metrics["steps_per_epoch"], metrics["steps"]) == (2, 200, 400)
+
+
+@pytest.mark.slow
+def test_a_killed_deterministic_run_resumes_on_exactly_the_examples_of_an_uninterrupted_one(
+    tmp_path,
+):
+    """The resumed input starts after the batches trained on: the same examples in the same
+    order give bit-identical weights, hence identical predictions of the two exports."""
+    import numpy as np
+    import tensorflow as tf
+
+    from tests.trainer.datasets import FEATURES, to_example
+
+    args = ("--epochs", "2", "--steps-per-epoch", "30", "--batch-size", "16",
+            "--checkpoint-every", "7", "--deterministic")  # fmt: skip
+    data = write_dataset(tmp_path / "data", make_rows(200), splits={"train": 2})
+    killed_dir, clean_dir = tmp_path / "killed", tmp_path / "clean"
+    _kill_after_first_checkpoint(data.root, killed_dir, args)
+    resumed = _train("--data", str(data.root), "--model-dir", str(killed_dir), *args)
+    assert resumed.returncode == 0, _fail(resumed)
+    assert main(["--data", str(data.root), "--model-dir", str(clean_dir), *args]) == 0
+
+    metrics = json.loads((killed_dir / "metrics.json").read_text())
+    assert metrics["initial_step"] > 0 and metrics["initial_step"] % 7 == 0  # mid-run
+    assert f"the input skips the {metrics['initial_step']} batches" in resumed.stderr
+    examples = tf.constant(
+        [to_example(r, {k: v for k, v in FEATURES.items() if k != "species"}).SerializeToString()
+         for r in make_rows(32, seed=5)]
+    )  # fmt: skip
+    served = [
+        tf.saved_model.load(str(d / "export")).signatures["serving_default"](examples=examples)
+        for d in (killed_dir, clean_dir)
+    ]
+    assert np.array_equal(served[0]["probabilities"], served[1]["probabilities"])

@@ -144,3 +144,14 @@ def test_file_cache_is_written_and_yields_every_record_once_per_epoch(dataset, t
     ids = _ids(ds.take(15))  # two epochs of 240, the second from the cache file
     assert sorted(set(ids)) == list(range(240)) and len(ids) == 480
     assert any(p.name.startswith("train.cache") for p in tmp_path.iterdir())
+
+
+def test_skipping_batches_starts_the_same_stream_later(dataset):
+    from trainer.dataset import Inputs
+    from trainer.manifest import load_manifest
+
+    inputs = Inputs.of(load_manifest(str(dataset.root)))
+    options = dict(shuffle=True, seed=3, deterministic=True, repeat=True, drop_remainder=True)
+    whole = [f["id"].numpy().tolist() for f, _ in inputs.dataset("train", 16, **options).take(20)]
+    later = inputs.dataset("train", 16, skip_batches=13, **options).take(7)
+    assert [f["id"].numpy().tolist() for f, _ in later] == whole[13:]  # across the epoch's end
