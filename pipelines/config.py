@@ -45,6 +45,7 @@ from transforms import schema
 from transforms.contract.config import (
     ALLOWANCES,
     FEATURE_TYPES,
+    IMAGE_CHANNELS,
     PRESENT_SUFFIX,
     SOURCE_FORMATS,
     DatasetSpec,
@@ -94,7 +95,9 @@ _TOP_KEYS = {
     "output",
 }
 _SOURCE_KEYS = {"name", "format", "path", "options"}
-_FEATURE_KEYS = {"type", "shape", "required", "default", "values", "min", "max", "source"}
+_FEATURE_KEYS = {
+    "type", "shape", "required", "default", "values", "min", "max", "source", "image_size",
+}  # fmt: skip
 _OUTPUT_KEYS = {
     "path",
     "compression",
@@ -348,6 +351,7 @@ def _parse_features(raw: Any, sources: tuple[SourceSpec, ...]) -> tuple[FeatureS
             max=hi,
             source=src,
             field=field,
+            image_size=_image_size(fraw.get("image_size"), ftype, shape, f"{where}.image_size"),
         )
         default = value_of(fraw, "default", where + ".", None)
         if default is not None:
@@ -358,6 +362,27 @@ def _parse_features(raw: Any, sources: tuple[SourceSpec, ...]) -> tuple[FeatureS
         out.append(feature)
     _check_generated_names(out)
     return tuple(out)
+
+
+def _image_size(raw: Any, ftype: str, shape: tuple, where: str) -> tuple[int, int, int] | None:
+    """An image feature's [height, width] or [height, width, channels] (3 by default): the
+    size the trainer decodes and resizes it to."""
+    if raw is None:
+        return None
+    if ftype != "image" or shape != ():
+        raise ConfigError(where, "is for a scalar image feature (type: image, shape [])")
+    if (
+        not isinstance(raw, list)
+        or len(raw) not in (2, 3)
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in raw)
+    ):
+        raise ConfigError(
+            where, f"{show(raw)} must be [height, width] or [height, width, channels]"
+        )
+    size = (*raw, 3) if len(raw) == 2 else tuple(raw)
+    if size[2] not in IMAGE_CHANNELS:
+        raise ConfigError(where, f"channels {size[2]} must be 1 (gray), 3 (RGB) or 4 (RGBA)")
+    return size
 
 
 def _check_generated_names(features: list[FeatureSpec]) -> None:

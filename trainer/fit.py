@@ -139,10 +139,20 @@ def _fit(
         logger.info("All %d epochs were done by an earlier run; evaluating only", cfg.epochs)
         eval_metrics = model.evaluate(eval_data, steps=eval_steps, return_dict=True, verbose=0)
         eval_metrics = {k: float(v) for k, v in eval_metrics.items()}
+    test_metrics = None
+    lockstep = isinstance(
+        strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
+    )
+    if inputs.manifest.has_split("test") and not lockstep:
+        # the held-out split, once, after training (every record; not used to choose anything)
+        test = inputs.dataset("test", cfg.batch_size, shuffle=False, deterministic=True)
+        test_metrics = model.evaluate(test, return_dict=True, verbose=0)
+        test_metrics = {k: float(v) for k, v in test_metrics.items()}
 
     metrics = {
         "train": train_metrics,
         "eval": eval_metrics,
+        **({"test": test_metrics} if test_metrics is not None else {}),
         "examples_per_sec": (
             throughput.steps * cfg.batch_size / throughput.seconds if throughput.seconds else 0.0
         ),

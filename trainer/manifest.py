@@ -50,6 +50,7 @@ class InputFeature:
     min: float | None = None
     max: float | None = None
     buckets: int | None = None
+    image_size: tuple[int, int, int] | None = None  # an image: decoded and resized to this
 
     @property
     def variable_length(self) -> bool:
@@ -243,6 +244,7 @@ def _feature(name: str, f: contract.ManifestFeature) -> InputFeature:
         values=f.values,
         min=f.min,
         max=f.max,
+        image_size=f.image_size,
     )
 
 

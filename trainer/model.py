@@ -9,7 +9,9 @@ batches (`compute_moments`, passed to `build_model`); the ids of categories (a v
 lists of ids are embedded and averaged. Category ids of a tf.Transform output
 (`InputFeature.buckets`, e.g. a vocabulary with its OOV buckets) are one-hot encoded or embedded
 with exactly `buckets` slots, lists of them averaged; an id outside the buckets (-1: missing)
-encodes as zeros. Image and bytes features and numeric lists are not model inputs.
+encodes as zeros. An image (decoded and resized on the host) goes through a small
+convolutional tower. Bytes features, images without `image_size` and numeric lists are not
+model inputs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from trainer.manifest import InputFeature, ManifestError
 from trainer.preprocess import (
     FROM_TRANSFORM,
     FROM_VALUES,
+    IMAGE,
     NUMBER,
     PRESENCE,
     TOKENS,
@@ -57,7 +60,7 @@ class Moments:
 KEY = "the dataset's key (an id, not a property of the example)"
 EXCLUDED = "--exclude-features"
 NOT_AN_INPUT = {
-    "image": "an image feature (not a model input of the built-in model yet)",
+    "image": "an image feature without image_size (declare [height, width] to learn from it)",
     "bytes": "a bytes feature",
     "list": "a list of numbers",
 }
@@ -81,6 +84,9 @@ def model_features(
             reasons[feature.name] = EXCLUDED
         elif feature.name == key:
             reasons[feature.name] = KEY
+        elif feature.type == "image" and feature.image_size is not None and feature.shape == ():
+            used.append(feature)
+            continue
         elif feature.type in ("image", "bytes"):
             reasons[feature.name] = NOT_AN_INPUT[feature.type]
         elif numeric_list:
@@ -351,6 +357,10 @@ def _encode(
     def name(suffix: str) -> str:
         return names.unique(f"{base}_{suffix}")
 
+    if model_input.kind == IMAGE:  # a small convolutional tower, pooled to a vector
+        x = layers.Conv2D(16, 3, strides=2, activation="relu", name=name("conv_1"))(x)
+        x = layers.Conv2D(32, 3, strides=2, activation="relu", name=name("conv_2"))(x)
+        return layers.GlobalAveragePooling2D(name=name("pool"))(x)
     if model_input.kind == NUMBER:
         if feature.name not in moments:
             raise ValueError(f"feature {feature.name!r}: no normalization moments given")

@@ -33,6 +33,7 @@ NUMBER = "number"  # float32 values of a numeric feature, shaped like the featur
 PRESENCE = "presence"  # float32 [batch]: 1 where the numeric feature NAME has a value
 CATEGORY = "category"  # int32 ids in [0, vocabulary_size), shaped [batch, size]
 TOKENS = "tokens"  # int32 ids [batch, n] of a variable-length list, padded
+IMAGE = "image"  # float32 [batch, height, width, channels] in [0, 1]: decoded, resized
 
 # How the ids of a CATEGORY or TOKENS input were made (ModelInput.ids).
 FROM_VALUES = "values"  # the index in the feature's `values`; 0: not one of them
@@ -77,6 +78,8 @@ def model_inputs(used: Sequence[InputFeature], cfg: ModelConfig) -> list[ModelIn
                 out.append(_ids(f, TOKENS, len(_vocabulary(f)) + 2, FROM_VALUES, padding=0))
             else:
                 out.append(_ids(f, TOKENS, cfg.hash_bins + 1, FROM_HASH, padding=0))
+        elif f.type == "image":
+            out.append(ModelInput(f.name, IMAGE, tf.float32, tuple(f.image_size), f))
         elif f.type in ("int", "float") and f.values is None:
             out.append(ModelInput(f.name, NUMBER, tf.float32, tuple(f.shape), f))
         elif f.values is not None:
@@ -124,6 +127,9 @@ def _host_model(inputs: Sequence[ModelInput], cfg: ModelConfig) -> tf_keras.Mode
         if i.kind == NUMBER:
             out[i.name] = tf.cast(x, tf.float32)
             continue
+        if i.kind == IMAGE:
+            out[i.name] = DecodeImages(*i.shape, name=names.unique(f"{base}_decode"))(x)
+            continue
         if i.kind == CATEGORY:
             x = layers.Reshape((f.size,), name=names.unique(f"{base}_2d"))(x)
         if i.ids == FROM_TRANSFORM:
@@ -144,6 +150,39 @@ def _host_model(inputs: Sequence[ModelInput], cfg: ModelConfig) -> tf_keras.Mode
             ids = layers.Hashing(cfg.hash_bins, name=names.unique(f"{base}_hash"))(x)
         out[i.name] = tf.cast(ids, tf.int32)
     return tf_keras.Model(inputs=raw, outputs=out, name="host_preprocessing")
+
+
+class DecodeImages(tf_keras.layers.Layer):
+    """Encoded images [batch] (PNG, JPEG, GIF, BMP; "" for a missing one) to float32
+    [batch, height, width, channels] in [0, 1]: decoded, resized (bilinear; a missing image is
+    all zeros). Runs on the host, in the input pipeline's parallel map and in the export."""
+
+    def __init__(self, height: int, width: int, channels: int, **kwargs):
+        kwargs["trainable"] = False
+        super().__init__(**kwargs)
+        self.height, self.width, self.channels = height, width, channels
+
+    def call(self, encoded):
+        size = [self.height, self.width]
+
+        def one(data: tf.Tensor) -> tf.Tensor:
+            def decoded() -> tf.Tensor:
+                image = tf.io.decode_image(data, self.channels, expand_animations=False)
+                return tf.image.resize(tf.cast(image, tf.float32), size) / 255.0
+
+            empty = tf.zeros([*size, self.channels], tf.float32)
+            return tf.cond(tf.strings.length(data) > 0, decoded, lambda: empty)
+
+        shape = tf.TensorSpec([*size, self.channels], tf.float32)
+        return tf.map_fn(one, tf.reshape(encoded, [-1]), fn_output_signature=shape)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "height": self.height,
+            "width": self.width,
+            "channels": self.channels,
+        }
 
 
 class LayerNames:

@@ -403,3 +403,37 @@ def test_transform_module_errors(tmp_path, source, message):
     with pytest.raises(ConfigError) as e:
         parse_config(_transform({"module": "m.py"}), base_dir=str(tmp_path))
     assert str(e.value) == f"transform.module: {str(tmp_path / 'm.py')!r} {message}"
+
+
+def test_an_image_feature_declares_the_size_the_trainer_learns_at():
+    cfg = _with(features__photo={"type": "image", "image_size": [32, 24]})
+    photo = {f.name: f for f in parse_config(cfg, base_dir="/cfg").features}["photo"]
+    assert photo.image_size == (32, 24, 3)  # RGB unless told
+    assert ManifestFeature.of(photo).to_dict() == {
+        "type": "image", "shape": [], "required": True, "image_size": [32, 24, 3],
+    }  # fmt: skip
+    gray = _with(features__photo={"type": "image", "image_size": [8, 8, 1]})
+    assert {f.name: f for f in parse_config(gray, base_dir="/cfg").features}[
+        "photo"
+    ].image_size == (
+        8,
+        8,
+        1,
+    )
+    # a feature without one writes the manifest it always did
+    assert "image_size" not in ManifestFeature.of(parse_config(BASE, "/cfg").features[0]).to_dict()
+
+
+@pytest.mark.parametrize(
+    "feature, message",
+    [
+        ({"type": "string", "image_size": [8, 8]}, "is for a scalar image feature"),
+        ({"type": "image", "image_size": [8]}, "[8] must be [height, width] or [height, width, "),
+        ({"type": "image", "image_size": [8, 0]}, "[8, 0] must be [height, width] or"),
+        ({"type": "image", "image_size": [8, 8, 2]}, "channels 2 must be 1 (gray), 3 (RGB) or 4"),
+    ],
+)
+def test_a_bad_image_size_names_the_field(feature, message):
+    with pytest.raises(ConfigError) as e:
+        parse_config(_with(features__photo=feature), base_dir="/cfg")
+    assert str(e.value).startswith(f"features.photo.image_size: {message}")

@@ -231,3 +231,22 @@ def test_excluding_an_unknown_feature_or_the_label_is_an_error(dataset):
         "a",
         "b",
     )
+
+
+def test_images_are_decoded_resized_and_scaled_on_the_host_and_a_missing_one_is_zeros():
+    import io
+
+    from PIL import Image
+
+    from trainer.preprocess import DecodeImages
+
+    pixels = np.zeros((4, 6, 3), np.uint8)
+    pixels[:, :3] = (255, 0, 0)  # left half red, right half black
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "PNG")
+    decoded = DecodeImages(2, 2, 3)(tf.constant([out.getvalue(), b""])).numpy()
+    assert decoded.shape == (2, 2, 2, 3) and decoded.dtype == np.float32
+    np.testing.assert_allclose(decoded[0, :, 0], [[1.0, 0, 0], [1.0, 0, 0]])  # red left half
+    np.testing.assert_allclose(decoded[0, :, 1], [[0.0, 0, 0], [0.0, 0, 0]])  # black right half
+    assert (decoded[1] == 0).all()
+    assert DecodeImages.from_config(DecodeImages(2, 2, 3).get_config()).channels == 3

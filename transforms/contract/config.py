@@ -28,6 +28,7 @@ FEATURE_DTYPES = {
     "image": "string",
 }
 FEATURE_TYPES = tuple(FEATURE_DTYPES)
+IMAGE_CHANNELS = (1, 3, 4)  # an image's `image_size` channels: gray, RGB, RGBA
 SOURCE_FORMATS = (
     "csv",
     "jsonl",
@@ -98,6 +99,7 @@ class FeatureSpec:
     max: float | None = None
     source: str | None = None  # a source name, when the field is taken from one source only
     field: str | None = None  # the field name in the source record; the feature name by default
+    image_size: tuple[int, int, int] | None = None  # an image: height, width, channels to learn at
 
     @property
     def field_name(self) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from transforms.contract.config import FEATURE_TYPES, MATERIALIZE, FeatureSpec
+from transforms.contract.config import FEATURE_TYPES, IMAGE_CHANNELS, MATERIALIZE, FeatureSpec
 from transforms.contract.layout import (
     COMPRESSIONS,
     DEFAULT_COMPRESSION,
@@ -79,6 +79,7 @@ class ManifestFeature:
     values: tuple[str | int, ...] | None = None
     min: float | None = None
     max: float | None = None
+    image_size: tuple[int, int, int] | None = None  # an image's height, width, channels
 
     @classmethod
     def of(cls, spec: FeatureSpec) -> ManifestFeature:
@@ -94,6 +95,7 @@ class ManifestFeature:
             values=spec.values,
             min=spec.min,
             max=spec.max,
+            image_size=spec.image_size,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -110,6 +112,8 @@ class ManifestFeature:
             out["min"] = self.min
         if self.max is not None:
             out["max"] = self.max
+        if self.image_size is not None:
+            out["image_size"] = list(self.image_size)
         return out
 
     @classmethod
@@ -164,7 +168,24 @@ class ManifestFeature:
             values=values,
             min=raw.get("min"),
             max=raw.get("max"),
+            image_size=_image_size(raw.get("image_size"), ftype, where, f"{at}.image_size"),
         )
+
+
+def _image_size(raw: Any, ftype: str, where: str, at: str) -> tuple[int, int, int] | None:
+    if raw is None:
+        return None
+    _check(
+        ftype == "image"
+        and isinstance(raw, list)
+        and len(raw) == 3
+        and all(_is_int(d) and d > 0 for d in raw)
+        and raw[2] in IMAGE_CHANNELS,
+        where,
+        at,
+        f"{raw!r} is not [height, width, channels] of an image feature (channels 1, 3 or 4)",
+    )
+    return tuple(raw)
 
 
 @dataclass(frozen=True)

@@ -246,3 +246,16 @@ def test_the_session_check_reads_every_manifest_that_claims_to_be_ours():
         read, problems = unreadable_manifests(root)
     assert read == 2
     assert problems == ["broken/manifest.json: manifest.json: features: must be a non-empty object"]
+
+
+def test_an_image_size_reads_back_and_a_bad_one_names_the_field():
+    from transforms.contract.manifest import ManifestError, ManifestFeature
+
+    raw = {"type": "image", "shape": [], "required": True, "image_size": [16, 12, 1]}
+    feature = ManifestFeature.from_dict(raw, "m.json", "photo")
+    assert feature.image_size == (16, 12, 1) and feature.to_dict() == raw
+    for bad in ([16, 12], [16, 12, 2], [0, 12, 3]):
+        with pytest.raises(ManifestError, match=r"features\.photo\.image_size"):
+            ManifestFeature.from_dict({**raw, "image_size": bad}, "m.json", "photo")
+    with pytest.raises(ManifestError, match=r"features\.name\.image_size"):
+        ManifestFeature.from_dict({"type": "string", "image_size": [1, 1, 3]}, "m.json", "name")
