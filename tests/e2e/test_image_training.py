@@ -1,5 +1,7 @@
-"""End to end: an image folder → `shardflow etl` (with `image_size`) → `shardflow train`, which
-decodes and resizes the images on the host and learns from them with its convolutional tower.
+"""End to end: the shapes sample (examples/shapes: an image folder, its config with
+`image_size`) → `shardflow etl` → `shardflow train`, which decodes and resizes the images on the
+host and learns from them, with its built-in convolutional tower and with the example CNN of
+examples/shapes/model.py.
 
 Three classes of 24×24 PNGs: a square of the class's colour, at a random place and size, on a
 grey noisy background. The label has no `values`: its classes come from the statistics.
@@ -7,62 +9,42 @@ grey noisy background. The label has no `values`: its classes come from the stat
 
 from __future__ import annotations
 
-import io
 import json
+import runpy
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from PIL import Image
 
 from pipelines import etl
 from trainer.task import main as train
 
 pytestmark = pytest.mark.slow
 
-COLOURS = {"blue": (40, 60, 220), "green": (40, 200, 60), "red": (220, 50, 40)}
-PER_CLASS = 70
-
-
-def _picture(rng: np.random.Generator, colour: tuple[int, int, int]) -> bytes:
-    pixels = rng.integers(90, 150, (24, 24, 3)).astype(np.uint8)
-    size = int(rng.integers(6, 13))
-    top, left = rng.integers(0, 24 - size, 2)
-    pixels[top : top + size, left : left + size] = colour
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, "PNG")
-    return out.getvalue()
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "shapes"
+CLASSES = ["blue", "green", "red"]
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> tuple[Path, Path]:
+def dataset(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("shapes")
-    rng = np.random.default_rng(7)
-    for label, colour in COLOURS.items():
-        folder = base / "pictures" / label
-        folder.mkdir(parents=True)
-        for i in range(PER_CLASS):
-            (folder / f"{i:03d}.png").write_bytes(_picture(rng, colour))
-    config = base / "shapes.yaml"
-    config.write_text(
-        "name: shapes\n"
-        "sources: [{name: pictures, format: images, path: pictures}]\n"
-        "features:\n"
-        "  image: {type: image, image_size: [16, 16]}\n"
-        "  label: {type: string}\n"
-        "label: label\n"
-        "splits: {train: 0.7, eval: 0.15, test: 0.15}\n"
-        "output: {path: dataset}\n"
-    )
-    assert etl.run(["--config", str(config)]) == 0
-    model_dir = base / "model"
+    runpy.run_path(str(EXAMPLE / "generate.py"))["generate"](base)
+    shutil.copy(EXAMPLE / "shapes.yaml", base)
+    assert etl.run(["--config", str(base / "shapes.yaml"), "--output", str(base / "out")]) == 0
+    return base / "out"
+
+
+@pytest.fixture(scope="module")
+def trained(dataset) -> tuple[Path, Path]:
+    model_dir = dataset.parent / "model"
     code = train(
-        ["--data", str(base / "dataset"), "--model-dir", str(model_dir), "--epochs", "8",
+        ["--data", str(dataset), "--model-dir", str(model_dir), "--epochs", "8",
          "--batch-size", "16", "--deterministic"]
     )  # fmt: skip
     assert code == 0
-    return base / "dataset", model_dir
+    return dataset, model_dir
 
 
 def test_the_manifest_declares_the_image_size(trained):
@@ -75,7 +57,7 @@ def test_the_model_learns_from_the_images(trained):
     _, model_dir = trained
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["model_inputs"] == ["image"]
-    assert metrics["classes"] == sorted(COLOURS) and metrics["classes_from"] == "statistics"
+    assert metrics["classes"] == CLASSES and metrics["classes_from"] == "statistics"
     assert metrics["test"]["accuracy"] > 0.9  # three classes: chance is a third
 
 
@@ -97,3 +79,15 @@ def test_served_raw_images_get_the_predictions_of_the_training_path(trained):
     np.testing.assert_allclose(served["probabilities"].numpy(), expected, rtol=1e-5, atol=1e-6)
     assert [c.decode() for c in served["classes"].numpy()] == list(classes[expected.argmax(1)])
     assert (expected.argmax(1) == labels.numpy()[:12]).mean() > 0.8
+
+
+def test_the_example_cnn_learns_from_the_images_too(dataset):
+    model_dir = dataset.parent / "cnn"
+    code = train(
+        ["--data", str(dataset), "--model-dir", str(model_dir), "--epochs", "6",
+         "--batch-size", "16", "--model-module", str(EXAMPLE / "model.py")]
+    )  # fmt: skip
+    assert code == 0
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["model"] == str(EXAMPLE / "model.py")
+    assert metrics["test"]["accuracy"] > 0.8
