@@ -22,6 +22,14 @@ examples/s and MB/s of shard files read (their size on disk, compressed for gzip
 
   python benchmarks/input_pipeline.py [--examples 500000] [--shards 16] [--batch-size 256]
                                       [--repeats 3] [--workdir DIR] [--record]
+
+`--images N` measures the image row instead: N generated 128x128 JPEGs in three class folders,
+through the real `shardflow etl` with `image_size: [64, 64]`, then, on the train split, the
+read + parse floor (no decoding), the shardflow input (parse, then decode and resize on the
+host, in the parallel map) and the built-in model's step on one batch held in memory (CPU), in
+examples/s, and the input_bound verdict:
+
+  python benchmarks/input_pipeline.py --images 3000 --batch-size 64 [--repeats 3] [--record]
 """
 
 from __future__ import annotations
@@ -289,7 +297,7 @@ def _batch_size(element) -> tf.Tensor:
     if isinstance(element, tuple):
         dense = element[1]
     elif isinstance(element, dict):
-        dense = element[LABEL]
+        dense = element[LABEL] if LABEL in element else next(iter(element.values()))
     else:
         dense = element
     return tf.cast(tf.shape(dense)[0], tf.int64)
@@ -421,6 +429,106 @@ def record(
     append_results(results_path, "Input pipeline (trainer)", [command, facts, inputs], table, notes)
 
 
+# --- images: host decode + resize against the model step -----------------------------------
+
+IMAGE_SIDE, IMAGE_SIZE = 128, 64  # JPEGs of 128x128 pixels, learned at 64x64
+
+
+def prepare_images(work: Path, images: int, seed: int) -> Manifest:
+    """`images` seeded 128x128 JPEGs in three class folders -> a shardflow dataset with
+    image_size [64, 64] (kept and reused in `work` while the count is the same)."""
+    import io
+
+    from PIL import Image
+
+    from pipelines import etl
+
+    out = work / f"images-{images}"
+    if (out / "manifest.json").exists():
+        return load_manifest(str(out))
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[:IMAGE_SIDE, :IMAGE_SIDE]
+    for i in range(images):
+        label = ("blue", "green", "red")[i % 3]
+        folder = work / "pictures" / label
+        folder.mkdir(parents=True, exist_ok=True)
+        phase = rng.uniform(0, 6.3, 3)
+        pixels = 127 + 100 * np.sin(x[..., None] / rng.uniform(5, 20) + y[..., None] / 17 + phase)
+        pixels = np.clip(pixels + rng.normal(0, 12, pixels.shape), 0, 255).astype(np.uint8)
+        buffer = io.BytesIO()
+        Image.fromarray(pixels).save(buffer, "JPEG", quality=90)
+        (folder / f"{i:06d}.jpg").write_bytes(buffer.getvalue())
+    config = work / "images.yaml"
+    config.write_text(
+        "name: images\n"
+        "sources: [{name: pictures, format: images, path: pictures}]\n"
+        f"features:\n  image: {{type: image, image_size: [{IMAGE_SIZE}, {IMAGE_SIZE}]}}\n"
+        "  label: {type: string}\n"
+        "label: label\n"
+        f"output: {{path: {out.name}}}\n"
+    )
+    if etl.run(["--config", str(config)]) != 0:
+        raise SystemExit("the ETL of the image dataset failed")
+    return load_manifest(str(out))
+
+
+def image_row(manifest: Manifest, batch: int, repeats: int) -> tuple[str, list[str]]:
+    """Medians of: reading and parsing the train split (no decoding), the shardflow input
+    (parsing, then decoding and resizing on the host), and the built-in model's step on one
+    batch held in memory (CPU); the verdict."""
+    from trainer import data
+    from trainer.config import ModelConfig
+    from trainer.fit import Throughput
+    from trainer.model import build_model
+
+    inputs = data.inputs(manifest.root)  # the label's classes from the data, as `train` does
+    files = manifest.split_files("train")
+    spec = {"image": tf.io.FixedLenFeature([], tf.string)}
+
+    def parse_only() -> tf.data.Dataset:
+        ds = tf.data.TFRecordDataset(files, "GZIP", num_parallel_reads=tf.data.AUTOTUNE)
+        return (
+            ds.batch(batch)
+            .map(lambda b: tf.io.parse_example(b, spec), num_parallel_calls=tf.data.AUTOTUNE)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+
+    def shardflow() -> tf.data.Dataset:
+        return inputs.dataset("train", batch, shuffle=True, seed=0)
+
+    rates: dict[str, list[float]] = {"parse": [], "decode": [], "model": []}
+    model = build_model(inputs.model_spec, ModelConfig(), inputs.moments(), inputs.host.inputs)
+    one = tf.data.Dataset.from_tensors(next(iter(shardflow()))).repeat()
+    model.fit(one, steps_per_epoch=5, verbose=0)
+    for _ in range(repeats):
+        for key, make in (("parse", parse_only), ("decode", shardflow)):
+            drain(make().take(WARMUP_BATCHES))
+            n, seconds = timed(make())
+            rates[key].append(n / seconds)
+        throughput = Throughput()
+        model.fit(one, steps_per_epoch=31, verbose=0, callbacks=[throughput])
+        rates["model"].append(throughput.steps * batch / throughput.seconds)
+    parse, decode, step = (statistics.median(rates[k]) for k in ("parse", "decode", "model"))
+    table = "\n".join(
+        [
+            "| images (train split) | examples/s (median) | x model step |",
+            "|---|---|---|",
+            f"| read + parse floor (no decoding) | {parse:,.0f} | {parse / step:.2f} |",
+            f"| shardflow input: + host decode & resize to {IMAGE_SIZE}x{IMAGE_SIZE} "
+            f"| {decode:,.0f} | {decode / step:.2f} |",
+            f"| built-in model step (CPU, batch {batch}) | {step:,.0f} | 1.00 |",
+        ]
+    )
+    verdict = "input-bound" if decode < step else "not input-bound"
+    notes = [
+        f"input_bound: {decode < step} ({verdict}: the host decodes and resizes "
+        f"{decode:,.0f} images/s, the model steps through {step:,.0f})",
+        f"decode & resize cost {1e6 / decode - 1e6 / parse:,.0f} µs an image over the parse "
+        "floor, on the cores tf.data's parallel map uses",
+    ]
+    return table, notes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -441,10 +549,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true", help="append the results to --results")
     parser.add_argument("--results", type=Path, default=RESULTS, help="default: %(default)s")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument(
+        "--images",
+        type=int,
+        default=0,
+        help="instead: the image row, on this many generated 128x128 JPEGs (learned at 64x64)",
+    )
     args = parser.parse_args(argv)
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="input_pipeline_"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.images:
+        manifest = prepare_images(work, args.images, args.seed)
+        inputs = (
+            f"{args.images:,} generated {IMAGE_SIDE}x{IMAGE_SIDE} JPEGs in 3 class folders; "
+            f"train split {manifest.split_records('train'):,} examples, image_size "
+            f"[{IMAGE_SIZE}, {IMAGE_SIZE}]; batch {args.batch_size}, repeats {args.repeats}"
+        )
+        print(inputs, flush=True)
+        table, notes = image_row(manifest, args.batch_size, args.repeats)
+        print(f"\n{table}\n")
+        print("\n".join(notes))
+        if args.record:
+            command = shlex.join(["python", "benchmarks/input_pipeline.py", *sys.argv[1:]])
+            append_results(
+                args.results, "Input pipeline (trainer), images",
+                [command, machine_facts(), inputs], table, notes,
+            )  # fmt: skip
+        if args.workdir is None:
+            shutil.rmtree(work)
+        return 0
     csv_path, facts = prepare_csv(work, args.examples, args.seed)
     per_row = encoded_bytes_per_row(csv_path)
     shard_size_mb = per_row * args.examples * TRAIN_FRACTION / (args.shards * SHARD_MARGIN) / 2**20
