@@ -1,4 +1,5 @@
-"""A string label without `values` takes its classes from the data.
+"""A string label without `values` takes its classes from the data, and a string list its
+vocabulary (`with_vocabularies`, at the end).
 
 The classes are the label's distinct values in the train split, sorted: from the train split's
 statistics (DATASET/statistics.json, which the ETL counts exactly) when they list every value,
@@ -73,20 +74,28 @@ def label_counts(
 ) -> tuple[dict[str, int], str]:
     """The label's values in `split` with their record counts, and where they came from:
     the split's statistics when they list every value, else its records."""
-    stats = (statistics or {}).get("splits", {}).get(split, {}).get("features", {})
-    stats = stats.get(manifest.label)
+    return value_counts(manifest, manifest.label, split, statistics)
+
+
+def value_counts(
+    manifest: Manifest, name: str, split: str, statistics: dict | None
+) -> tuple[dict[str, int], str]:
+    """The values of string feature `name` in `split` with their counts (of values: a list
+    counts each of its values), from the statistics when they list every value, else from the
+    records; and which of the two."""
+    stats = (statistics or {}).get("splits", {}).get(split, {}).get("features", {}).get(name)
     if stats and stats.get("distinct_exact") and len(stats.get("top", [])) == stats.get("distinct"):
         return {t["value"]: t["count"] for t in stats["top"]}, STATISTICS
-    return _scan(manifest, split), RECORDS
+    return _scan(manifest, name, split), RECORDS
 
 
-def _scan(manifest: Manifest, split: str) -> dict[str, int]:
-    """Counts the label's values over the split's records (one pass, the label parsed alone)."""
-    spec = {manifest.label: tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int64)}
+def _scan(manifest: Manifest, name: str, split: str) -> dict[str, int]:
+    """Counts a string feature's values over the split's records (one pass, it parsed alone)."""
+    spec = {name: tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int64)}
     files = manifest.split_files(split)
     records = tf.data.TFRecordDataset(files, compression_type=manifest.compression_type)
     batches = records.batch(_SCAN_BATCH).map(
-        lambda b: tf.io.parse_example(b, spec)[manifest.label].flat_values,
+        lambda b: tf.io.parse_example(b, spec)[name].flat_values,
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     counts: collections.Counter = collections.Counter()
@@ -94,3 +103,38 @@ def _scan(manifest: Manifest, split: str) -> dict[str, int]:
         unique, n = np.unique(values, return_counts=True)
         counts.update(dict(zip((v.decode() for v in unique), n.tolist())))
     return dict(counts)
+
+
+# Tokens kept per string list by default (--vocabulary-size): the most frequent of train.
+VOCABULARY_SIZE = 10_000
+
+
+def with_vocabularies(
+    manifest: Manifest, size: int = VOCABULARY_SIZE
+) -> tuple[Manifest, dict[str, dict]]:
+    """The manifest with a vocabulary for each string list without `values` (shape [null], not
+    the label): its `size` most frequent tokens in the train split (ties by token), from the
+    statistics when they list every token, else from one pass over the records. Returns it and
+    {feature: {"size", "tokens", "from"}} for metrics.json; unchanged with size 0 (hashing)."""
+    if size <= 0 or not manifest.has_split("train") or manifest.transform is not None:
+        return manifest, {}
+    lists = [
+        f for f in manifest.features.values()
+        if f.type == "string" and f.variable_length and f.values is None
+        and f.name != manifest.label
+    ]  # fmt: skip
+    if not lists:
+        return manifest, {}
+    statistics = None if len(manifest.parts) > 1 else load_statistics(manifest.root)
+    features, described = dict(manifest.features), {}
+    for feature in lists:
+        counts, source = value_counts(manifest, feature.name, "train", statistics)
+        counts.pop("", None)
+        kept = sorted(counts, key=lambda token: (-counts[token], token))[:size]
+        features[feature.name] = dataclasses.replace(feature, vocabulary=tuple(kept))
+        described[feature.name] = {"size": len(kept), "tokens": len(counts), "from": source}
+        logger.info(
+            "feature %r: a vocabulary of %d of its %d tokens, from the train split's %s",
+            feature.name, len(kept), len(counts), source,
+        )  # fmt: skip
+    return dataclasses.replace(manifest, features=features), described

@@ -55,6 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=0, help="seeds shuffles and weights (default 0)")
     p.add_argument(
+        "--vocabulary-size",
+        type=_non_negative,
+        default=ModelConfig.vocabulary_size,
+        metavar="N",
+        help="a string list (shape [null], no values) keeps its N most frequent train tokens as "
+        f"its vocabulary; 0 hashes them (default {ModelConfig.vocabulary_size})",
+    )
+    p.add_argument(
         "--learning-rate",
         type=_positive_float,
         default=ModelConfig.learning_rate,
@@ -198,7 +206,11 @@ def parse_args(argv: list[str] | None, environ: Mapping[str, str] | None = None)
         profile_input=args.profile_input,
         profile_batches=args.profile_batches,
         steps_per_epoch=args.steps_per_epoch,
-        model=ModelConfig(hidden_units=args.hidden_units, learning_rate=args.learning_rate),
+        model=ModelConfig(
+            hidden_units=args.hidden_units,
+            learning_rate=args.learning_rate,
+            vocabulary_size=args.vocabulary_size,
+        ),
         skip_corrupt=args.skip_corrupt,
         input=InputFlags(
             shuffle_buffer=args.shuffle_buffer,
@@ -226,6 +238,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not an integer >= 0")
     return value
 
 

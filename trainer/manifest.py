@@ -51,6 +51,7 @@ class InputFeature:
     max: float | None = None
     buckets: int | None = None
     image_size: tuple[int, int, int] | None = None  # an image: decoded and resized to this
+    vocabulary: tuple[str, ...] | None = None  # a string list's tokens from the train split
 
     @property
     def variable_length(self) -> bool:

@@ -38,6 +38,7 @@ IMAGE = "image"  # float32 [batch, height, width, channels] in [0, 1]: decoded, 
 # How the ids of a CATEGORY or TOKENS input were made (ModelInput.ids).
 FROM_VALUES = "values"  # the index in the feature's `values`; 0: not one of them
 FROM_HASH = "hash"  # a hash bucket of the string
+FROM_VOCABULARY = "vocabulary"  # the index in the train split's most frequent tokens; 1: other
 FROM_TRANSFORM = "transform"  # a tf.Transform output's ids; -1 (missing) is outside the range
 
 
@@ -76,6 +77,9 @@ def model_inputs(used: Sequence[InputFeature], cfg: ModelConfig) -> list[ModelIn
         elif f.variable_length:  # a list of strings
             if f.values is not None:
                 out.append(_ids(f, TOKENS, len(_vocabulary(f)) + 2, FROM_VALUES, padding=0))
+            elif f.vocabulary is not None:
+                size = len(_vocabulary(f)) + 2
+                out.append(_ids(f, TOKENS, size, FROM_VOCABULARY, padding=0))
             else:
                 out.append(_ids(f, TOKENS, cfg.hash_bins + 1, FROM_HASH, padding=0))
         elif f.type == "image":
@@ -97,7 +101,8 @@ def _ids(f: InputFeature, kind: str, size: int, ids: str, padding: int | None = 
 
 
 def _vocabulary(feature: InputFeature) -> list:
-    return [v for v in feature.values if v != ""]
+    words = feature.values if feature.values is not None else feature.vocabulary
+    return [v for v in words if v != ""]
 
 
 class HostPreprocessing:
@@ -134,7 +139,7 @@ def _host_model(inputs: Sequence[ModelInput], cfg: ModelConfig) -> tf_keras.Mode
             x = layers.Reshape((f.size,), name=names.unique(f"{base}_2d"))(x)
         if i.ids == FROM_TRANSFORM:
             ids = x
-        elif i.kind == TOKENS and i.ids == FROM_VALUES:
+        elif i.kind == TOKENS and i.ids in (FROM_VALUES, FROM_VOCABULARY):
             vocabulary = _vocabulary(f)
             ids = layers.StringLookup(
                 vocabulary=vocabulary, mask_token="", name=names.unique(f"{base}_lookup")

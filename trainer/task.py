@@ -22,7 +22,7 @@ import sys
 import tensorflow as tf
 import tf_keras
 
-from trainer.classes import with_label_classes
+from trainer.classes import with_label_classes, with_vocabularies
 from trainer.config import TrainConfig
 from trainer.dataset import Inputs, check_dataset, corrupt_message
 from trainer.errors import UsageError, first_line
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest, classes_from = with_label_classes(load_datasets(cfg.datasets))
         check_dataset(manifest)
+        manifest, vocabularies = with_vocabularies(manifest, cfg.model.vocabulary_size)
     except ManifestError as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 2
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             inputs = Inputs.of(manifest, cfg.skip_corrupt, cfg.model, cfg.exclude_features)
             print(json.dumps(profile_input(cfg, inputs)), flush=True)
         else:
-            run(cfg, manifest, classes_from)
+            run(cfg, manifest, classes_from, vocabularies)
     except (UsageError, ManifestError) as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 2
@@ -75,9 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(cfg: TrainConfig, manifest: Manifest, classes_from: str | None = None) -> dict:
+def run(
+    cfg: TrainConfig,
+    manifest: Manifest,
+    classes_from: str | None = None,
+    vocabularies: dict | None = None,
+) -> dict:
     """Trains, evaluates and exports; returns the metrics written to metrics.json.
-    `classes_from`: where a string label's classes came from (trainer.classes)."""
+    `classes_from` and `vocabularies`: where a string label's classes and string lists'
+    vocabularies came from (trainer.classes)."""
     tf_keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -86,6 +93,8 @@ def run(cfg: TrainConfig, manifest: Manifest, classes_from: str | None = None) -
     trained = train(cfg, strategy, inputs)
     if classes_from is not None:
         trained.metrics["classes_from"] = classes_from
+    if vocabularies:
+        trained.metrics["vocabularies"] = vocabularies
     _write_outputs(cfg, inputs, trained)
     return trained.metrics
 

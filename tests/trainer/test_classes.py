@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pytest
+import tensorflow as tf
 
 from tests.trainer.datasets import make_rows, run_python, write_dataset
 from trainer.classes import CONFIG, RECORDS, STATISTICS, label_counts, with_label_classes
@@ -109,3 +110,29 @@ def test_training_on_a_label_without_values_records_its_classes(unlisted, tmp_pa
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert (metrics["classes"], metrics["classes_from"]) == (SPECIES, RECORDS)
     assert "3 classes from the train split's records" in proc.stderr
+
+
+def test_a_string_list_gets_the_most_frequent_train_tokens_as_its_vocabulary(dataset):
+    from collections import Counter
+
+    from trainer.classes import with_vocabularies
+    from trainer.config import ModelConfig
+    from trainer.preprocess import FROM_VOCABULARY, HostPreprocessing
+
+    m = load_manifest(str(dataset.root))
+    counts = Counter(t for r in dataset.rows["train"] for t in r["tags"])
+    full, described = with_vocabularies(m)
+    assert described == {"tags": {"size": len(counts), "tokens": len(counts), "from": RECORDS}}
+    expected = sorted(counts, key=lambda t: (-counts[t], t))
+    assert full.features["tags"].vocabulary == tuple(expected)
+
+    two, described = with_vocabularies(m, size=2)
+    assert two.features["tags"].vocabulary == tuple(expected[:2])
+    assert described["tags"]["size"] == 2
+    assert with_vocabularies(m, size=0) == (m, {})  # hashed, as before
+
+    host = HostPreprocessing([two.features["tags"]], ModelConfig())
+    (tokens,) = host.inputs
+    assert (tokens.ids, tokens.vocabulary_size, tokens.padding) == (FROM_VOCABULARY, 4, 0)
+    ids = host({"tags": tf.constant([[expected[0], expected[1]], [expected[2], ""]])})["tags"]
+    assert ids.numpy().tolist() == [[2, 3], [1, 0]]  # 1: not kept, 0: padding

@@ -58,6 +58,7 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
         "strategy",
         "task",
         "train",
+        "vocabularies",
     ]
     # CPU defaults; every feature but the label and the image is a model input
     assert (metrics["jit_compile"], metrics["mixed_precision"]) == (False, "float32")
@@ -65,6 +66,9 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
     assert "island" in metrics["model_inputs"] and "body_mass_g__present" in metrics["model_inputs"]
     assert list(metrics["not_model_inputs"]) == ["photo"]
     assert metrics["model"] == "built-in"
+    # tags (a string list without values): its train tokens, from the records (no statistics)
+    assert metrics["vocabularies"]["tags"]["from"] == "records"
+    assert metrics["vocabularies"]["tags"]["size"] == metrics["vocabularies"]["tags"]["tokens"]
     by_class = metrics["eval_classes"]
     assert by_class["confusion_matrix"]["classes"] == ["Adelie", "Chinstrap", "Gentoo"]
     assert sum(map(sum, by_class["confusion_matrix"]["matrix"])) == 60  # every eval record once
