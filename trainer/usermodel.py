@@ -98,7 +98,12 @@ def load_module(path: str) -> types.ModuleType:
 def build_user_model(module: types.ModuleType, spec: ModelSpec) -> tf_keras.Model:
     """Calls the module's build_model(spec) and checks what it returns."""
     path = getattr(module, "__file__", MODULE_NAME)
-    model = module.build_model(spec)
+    try:
+        model = module.build_model(spec)
+    except Exception as e:
+        raise UsageError(
+            f"--model-module {path}: build_model(spec) failed: {type(e).__name__}: {e}"
+        ) from e
     if not isinstance(model, tf_keras.Model):
         kind = type(model).__module__ + "." + type(model).__name__
         hint = (

@@ -104,6 +104,10 @@ def test_an_uncompiled_model_is_compiled_and_a_compiled_one_is_kept(dataset, tmp
         ),
         ("def build_model(spec)\n", "SyntaxError"),
         (
+            "def build_model(spec):\n    raise ValueError('needs an image')\n",
+            "build_model(spec) failed: ValueError: needs an image",
+        ),
+        (
             "def build_model(spec):\n"
             "    k = spec.keras\n"
             "    x = k.Input(shape=(), name='nope')\n"
