@@ -23,7 +23,9 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import spawn
 from typing import Iterator
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
@@ -92,7 +94,8 @@ class ForkedWorker:
     def __init__(self, env: dict[str, str]):
         context = multiprocessing.get_context("forkserver")
         self._process = context.Process(target=_harness, args=(env,), name="beam-sdk-worker")
-        self._process.start()
+        with _without_main_module():
+            self._process.start()
         self.pid = self._process.pid
 
     @property
@@ -108,6 +111,31 @@ class ForkedWorker:
 
     def kill(self) -> None:
         self._process.kill()
+
+
+_PREPARING = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_main_module() -> Iterator[None]:
+    """For the block: a process started through multiprocessing does not run this process's
+    main module again (multiprocessing would, as `__mp_main__`): a script that runs the ETL
+    without an `if __name__ == "__main__":` guard would start over in every worker. Beam's own
+    worker processes never import it either."""
+    with _PREPARING:
+        prepare = spawn.get_preparation_data
+
+        def without_main(name: str) -> dict:
+            data = prepare(name)
+            data.pop("init_main_from_name", None)
+            data.pop("init_main_from_path", None)
+            return data
+
+        spawn.get_preparation_data = without_main
+        try:
+            yield
+        finally:
+            spawn.get_preparation_data = prepare
 
 
 def _harness(env: dict[str, str]) -> None:

@@ -183,3 +183,32 @@ def test_a_forked_worker_starts_without_logging_handlers_of_the_fork_server(monk
     finally:
         logging.root.handlers[:] = kept
     assert seen == [[]]
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_in_each_worker(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            sys.path.insert(0, {str(REPO_ROOT)!r})
+            import apache_beam as beam
+            from apache_beam.options.pipeline_options import PipelineOptions
+            from pipelines.workers import local_workers, start_forkserver
+
+            print("started", flush=True)  # printed again by any worker that runs this file
+            options = PipelineOptions(
+                ["--direct_num_workers=2", "--direct_running_mode=multi_processing"],
+                runner="FnApiRunner",
+            )
+            start_forkserver(options)
+            with local_workers():
+                with beam.Pipeline(options=options) as p:
+                    _ = p | beam.Create(range(10)) | beam.Reshuffle() | beam.Map(abs)
+            print("done", flush=True)
+            """
+        )
+    )
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["started", "done"]
