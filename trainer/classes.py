@@ -29,7 +29,9 @@ CONFIG = "config"
 _SCAN_BATCH = 4096
 
 
-def with_label_classes(manifest: Manifest) -> tuple[Manifest, str | None]:
+def with_label_classes(
+    manifest: Manifest, skip_corrupt: bool = False
+) -> tuple[Manifest, str | None]:
     """The manifest with its string label's classes filled in from the data, and where they
     came from; unchanged (with CONFIG, or None without a string label) when the label already
     has `values` or is not a string."""
@@ -43,15 +45,15 @@ def with_label_classes(manifest: Manifest) -> tuple[Manifest, str | None]:
         return manifest, None  # check_dataset says what is wrong
     # the statistics of one dataset do not count the labels of several read as one
     statistics = None if len(manifest.parts) > 1 else load_statistics(manifest.root)
-    counts, source = label_counts(manifest, "train", statistics)
+    counts, source = label_counts(manifest, "train", statistics, skip_corrupt)
     if not counts:
         raise ManifestError(f"label {name!r}: the train split holds no value of it")
     classes = tuple(sorted(counts))
     for split in sorted(manifest.splits):
         if split == "train" or not manifest.has_split(split):
             continue
-        unknown = {v: n for v, n in label_counts(manifest, split, statistics)[0].items()
-                   if v not in counts}  # fmt: skip
+        found, _ = label_counts(manifest, split, statistics, skip_corrupt)
+        unknown = {v: n for v, n in found.items() if v not in counts}
         if unknown:
             value, records = sorted(unknown.items())[0]
             raise ManifestError(
@@ -70,15 +72,15 @@ def with_label_classes(manifest: Manifest) -> tuple[Manifest, str | None]:
 
 
 def label_counts(
-    manifest: Manifest, split: str, statistics: dict | None
+    manifest: Manifest, split: str, statistics: dict | None, skip_corrupt: bool = False
 ) -> tuple[dict[str, int], str]:
     """The label's values in `split` with their record counts, and where they came from:
     the split's statistics when they list every value, else its records."""
-    return value_counts(manifest, manifest.label, split, statistics)
+    return value_counts(manifest, manifest.label, split, statistics, skip_corrupt)
 
 
 def value_counts(
-    manifest: Manifest, name: str, split: str, statistics: dict | None
+    manifest: Manifest, name: str, split: str, statistics: dict | None, skip_corrupt: bool = False
 ) -> tuple[dict[str, int], str]:
     """The values of string feature `name` in `split` with their counts (of values: a list
     counts each of its values), from the statistics when they list every value, else from the
@@ -86,14 +88,20 @@ def value_counts(
     stats = (statistics or {}).get("splits", {}).get(split, {}).get("features", {}).get(name)
     if stats and stats.get("distinct_exact") and len(stats.get("top", [])) == stats.get("distinct"):
         return {t["value"]: t["count"] for t in stats["top"]}, STATISTICS
-    return _scan(manifest, name, split), RECORDS
+    return _scan(manifest, name, split, skip_corrupt), RECORDS
 
 
-def _scan(manifest: Manifest, name: str, split: str) -> dict[str, int]:
-    """Counts a string feature's values over the split's records (one pass, it parsed alone)."""
+def _scan(manifest: Manifest, name: str, split: str, skip_corrupt: bool) -> dict[str, int]:
+    """Counts a string feature's values over the split's records (one pass, it parsed alone);
+    with `skip_corrupt`, a read error ends its file, as in training (trainer.input)."""
     spec = {name: tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int64)}
-    files = manifest.split_files(split)
-    records = tf.data.TFRecordDataset(files, compression_type=manifest.compression_type)
+
+    def read(path: tf.Tensor) -> tf.data.Dataset:
+        records = tf.data.TFRecordDataset(path, compression_type=manifest.compression_type)
+        return records.ignore_errors() if skip_corrupt else records
+
+    files = tf.data.Dataset.from_tensor_slices(manifest.split_files(split))
+    records = files.interleave(read, cycle_length=1)
     batches = records.batch(_SCAN_BATCH).map(
         lambda b: tf.io.parse_example(b, spec)[name].flat_values,
         num_parallel_calls=tf.data.AUTOTUNE,
@@ -110,7 +118,7 @@ VOCABULARY_SIZE = 10_000
 
 
 def with_vocabularies(
-    manifest: Manifest, size: int = VOCABULARY_SIZE
+    manifest: Manifest, size: int = VOCABULARY_SIZE, skip_corrupt: bool = False
 ) -> tuple[Manifest, dict[str, dict]]:
     """The manifest with a vocabulary for each string list without `values` (shape [null], not
     the label): its `size` most frequent tokens in the train split (ties by token), from the
@@ -128,8 +136,10 @@ def with_vocabularies(
     statistics = None if len(manifest.parts) > 1 else load_statistics(manifest.root)
     features, described = dict(manifest.features), {}
     for feature in lists:
-        counts, source = value_counts(manifest, feature.name, "train", statistics)
+        counts, source = value_counts(manifest, feature.name, "train", statistics, skip_corrupt)
         counts.pop("", None)
+        if not counts:  # no token in train (or none readable): hashed, as without a vocabulary
+            continue
         kept = sorted(counts, key=lambda token: (-counts[token], token))[:size]
         features[feature.name] = dataclasses.replace(feature, vocabulary=tuple(kept))
         described[feature.name] = {"size": len(kept), "tokens": len(counts), "from": source}

@@ -40,7 +40,9 @@ def check_dataset(manifest: Manifest) -> None:
     """Raises ManifestError unless the dataset can be trained on."""
     if manifest.label is None:
         raise ManifestError(f"{manifest.root}: the manifest has no label to train on")
-    label_task(manifest.features[manifest.label])
+    label = manifest.features[manifest.label]
+    if label.type != "string" or label.values is not None:  # else: classes from the data
+        label_task(label)
     load_transform(manifest)
     if not manifest.has_split("train"):
         raise ManifestError(f"{manifest.root}: split 'train' has no files or no records")

@@ -49,19 +49,20 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("trainer").setLevel(logging.INFO)
     try:
-        manifest, classes_from = with_label_classes(load_datasets(cfg.datasets))
+        manifest = load_datasets(cfg.datasets)
         check_dataset(manifest)
-        manifest, vocabularies = with_vocabularies(manifest, cfg.model.vocabulary_size)
     except ManifestError as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 2
     try:
         if cfg.profile_input:
             tf_keras.utils.set_random_seed(cfg.seed)
-            inputs = Inputs.of(manifest, cfg.skip_corrupt, cfg.model, cfg.exclude_features)
+            inputs = Inputs.of(
+                from_data(cfg, manifest)[0], cfg.skip_corrupt, cfg.model, cfg.exclude_features
+            )
             print(json.dumps(profile_input(cfg, inputs)), flush=True)
         else:
-            run(cfg, manifest, classes_from, vocabularies)
+            run(cfg, manifest)
     except (UsageError, ManifestError) as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 2
@@ -76,25 +77,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(
-    cfg: TrainConfig,
-    manifest: Manifest,
-    classes_from: str | None = None,
-    vocabularies: dict | None = None,
-) -> dict:
-    """Trains, evaluates and exports; returns the metrics written to metrics.json.
-    `classes_from` and `vocabularies`: where a string label's classes and string lists'
-    vocabularies came from (trainer.classes)."""
+def from_data(cfg: TrainConfig, manifest: Manifest) -> tuple[Manifest, dict]:
+    """The manifest with what the data decides (trainer.classes): a string label's classes,
+    string lists' vocabularies; and what metrics.json says of them. They may read the train
+    split, so they run after the strategy is made (a multi-worker strategy must be made
+    before TensorFlow runs anything)."""
+    manifest, classes_from = with_label_classes(manifest, cfg.skip_corrupt)
+    manifest, vocabularies = with_vocabularies(
+        manifest, cfg.model.vocabulary_size, cfg.skip_corrupt
+    )
+    described = {"classes_from": classes_from} if classes_from else {}
+    return manifest, described | ({"vocabularies": vocabularies} if vocabularies else {})
+
+
+def run(cfg: TrainConfig, manifest: Manifest) -> dict:
+    """Trains, evaluates and exports; returns the metrics written to metrics.json."""
     tf_keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     strategy = get_strategy(cfg.strategy)
+    manifest, described = from_data(cfg, manifest)
     inputs = Inputs.of(manifest, cfg.skip_corrupt, cfg.model, cfg.exclude_features)
     trained = train(cfg, strategy, inputs)
-    if classes_from is not None:
-        trained.metrics["classes_from"] = classes_from
-    if vocabularies:
-        trained.metrics["vocabularies"] = vocabularies
+    trained.metrics.update(described)
     _write_outputs(cfg, inputs, trained)
     return trained.metrics
 
