@@ -102,7 +102,7 @@ _UNSPECIFIED = "ACCELERATOR_TYPE_UNSPECIFIED"
 class LaunchConfig:
     """The validated command line of `shardflow launch-training`."""
 
-    data: str
+    data: tuple[str, ...]  # one or more datasets (or date ranges) read as one
     model_dir: str
     project: str
     region: str
@@ -150,7 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. --epochs 20 --batch-size 256).",
         allow_abbrev=False,
     )
-    p.add_argument("--data", required=True, metavar="URI", help="the dataset, gs://BUCKET/PATH")
+    p.add_argument(
+        "--data",
+        required=True,
+        nargs="+",
+        metavar="URI",
+        help="the dataset, gs://BUCKET/PATH; several (or a {FIRST..LAST} date range) are read "
+        "as one",
+    )
     p.add_argument(
         "--model-dir",
         required=True,
@@ -234,7 +241,7 @@ def parse_args(argv: Sequence[str]) -> LaunchConfig:
         argv, after = argv[:cut], argv[cut + 1 :]
     args, unknown = build_parser().parse_known_args(argv)
     cfg = LaunchConfig(
-        data=_gcs("--data", args.data),
+        data=tuple(_gcs("--data", uri) for uri in args.data),
         model_dir=_gcs("--model-dir", args.model_dir),
         project=_match("--project", args.project, _PROJECT, "a Google Cloud project ID"),
         region=_region(args.region),
@@ -324,7 +331,7 @@ def trainer_args(cfg: LaunchConfig, machine: Machine) -> list[str]:
     strategy = trainer_strategy(machine, cfg.replica_count)
     # The user's own arguments come last, so a --strategy among them wins.
     return [
-        "--data", cfg.data, "--model-dir", cfg.model_dir,
+        "--data", *cfg.data, "--model-dir", cfg.model_dir,
         *(["--strategy", strategy] if strategy else []),
         *cfg.trainer_args,
     ]  # fmt: skip
@@ -357,7 +364,7 @@ def build_job(cfg: LaunchConfig, now: datetime.datetime | None = None) -> aiplat
         if getattr(cfg, field):
             setattr(spec, field, getattr(cfg, field))
     return aiplatform_v1.CustomJob(
-        display_name=cfg.display_name or default_display_name(cfg.data, now),
+        display_name=cfg.display_name or default_display_name(cfg.data[0], now),
         job_spec=spec,
         labels=dict(cfg.labels),
     )
@@ -437,7 +444,7 @@ def _check_trainer_args(cfg: LaunchConfig) -> None:
     parser.exit_on_error = False
     try:
         _, unknown = parser.parse_known_args(
-            ["--data", cfg.data, "--model-dir", cfg.model_dir, *cfg.trainer_args]
+            ["--data", *cfg.data, "--model-dir", cfg.model_dir, *cfg.trainer_args]
         )
     except argparse.ArgumentError as e:
         raise UsageError(f"{e} (an argument for `shardflow train`)") from None

@@ -388,3 +388,14 @@ def test_the_trainer_extra_installs_no_apache_beam():
     assert "tensorflow" in closure and "xxhash" in closure
     assert "apache-beam" not in closure
     assert "apache-beam" in _installed_closure(_extras()["transform"])
+
+
+def test_several_datasets_and_a_date_range_go_to_every_replica(capsys):
+    daily = "gs://b/daily/{2026-11-01..2026-11-26}"
+    code = launch.main(["--data", DATA, daily, *BASE[2:], "--dry-run", "--display-name", "days"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    pool = _pool(aiplatform_v1.CustomJob.from_json(out))
+    assert list(pool.container_spec.args) == ["--data", DATA, daily, "--model-dir", MODEL_DIR]
+    assert launch.main(["--data", DATA, "/local/day", *BASE[2:], "--dry-run"]) == 2
+    assert "--data: '/local/day' is not a gs://BUCKET/PATH location" in capsys.readouterr().err
