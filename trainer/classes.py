@@ -19,6 +19,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
+from trainer.config import ModelConfig
 from trainer.manifest import Manifest, ManifestError, load_statistics
 
 logger = logging.getLogger(__name__)
@@ -27,6 +28,8 @@ STATISTICS = "statistics"  # where the classes came from (metrics.json's "classe
 RECORDS = "records"
 CONFIG = "config"
 _SCAN_BATCH = 4096
+# Tokens kept per string list by default (--vocabulary-size): the most frequent of train.
+VOCABULARY_SIZE = ModelConfig.vocabulary_size
 
 
 def with_label_classes(
@@ -113,8 +116,17 @@ def _scan(manifest: Manifest, name: str, split: str, skip_corrupt: bool) -> dict
     return dict(counts)
 
 
-# Tokens kept per string list by default (--vocabulary-size): the most frequent of train.
-VOCABULARY_SIZE = 10_000
+def from_data(
+    manifest: Manifest, vocabulary_size: int = VOCABULARY_SIZE, skip_corrupt: bool = False
+) -> tuple[Manifest, dict]:
+    """The manifest with what the data decides: a string label's classes and string lists'
+    vocabularies; and what metrics.json says of them (`classes_from`, `vocabularies`). They may
+    read the train split: in a run, after the strategy is made (a multi-worker strategy must
+    be made before TensorFlow runs anything)."""
+    manifest, classes_from = with_label_classes(manifest, skip_corrupt)
+    manifest, vocabularies = with_vocabularies(manifest, vocabulary_size, skip_corrupt)
+    described = {"classes_from": classes_from} if classes_from else {}
+    return manifest, described | ({"vocabularies": vocabularies} if vocabularies else {})
 
 
 def with_vocabularies(

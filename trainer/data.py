@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from trainer.classes import with_label_classes, with_vocabularies
+from trainer.classes import from_data
 from trainer.config import ModelConfig
 from trainer.dataset import Inputs, check_dataset
 from trainer.manifest import load_manifest
@@ -31,9 +31,9 @@ def inputs(
     dataset_uri: str, *, exclude_features: Sequence[str] = (), model: ModelConfig = ModelConfig()
 ) -> Inputs:
     """How the trainer reads the dataset at `dataset_uri` (see trainer.dataset.Inputs)."""
-    manifest, _ = with_label_classes(load_manifest(dataset_uri))
+    manifest = load_manifest(dataset_uri)
     check_dataset(manifest)
-    manifest, _ = with_vocabularies(manifest, model.vocabulary_size)
+    manifest, _ = from_data(manifest, model.vocabulary_size)
     return Inputs.of(manifest, model=model, exclude=exclude_features)
 
 

@@ -140,10 +140,7 @@ def _fit(
         eval_metrics = model.evaluate(eval_data, steps=eval_steps, return_dict=True, verbose=0)
         eval_metrics = {k: float(v) for k, v in eval_metrics.items()}
     test_metrics = None
-    lockstep = isinstance(
-        strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
-    )
-    if inputs.manifest.has_split("test") and not lockstep:
+    if inputs.manifest.has_split("test") and not _lockstep(strategy):
         # the held-out split, once, after training (every record; not used to choose anything)
         test = inputs.dataset("test", cfg.batch_size, shuffle=False, deterministic=True)
         test_metrics = model.evaluate(test, return_dict=True, verbose=0)
@@ -189,12 +186,7 @@ def _eval_input(
     manifest = inputs.manifest
     if not manifest.has_split("eval"):
         return None, None
-    # Multi-worker and TPU replicas must step together: their eval repeats, takes whole batches
-    # and runs a fixed number of steps (the last partial batch is left out).
-    lockstep = isinstance(
-        strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
-    )
-    if lockstep:
+    if _lockstep(strategy):
 
         def eval_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
             return inputs.dataset(
@@ -215,6 +207,15 @@ def _eval_input(
         "eval", cfg.batch_size, shuffle=False, deterministic=cfg.deterministic
     )
     return eval_data, None
+
+
+def _lockstep(strategy: tf.distribute.Strategy) -> bool:
+    """Multi-worker and TPU replicas must step together: their eval repeats, takes whole batches
+    and runs a fixed number of steps (the last partial batch is left out), and no worker
+    evaluates a split alone."""
+    return isinstance(
+        strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
+    )
 
 
 def _callbacks(

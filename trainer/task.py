@@ -22,7 +22,7 @@ import sys
 import tensorflow as tf
 import tf_keras
 
-from trainer.classes import with_label_classes, with_vocabularies
+from trainer.classes import from_data
 from trainer.config import TrainConfig
 from trainer.dataset import Inputs, check_dataset, corrupt_message
 from trainer.errors import UsageError, first_line
@@ -58,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.profile_input:
             tf_keras.utils.set_random_seed(cfg.seed)
             inputs = Inputs.of(
-                from_data(cfg, manifest)[0], cfg.skip_corrupt, cfg.model, cfg.exclude_features
+                from_data(manifest, cfg.model.vocabulary_size, cfg.skip_corrupt)[0],
+                cfg.skip_corrupt,
+                cfg.model,
+                cfg.exclude_features,
             )
             print(json.dumps(profile_input(cfg, inputs)), flush=True)
         else:
@@ -77,26 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def from_data(cfg: TrainConfig, manifest: Manifest) -> tuple[Manifest, dict]:
-    """The manifest with what the data decides (trainer.classes): a string label's classes,
-    string lists' vocabularies; and what metrics.json says of them. They may read the train
-    split, so they run after the strategy is made (a multi-worker strategy must be made
-    before TensorFlow runs anything)."""
-    manifest, classes_from = with_label_classes(manifest, cfg.skip_corrupt)
-    manifest, vocabularies = with_vocabularies(
-        manifest, cfg.model.vocabulary_size, cfg.skip_corrupt
-    )
-    described = {"classes_from": classes_from} if classes_from else {}
-    return manifest, described | ({"vocabularies": vocabularies} if vocabularies else {})
-
-
 def run(cfg: TrainConfig, manifest: Manifest) -> dict:
     """Trains, evaluates and exports; returns the metrics written to metrics.json."""
     tf_keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     strategy = get_strategy(cfg.strategy)
-    manifest, described = from_data(cfg, manifest)
+    manifest, described = from_data(manifest, cfg.model.vocabulary_size, cfg.skip_corrupt)
     inputs = Inputs.of(manifest, cfg.skip_corrupt, cfg.model, cfg.exclude_features)
     trained = train(cfg, strategy, inputs)
     trained.metrics.update(described)

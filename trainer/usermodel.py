@@ -31,7 +31,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.errors import UsageError
-from trainer.preprocess import ModelInput
+from trainer.preprocess import LayerNames, ModelInput
 
 MODULE_NAME = "shardflow_user_model"
 
@@ -70,7 +70,7 @@ def user_spec(
 ) -> ModelSpec:
     """The spec a model module's `build_model` receives, with fresh Keras Inputs."""
     return ModelSpec(
-        inputs={i.name: i.keras_input(_safe(i.name)) for i in host_inputs},
+        inputs={i.name: i.keras_input(LayerNames.base(i.name)) for i in host_inputs},
         features={i.name: i for i in host_inputs},
         moments=dict(moments),
         label=Label(label, task, tuple(classes) if classes is not None else None),
@@ -127,9 +127,3 @@ def build_user_model(module: types.ModuleType, spec: ModelSpec) -> tf_keras.Mode
 def _input_names(model: tf_keras.Model) -> list[str]:
     inputs = model.input if isinstance(model.input, dict) else None
     return list(inputs) if inputs is not None else []
-
-
-def _safe(name: str) -> str:
-    from trainer.preprocess import LayerNames
-
-    return LayerNames.base(name)
