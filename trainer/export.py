@@ -14,10 +14,15 @@ attribute of the exported module, so the transform graph and its assets (vocabul
 saved inside the export, which no longer needs the dataset's transform/ folder. A second
 signature, `transform_features`, takes the same `examples` and returns the dense model inputs
 the transform yields: what the model sees, for checking training/serving skew.
+
+What the outputs mean travels with the export in `assets.extra/label.json` (`LABEL_FILE`): the
+label's name, the task and, for classification, the class names in the order of
+`probabilities`' columns. `served_label(export_dir)` reads it back.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -30,6 +35,7 @@ from trainer.manifest import InputFeature
 from trainer.transform import Transform
 
 SIGNATURE = "serving_default"
+LABEL_FILE = "assets.extra/label.json"
 TRANSFORM_SIGNATURE = "transform_features"
 _EXAMPLES = tf.TensorSpec([None], tf.string, name="examples")
 
@@ -112,4 +118,21 @@ def export_model(model: tf_keras.Model, inputs: Inputs, export_dir: str) -> str:
         tf.io.gfile.rmtree(export_dir)
     module = ServingModule(model, inputs)
     tf.saved_model.save(module, export_dir, signatures=module.signatures())
+    spec = inputs.model_spec
+    label = {"name": spec.label.name, "task": spec.task}
+    if spec.task == CLASSIFICATION:
+        label["classes"] = list(spec.label.values)
+    tf.io.gfile.makedirs(f"{export_dir}/{LABEL_FILE.rsplit('/', 1)[0]}")
+    with tf.io.gfile.GFile(f"{export_dir}/{LABEL_FILE}", "w") as f:
+        f.write(json.dumps(label, indent=1) + "\n")
     return export_dir
+
+
+def served_label(export_dir: str) -> dict | None:
+    """The label an export predicts ({"name", "task", "classes"}), or None for an export written
+    without `LABEL_FILE`."""
+    path = f"{export_dir.rstrip('/')}/{LABEL_FILE}"
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.loads(f.read())

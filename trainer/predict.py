@@ -1,10 +1,17 @@
-"""`shardflow predict`: serves examples of a dataset split with an exported model.
+"""Predictions of an exported model, as JSON lines; and `shardflow predict --data`, which serves
+examples of a dataset split.
 
-Loads `MODEL_DIR/export` as any serving system would (`tf.saved_model.load`, signature
-`serving_default`), feeds it the split's raw serialized tf.train.Example records (which still
-hold the label, ignored by the signature) and prints one JSON object per example: the true label
-when the dataset has one and what the model answered. A dataset whose shards hold transformed
-examples (manifest `transform.materialize: transformed`) has no raw examples to serve.
+`ServedModel` loads `MODEL_DIR/export` as any serving system would (`tf.saved_model.load`,
+signature `serving_default`) and turns its outputs for serialized raw tf.train.Example records
+into one JSON-ready answer per record: for classification the predicted `class` and
+`probabilities`, an object from class name to probability (the class names come with the export,
+`trainer.export.LABEL_FILE`); for regression the `prediction`.
+
+With `--data`, the records are the first `--take` of a split (they still hold the label, which
+the signature ignores): each line holds the record's `key` (when the dataset's key is a feature), its true
+`label` and the answer. A dataset whose shards hold transformed examples (manifest
+`transform.materialize: transformed`) has no raw examples to serve. New raw records in a source
+format are `deploy.predict`'s business (`shardflow predict --config C --input FILE`).
 """
 
 from __future__ import annotations
@@ -12,72 +19,128 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any, Sequence
 
 import tensorflow as tf
 
-from trainer.export import SIGNATURE
+from trainer.export import SIGNATURE, served_label
+from trainer.features import CLASSIFICATION
 from trainer.inspect import take_examples
 from trainer.manifest import ManifestError, load_manifest
+
+BATCH = 256  # records per call of the signature
+
+
+class PredictError(Exception):
+    """A model directory that cannot serve (one line for the user)."""
+
+
+class ServedModel:
+    """The export of a model directory, answering for serialized raw tf.train.Examples."""
+
+    def __init__(self, model_dir: str):
+        export = f"{model_dir.rstrip('/')}/export"
+        if not tf.io.gfile.exists(f"{export}/saved_model.pb"):
+            raise PredictError(f"no export/ in {model_dir!r} (train a model there first)")
+        self._signature = tf.saved_model.load(export).signatures[SIGNATURE]
+        label = served_label(export) or _label_from_metrics(model_dir)
+        self.task = label["task"]
+        self.classes = list(label["classes"]) if self.task == CLASSIFICATION else None
+
+    def __call__(self, serialized: Sequence[bytes]) -> list[dict[str, Any]]:
+        """One answer per record, in order."""
+        answers = []
+        for start in range(0, len(serialized), BATCH):
+            batch = tf.constant(list(serialized[start : start + BATCH]), tf.string)
+            answers += self._answers(self._signature(examples=batch))
+        return answers
+
+    def _answers(self, outputs: dict[str, tf.Tensor]) -> list[dict[str, Any]]:
+        if self.classes is None:
+            return [{"prediction": _round(float(v))} for v in outputs["predictions"].numpy()]
+        names = [str(c) for c in self.classes]
+        answers = []
+        for row in outputs["probabilities"].numpy().tolist():
+            best = max(range(len(row)), key=row.__getitem__)
+            answers.append(
+                {
+                    "class": self.classes[best],
+                    "probabilities": {n: _round(p) for n, p in zip(names, row)},
+                }
+            )
+        return answers
+
+
+def _label_from_metrics(model_dir: str) -> dict:
+    """The label of an export written without its label file, from the run's metrics.json."""
+    path = f"{model_dir.rstrip('/')}/metrics.json"
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            metrics = json.load(f)
+        return {"task": metrics["task"], "classes": metrics.get("classes")}
+    except (tf.errors.OpError, ValueError, KeyError):
+        raise PredictError(
+            f"{model_dir!r}: the export names no classes and there is no readable metrics.json"
+        ) from None
+
+
+def _round(value: float) -> float:
+    return round(value, 6)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="shardflow predict", description=__doc__.splitlines()[0])
     p.add_argument("--model-dir", required=True, help="MODEL_DIR of `shardflow train`")
     p.add_argument("--data", required=True, help="dataset folder or gs:// prefix")
-    p.add_argument("--split", default="test", help="split to take examples from (default: test)")
-    p.add_argument("--take", type=int, default=5, help="number of examples (default: 5)")
+    add_split_flags(p)
     return p
 
 
-def predict(model_dir: str, serialized: list[bytes]) -> dict[str, list]:
-    """The serving signature's outputs for serialized examples, as Python lists."""
-    model = tf.saved_model.load(f"{model_dir.rstrip('/')}/export")
-    outputs = model.signatures[SIGNATURE](examples=tf.constant(serialized, tf.string))
-    return {name: value.numpy().tolist() for name, value in outputs.items()}
+def add_split_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of the --data mode besides --data."""
+    p.add_argument("--split", default="test", help="split to take examples from (default: test)")
+    p.add_argument("--take", type=int, default=5, help="number of examples (default: 5)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.take < 1:
+def predict_split(model_dir: str, data: str, split: str, take: int) -> int:
+    """Prints the answers for the first `take` examples of a dataset split; the exit status."""
+    if take < 1:
         print("shardflow predict: --take: must be 1 or more", file=sys.stderr)
         return 2
     try:
-        manifest = load_manifest(args.data)
-        files = manifest.split_files(args.split)
+        manifest = load_manifest(data)
+        files = manifest.split_files(split)
     except ManifestError as e:
         print(f"shardflow predict: {e}", file=sys.stderr)
         return 2
     if manifest.transform is not None and manifest.transform.materialize == "transformed":
         print(
-            f"shardflow predict: {args.data}: the shards hold transformed examples; "
+            f"shardflow predict: {data}: the shards hold transformed examples; "
             "the model serves raw ones",
             file=sys.stderr,
         )
         return 2
-    if not tf.io.gfile.exists(f"{args.model_dir.rstrip('/')}/export"):
-        print(f"shardflow predict: no export/ in {args.model_dir!r}", file=sys.stderr)
+    try:
+        model = ServedModel(model_dir)
+    except PredictError as e:
+        print(f"shardflow predict: {e}", file=sys.stderr)
         return 2
     records = tf.data.TFRecordDataset(files, compression_type=manifest.compression_type)
-    serialized = [r.numpy() for r in records.take(args.take)]
+    serialized = [r.numpy() for r in records.take(take)]
     if not serialized:
-        print(f"shardflow predict: split {args.split!r} is empty", file=sys.stderr)
+        print(f"shardflow predict: split {split!r} is empty", file=sys.stderr)
         return 2
-    outputs = predict(args.model_dir, serialized)
     examples = take_examples(manifest, files, len(serialized))
-    for i, example in enumerate(examples):
-        answer = {name: _plain(values[i]) for name, values in outputs.items()}
-        row = {"label": example.get(manifest.label)} if manifest.label else {}
+    for example, answer in zip(examples, model(serialized)):
+        row = {}
+        if manifest.key in manifest.features:
+            row["key"] = example.get(manifest.key)
+        if manifest.label:
+            row["label"] = example.get(manifest.label)
         print(json.dumps({**row, **answer}, ensure_ascii=False))
     return 0
 
 
-def _plain(value):
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, list):
-        return [round(v, 4) if isinstance(v, float) else _plain(v) for v in value]
-    return round(value, 4) if isinstance(value, float) else value
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return predict_split(args.model_dir, args.data, args.split, args.take)

@@ -277,24 +277,23 @@ def test_a_rerun_needs_overwrite_and_gives_the_same_bytes(dataset, tmp_path):
     assert (dataset / "statistics.json").read_bytes() == (out / "statistics.json").read_bytes()
 
 
-def test_train_export_and_serve_a_raw_example(dataset, tmp_path):
+@pytest.fixture(scope="module")
+def model(dataset, tmp_path_factory) -> Path:
+    """One epoch of `shardflow train` on the demo dataset: the model directory."""
+    model_dir = tmp_path_factory.mktemp("demo") / "model"
+    result = shardflow(
+        "train", "--data", str(dataset), "--model-dir", str(model_dir), "--epochs", "1",
+        "--batch-size", "64",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return model_dir
+
+
+def test_train_export_and_serve_a_raw_example(dataset, model):
     import numpy as np
     import tensorflow as tf
 
-    model_dir = tmp_path / "model"
-    result = shardflow(
-        "train",
-        "--data",
-        str(dataset),
-        "--model-dir",
-        str(model_dir),
-        "--epochs",
-        "1",
-        "--batch-size",
-        "64",
-    )
-    assert result.returncode == 0, result.stderr
-    metrics = json.loads((model_dir / "metrics.json").read_text())
+    metrics = json.loads((model / "metrics.json").read_text())
     assert metrics["epochs"] == 1 and "eval" in metrics and metrics["examples_per_sec"] > 0
 
     # A raw example as a client would send it: the test split's example without its label.
@@ -303,21 +302,115 @@ def test_train_export_and_serve_a_raw_example(dataset, tmp_path):
     record = next(iter(tf.data.TFRecordDataset(str(path), compression_type="GZIP"))).numpy()
     example = tf.train.Example.FromString(record)
     del example.features.feature["species"]
-    served = tf.saved_model.load(str(model_dir / "export")).signatures["serving_default"]
+    served = tf.saved_model.load(str(model / "export")).signatures["serving_default"]
     out = served(examples=tf.constant([example.SerializeToString()]))
     probabilities = out["probabilities"].numpy()
     assert probabilities.shape == (1, 3)
     assert np.isclose(probabilities.sum(), 1.0, atol=1e-5)
     assert out["classes"].numpy()[0] in (b"Adelie", b"Chinstrap", b"Gentoo")
+    label = json.loads((model / "export/assets.extra/label.json").read_text())
+    assert label == {"name": "species", "task": "classification", "classes": CLASSES}
 
-    result = shardflow(
-        "predict", "--model-dir", str(model_dir), "--data", str(dataset), "--take", "3"
-    )
+
+CLASSES = ["Adelie", "Chinstrap", "Gentoo"]
+
+
+def test_predict_serves_a_split_with_labels_and_class_names(dataset, model):
+    result = shardflow("predict", "--model-dir", str(model), "--data", str(dataset), "--take", "3")
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert len(lines) == 3 and all(
-        set(line) == {"label", "classes", "probabilities"} for line in lines
+    assert len(lines) == 3
+    for line in lines:  # the dataset's key (id) is not a feature: no key to show
+        assert set(line) == {"label", "class", "probabilities"}
+        assert line["label"] in CLASSES and list(line["probabilities"]) == CLASSES
+        assert line["class"] == max(CLASSES, key=line["probabilities"].get)
+
+
+NEW_RECORDS = (
+    "id,species,island,bill_length_mm,bill_depth_mm,flipper_length_mm,body_mass_g,sex,year\n"
+    "9001,,Biscoe,52.1,16.7,218,4950,male,2009\n"
+    "9002,,Torgersen,38.7,19.0,185,3450,female,2008\n"
+    "9003,,Dream,40,18,190,heavy,female,2008\n"  # body_mass_g: not an integer
+    "9004,Gentoo,Dream,49.5,19.0,200,3800,male,2008\n"  # a label is neither needed nor used
+    "9005,,Biscoe,45,15,215,5000,female,\n"  # year: missing required value
+    "9006,,Dream,,,,,,2007\n"  # only the required fields
+)
+
+
+def test_predict_new_raw_records_with_the_config(model, tmp_path):
+    import numpy as np
+    import tensorflow as tf
+
+    new = tmp_path / "new.csv"
+    new.write_text(NEW_RECORDS)
+    answers, rejected = tmp_path / "answers.jsonl", tmp_path / "rejected.jsonl"
+    result = shardflow(
+        "predict", "--model-dir", str(model), "--config", str(SAMPLE / "penguins.yaml"),
+        "--input", str(new), "--output", str(answers), "--rejected", str(rejected),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        f"shardflow predict: 4 predicted, 2 rejected (in {rejected})"
     )
+    lines = [json.loads(line) for line in answers.read_text().splitlines()]
+    assert [(a["key"], a["location"]) for a in lines] == [
+        (key, f"{new}:{line}") for key, line in (("9001", 2), ("9002", 3), ("9004", 5), ("9006", 7))
+    ]
+    for a in lines:
+        assert set(a) == {"key", "location", "class", "probabilities"}
+        assert list(a["probabilities"]) == CLASSES
+        assert abs(sum(a["probabilities"].values()) - 1) < 1e-4
+        assert a["class"] == max(CLASSES, key=a["probabilities"].get)
+    reasons = [json.loads(line) for line in rejected.read_text().splitlines()]
+    assert [(r["location"], r["reason"]) for r in reasons] == [
+        (f"{new}:4", "body_mass_g: not an integer"),
+        (f"{new}:6", "year: missing required value"),
+    ]
+    assert reasons[0]["record"] == "9003,,Dream,40,18,190,heavy,female,2008\n"
+
+    # The answers are the export's for the records as a client would build them by hand.
+    def example(island, bill, depth, flipper, mass, sex, year):
+        f = tf.train.Feature
+        features = {
+            "island": f(bytes_list=tf.train.BytesList(value=[island.encode()])),
+            "bill_length_mm": f(float_list=tf.train.FloatList(value=[bill])),
+            "bill_depth_mm": f(float_list=tf.train.FloatList(value=[depth])),
+            "flipper_length_mm": f(float_list=tf.train.FloatList(value=[flipper])),
+            "body_mass_g": f(int64_list=tf.train.Int64List(value=[mass])),
+            "sex": f(bytes_list=tf.train.BytesList(value=[sex.encode()])),
+            "year": f(int64_list=tf.train.Int64List(value=[year])),
+        }
+        return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+    by_hand = [
+        example("Biscoe", 52.1, 16.7, 218, 4950, "male", 2009),
+        example("Torgersen", 38.7, 19.0, 185, 3450, "female", 2008),
+        example("Dream", 49.5, 19.0, 200, 3800, "male", 2008),
+    ]
+    served = tf.saved_model.load(str(model / "export")).signatures["serving_default"]
+    expected = served(examples=tf.constant(by_hand))["probabilities"].numpy()
+    got = np.array([list(a["probabilities"].values()) for a in lines[:3]])
+    np.testing.assert_allclose(got, expected, atol=2e-6)
+
+
+def test_predict_without_output_flags_prints_answers_and_rejections(model, tmp_path):
+    new = tmp_path / "new.jsonl"  # .jsonl: read as the config's JSON Lines source
+    new.write_text(
+        '{"id": 7001, "island": "Dream", "year": 2008, "bill_length_mm": 40.1, "tags": ["a"]}\n'
+        '{"id": 7002, "island": "Dream", "year": 2008, "tags": 5}\n'
+    )
+    result = shardflow(
+        "predict", "--model-dir", str(model), "--config", str(SAMPLE / "penguins.yaml"),
+        "--input", str(new),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (answer,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert (answer["key"], answer["location"]) == ("7001", f"{new}:1")
+    assert result.stderr.splitlines()[-2:] == [
+        f"shardflow predict: rejected {new}:2: tags: expected a list",
+        "shardflow predict: 1 predicted, 1 rejected",
+    ]
 
 
 def test_bad_config_exits_2_with_one_line_naming_the_field(tmp_path):

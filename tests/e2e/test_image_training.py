@@ -81,6 +81,38 @@ def test_served_raw_images_get_the_predictions_of_the_training_path(trained):
     assert (expected.argmax(1) == labels.numpy()[:12]).mean() > 0.8
 
 
+def test_predict_names_the_class_of_new_pictures(trained, tmp_path, capsys):
+    from deploy import predict
+
+    dataset, model_dir = trained
+    sample = runpy.run_path(str(EXAMPLE / "generate.py"))
+    rng = np.random.default_rng(2026)  # pictures the model has never seen
+    new = tmp_path / "new"  # no class folders: new pictures have no label
+    new.mkdir()
+    truth = {}
+    for i in range(30):
+        colour = CLASSES[i % 3]
+        path = new / f"{i:02d}.png"
+        path.write_bytes(sample["picture"](rng, sample["COLOURS"][colour]))
+        truth[f"{path}:1"] = colour
+    (new / "broken.png").write_bytes(b"not a picture")
+    (new / "notes.txt").write_text("not an image file: skipped, as in the ETL")
+    config = dataset.parent / "shapes.yaml"
+    capsys.readouterr()
+    code = predict.main(
+        ["--model-dir", str(model_dir), "--config", str(config), "--input", str(new)]
+    )
+    assert code == 0
+    out, err = capsys.readouterr()
+    answers = [json.loads(line) for line in out.splitlines()]
+    assert [a["key"] for a in answers] == sorted(truth)  # no key: the location
+    assert all(list(a["probabilities"]) == CLASSES for a in answers)
+    right = sum(a["class"] == truth[a["location"]] for a in answers)
+    assert right / len(answers) > 0.8
+    assert err.splitlines()[-1] == "shardflow predict: 30 predicted, 1 rejected"
+    assert f"shardflow predict: rejected {new / 'broken.png'}:1: " in err
+
+
 def test_the_example_cnn_learns_from_the_images_too(dataset):
     model_dir = dataset.parent / "cnn"
     code = train(

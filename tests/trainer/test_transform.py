@@ -351,7 +351,7 @@ def test_cli_trains_exports_and_predicts_with_a_transform_without_apache_beam(
     ) == 0  # fmt: skip
     answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [a["label"] for a in answers] == [r["species"] for r in raw.rows["eval"][:3]]
-    assert all(a["classes"] in FEATURES["species"]["values"] for a in answers)
+    assert all(a["class"] in FEATURES["species"]["values"] for a in answers)
 
     assert predict.main(
         ["--model-dir", str(tmp_path / "m"), "--data", str(materialized.root), "--split",

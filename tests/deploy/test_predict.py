@@ -1,0 +1,83 @@
+"""`shardflow predict`'s command line: which mode, which source reads --input, and the one-line
+refusals (exit 2) before any model is loaded. The answers themselves are checked end to end in
+tests/e2e/test_demo.py (new CSV and JSON Lines records, a split) and
+tests/e2e/test_image_training.py (new pictures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deploy import predict
+from pipelines.config import load_config
+
+PENGUINS = Path(__file__).resolve().parents[2] / "examples" / "penguins" / "penguins.yaml"
+
+
+def _run(capsys, *argv: str) -> tuple[int, str]:
+    try:
+        code = predict.main(list(argv))
+    except SystemExit as e:  # argparse
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+def test_input_needs_a_config_and_data_takes_none(capsys, tmp_path):
+    code, err = _run(capsys, "--model-dir", str(tmp_path), "--input", "x.csv")
+    assert code == 2 and "--input needs --config" in err
+    code, err = _run(capsys, "--model-dir", str(tmp_path), "--data", "d", "--config", "c.yaml")
+    assert code == 2 and "--config goes with --input, not --data" in err
+    code, err = _run(capsys, "--model-dir", str(tmp_path), "--data", "d", "--input", "x.csv")
+    assert code == 2 and "not allowed with argument" in err
+    code, err = _run(capsys, "--model-dir", str(tmp_path))
+    assert code == 2 and "one of the arguments --input --data is required" in err
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ([], "shardflow predict: no export/ in {model!r} (train a model there first)"),
+        (["--source", "bands"], "shardflow predict: --source: the config's source 'bands' "
+         "cannot read --input (it reads a database, not files)"),
+        (["--source", "nope"], "shardflow predict: --source: the config's source 'nope' cannot "
+         "read --input (it has ['measurements', 'observations', 'nests', 'bands'])"),
+    ],
+)  # fmt: skip
+def test_refusals_are_one_line_and_exit_2(capsys, tmp_path, extra, expected):
+    new = tmp_path / "new.csv"
+    new.write_text("id,island,year\n1,Dream,2008\n")
+    model = str(tmp_path / "model")
+    code, err = _run(
+        capsys, "--model-dir", model, "--config", str(PENGUINS), "--input", str(new), *extra
+    )
+    assert (code, err) == (2, expected.format(model=model) + "\n")
+
+
+def test_input_that_matches_nothing_and_a_bad_config_exit_2(capsys, tmp_path):
+    model = str(tmp_path)
+    code, err = _run(
+        capsys, "--model-dir", model, "--config", str(PENGUINS), "--input", str(tmp_path / "*.csv")
+    )
+    assert (code, err) == (2, f"shardflow predict: --input: no files match '{tmp_path}/*.csv'\n")
+    (tmp_path / "bad.yaml").write_text("name: x\nsources: 3\n")
+    code, err = _run(capsys, "--model-dir", model, "--config", str(tmp_path / "bad.yaml"),
+                     "--input", str(PENGUINS))  # fmt: skip
+    assert code == 2 and err.startswith("shardflow predict: sources: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "path, source",
+    [
+        ("new.csv", "measurements"),
+        ("new.csv.gz", "measurements"),
+        ("day/new.JSONL", "observations"),
+        ("new.parquet", "nests"),
+        ("new.dat", "measurements"),  # no format fits: the first file source
+    ],
+)
+def test_the_source_that_reads_input_follows_its_extension(path, source):
+    dataset, chosen = predict._for_prediction(load_config(str(PENGUINS)), None, path)
+    assert chosen.name == source and chosen.path == path
+    assert "species" not in [f.name for f in dataset.features]  # the label is not asked for
+    assert dataset.sources[[s.name for s in dataset.sources].index(source)] == chosen
