@@ -17,7 +17,7 @@ COMMANDS = {
     "etl": ("pipelines.etl", "run", "read sources, write sharded TFRecords and a manifest"),
     "train": ("trainer.task", "main", "train and export a model on a dataset"),
     "inspect": ("trainer.inspect", "main", "summarize a dataset, its statistics and examples"),
-    "predict": ("deploy.predict", "main", "answers of an exported model for new records or a split"),
+    "predict": ("deploy.predict", "main", "predict with a model: new records or a split"),
     "submit": ("deploy.dataflow.submit", "main", "launch the ETL's Dataflow flex template"),
     "launch-training": ("deploy.vertex.launch", "main", "run the trainer as a Vertex AI job"),
     "schedule": (

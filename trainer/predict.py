@@ -8,10 +8,10 @@ into one JSON-ready answer per record: for classification the predicted `class` 
 `trainer.export.LABEL_FILE`); for regression the `prediction`.
 
 With `--data`, the records are the first `--take` of a split (they still hold the label, which
-the signature ignores): each line holds the record's `key` (when the dataset's key is a feature), its true
-`label` and the answer. A dataset whose shards hold transformed examples (manifest
-`transform.materialize: transformed`) has no raw examples to serve. New raw records in a source
-format are `deploy.predict`'s business (`shardflow predict --config C --input FILE`).
+the signature ignores): each line holds the record's `key` (when the dataset's key is a
+feature), its true `label` and the answer. A dataset whose shards hold transformed examples
+(manifest `transform.materialize: transformed`) has no raw examples to serve. New raw records in
+a source format are `deploy.predict`'s business (`shardflow predict --config C --input FILE`).
 """
 
 from __future__ import annotations
