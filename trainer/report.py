@@ -22,6 +22,7 @@ import tf_keras
 
 from trainer.manifest import Manifest
 from trainer.paths import join
+from transforms.contract.report import SERIES, page
 
 HISTORY = "history.csv"
 REPORT = "report.html"
@@ -110,43 +111,14 @@ def render(metrics: dict, history: list[dict], manifest_summary: dict | None = N
         sections.append(_epoch_table(history))
     else:
         sections.append("<p>No per-epoch history was recorded (no history.csv).</p>")
-    return _PAGE.format(title=_esc(title), style=_STYLE, body="\n".join(sections))
+    return page(title, "training report", "\n".join(sections))
 
 
-_STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; color: #222; margin: 24px; max-width: 1180px; }
-h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
-table { border-collapse: collapse; margin: 8px 0; }
-th, td { border: 1px solid #ccc; padding: 3px 10px; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-thead th { background: #f0f0f0; }
-.summary td, .dataset td { text-align: left; }
-.charts { display: flex; flex-wrap: wrap; gap: 12px; }
-figure { margin: 0; border: 1px solid #ddd; padding: 4px; }
-figcaption { font-weight: bold; padding: 2px 6px; }
-svg text { font: 11px system-ui, sans-serif; fill: #333; }
-"""
-
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{title}</title>
-<style>{style}</style>
-</head>
-<body>
-<h1>{title}</h1>
-{body}
-</body>
-</html>
-"""
-
-# Chart geometry (SVG user units) and series colours: train solid blue, validation dashed red.
+# Chart geometry (SVG user units) and series colours (the ETL report's): train solid blue,
+# validation dashed red.
 _W, _H = 560, 300
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 34, 44
-_TRAIN = ("#1f77b4", "")
-_VAL = ("#d62728", "6 4")
-_RATE_STYLE = ("#2ca02c", "")
+_TRAIN, _VAL, _RATE_STYLE = SERIES
 
 
 def _summary(metrics: dict) -> str:
@@ -191,7 +163,7 @@ def _final_metrics(metrics: dict) -> str:
         f"{_cell(evaluation.get(n), f'eval.{n}')}</tr>"
         for n in names
     )
-    head = "<thead><tr><th>metric</th><th>train</th><th>eval</th></tr></thead>"
+    head = '<thead><tr><th>metric</th><th class="n">train</th><th class="n">eval</th></tr></thead>'
     return f'<h2>Final metrics</h2>\n<table class="final">{head}<tbody>{rows}</tbody></table>'
 
 
@@ -203,14 +175,14 @@ def _classes(report: dict) -> str:
         for name, c in report["per_class"].items()
     )
     head = (
-        "<thead><tr><th>class</th><th>precision</th><th>recall</th><th>F1</th>"
-        "<th>support</th></tr></thead>"
+        '<thead><tr><th>class</th><th class="n">precision</th><th class="n">recall</th>'
+        '<th class="n">F1</th><th class="n">support</th></tr></thead>'
     )
     confusion = report["confusion_matrix"]
     names = confusion["classes"]
     matrix_head = (
         "<thead><tr><th>true \\ predicted</th>"
-        + "".join(f"<th>{_esc(n)}</th>" for n in names)
+        + "".join(f'<th class="n">{_esc(n)}</th>' for n in names)
         + "</tr></thead>"
     )
     matrix_rows = "".join(
@@ -276,7 +248,7 @@ def _charts(history: list[dict]) -> str:
 def _epoch_table(history: list[dict]) -> str:
     columns = [k for n in _metric_names(history) for k in (n, f"val_{n}")]
     columns = [c for c in columns if any(row.get(c) is not None for row in history)] + [RATE]
-    head = "".join(f"<th>{_esc(c)}</th>" for c in ["epoch", *columns])
+    head = "<th>epoch</th>" + "".join(f'<th class="n">{_esc(c)}</th>' for c in columns)
     rows = "".join(
         f'<tr data-epoch="{row["epoch"] + 1}"><td>{row["epoch"] + 1}</td>'
         + "".join(_cell(row.get(c), c) for c in columns)
@@ -372,18 +344,19 @@ def _cell(value, key: str | None = None) -> str:
     """A table cell showing `value`; numbers carry their exact value in data-value."""
     attrs = f' data-key="{_esc(key)}"' if key else ""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        attrs += f' data-value="{value!r}"'
+        attrs = f' class="n"{attrs} data-value="{value!r}"'
     return f"<td{attrs}>{_esc(_fmt(value))}</td>"
 
 
 def _fmt(value) -> str:
-    """Numbers with 4 significant digits (whole numbers from 10,000 on); missing ones as '–'."""
+    """Numbers with 4 significant digits (whole numbers, and others from 10,000 on, whole with
+    thousands separators as in the ETL's report); missing ones as '–'."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, int) or abs(value) >= 1e4:
-        return f"{value:.0f}"
+        return f"{value:,.0f}"
     return f"{value:.4g}"
 
 

@@ -34,24 +34,13 @@ from pipelines.report.svg import (
     top_values,
 )
 from transforms.contract.manifest import Manifest
+from transforms.contract.report import page
 
 NUMBER_TYPES = ("int", "float")
 SIZE_TYPES = ("bytes", "image")
 MAX_EXAMPLES = 5  # rejected records shown per reason
 MAX_ID_PART_CHARS = 200  # of one name in an element id, escaped; longer ones end in a digest
 
-_CSS = """
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
-max-width:1100px;padding:0 1em;color:#222}
-h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;margin-top:2em}
-table{border-collapse:collapse;margin:.5em 0}
-th,td{padding:.2em .7em;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-.muted{color:#777}pre{background:#f6f6f6;padding:.4em;white-space:pre-wrap;margin:.2em 0}
-svg text{font:11px sans-serif;fill:#333}.bar{fill:#4a7bd0}.node rect{fill:#eef3fb;stroke:#4a7bd0}
-.edge{fill:none;stroke:#777;stroke-width:1.2}dl.summary{display:grid;
-grid-template-columns:max-content auto;gap:.1em 1.5em}dl.summary dd{margin:0}
-"""
 
 
 def render(
@@ -97,16 +86,7 @@ def render(
         sections.append(_timings(timings))
     if graph is not None:
         sections.append(_graph(graph))
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape('shardflow run report: ' + title)}</title>"
-        f"<style>{_CSS}</style></head>\n<body>\n"
-        f"<h1>{escape(title)}</h1>\n"
-        '<p class="muted">shardflow run report</p>\n'
-        + "\n".join(s for s in sections if s)
-        + "\n</body></html>\n"
-    )
+    return page(title, "run report", "\n".join(s for s in sections if s))
 
 
 # --- sections ------------------------------------------------------------------------------

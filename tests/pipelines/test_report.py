@@ -11,6 +11,7 @@ import pytest
 from pipelines.report.page import render
 from pipelines.report.svg import graph_layers
 from transforms.contract.manifest import Manifest
+from transforms.contract.report import CSS
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -245,6 +246,16 @@ def doc(page) -> _Elements:
 def test_title_names_the_dataset_and_date(page):
     assert "<title>shardflow run report: penguins — 2026-11-25</title>" in page
     assert "<h1>penguins — 2026-11-25</h1>" in page
+
+
+def test_the_page_wears_the_style_the_training_report_wears(page):
+    from trainer.report import render as render_training
+
+    training = render_training({"dataset": "out/penguins", "epochs": 1}, [], None)
+    for html in (page, training):
+        assert html.count(f"<style>{CSS}</style>") == 1
+        assert html.count("<style>") == 1 and "style=" not in html.split("<body>")[0]
+    assert '<p class="muted">shardflow training report</p>' in training
 
 
 def test_summary_counts_come_from_the_manifest_and_timings(doc):

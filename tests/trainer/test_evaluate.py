@@ -48,5 +48,5 @@ def test_the_run_report_shows_the_classes_and_the_confusion_matrix():
     matrix = np.array([[5, 1], [2, 3]])
     page = render({**METRICS, "eval_classes": report_of(matrix, ["cat", "<dog>"])}, HISTORY)
     assert "<h2>Evaluation by class</h2>" in page
-    assert "<td>&lt;dog&gt;</td>" in page and "<th>&lt;dog&gt;</th>" in page
+    assert "<td>&lt;dog&gt;</td>" in page and '<th class="n">&lt;dog&gt;</th>' in page
     assert 'data-value="5"' in page and 'data-value="0.7142857142857143"' in page
