@@ -42,7 +42,6 @@ MAX_EXAMPLES = 5  # rejected records shown per reason
 MAX_ID_PART_CHARS = 200  # of one name in an element id, escaped; longer ones end in a digest
 
 
-
 def render(
     manifest: Manifest,
     statistics: dict[str, Any] | None = None,
