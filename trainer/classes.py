@@ -1,5 +1,5 @@
-"""A string label without `values` takes its classes from the data, and a string list its
-vocabulary (`with_vocabularies`, at the end).
+"""A string label without `values` takes its classes from the data, and a string list or free
+text its vocabulary (`with_vocabularies`, at the end).
 
 The classes are the label's distinct values in the train split, sorted: from the train split's
 statistics (DATASET/statistics.json, which the ETL counts exactly) when they list every value,
@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from trainer.config import ModelConfig
 from trainer.manifest import Manifest, ManifestError, load_statistics
+from trainer.preprocess import words
 
 logger = logging.getLogger(__name__)
 
@@ -94,10 +95,17 @@ def value_counts(
     return _scan(manifest, name, split, skip_corrupt), RECORDS
 
 
-def _scan(manifest: Manifest, name: str, split: str, skip_corrupt: bool) -> dict[str, int]:
-    """Counts a string feature's values over the split's records (one pass, it parsed alone);
-    with `skip_corrupt`, a read error ends its file, as in training (trainer.input)."""
+def _scan(
+    manifest: Manifest, name: str, split: str, skip_corrupt: bool, text: bool = False
+) -> dict[str, int]:
+    """Counts a string feature's values (with `text`, the words of its values) over the split's
+    records (one pass, it parsed alone); with `skip_corrupt`, a read error ends its file, as in
+    training (trainer.input)."""
     spec = {name: tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int64)}
+
+    def values(batch: tf.Tensor) -> tf.Tensor:
+        found = tf.io.parse_example(batch, spec)[name].flat_values
+        return words(found).flat_values if text else found
 
     def read(path: tf.Tensor) -> tf.data.Dataset:
         records = tf.data.TFRecordDataset(path, compression_type=manifest.compression_type)
@@ -105,10 +113,7 @@ def _scan(manifest: Manifest, name: str, split: str, skip_corrupt: bool) -> dict
 
     files = tf.data.Dataset.from_tensor_slices(manifest.split_files(split))
     records = files.interleave(read, cycle_length=1)
-    batches = records.batch(_SCAN_BATCH).map(
-        lambda b: tf.io.parse_example(b, spec)[name].flat_values,
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+    batches = records.batch(_SCAN_BATCH).map(values, num_parallel_calls=tf.data.AUTOTUNE)
     counts: collections.Counter = collections.Counter()
     for values in batches.as_numpy_iterator():
         unique, n = np.unique(values, return_counts=True)
@@ -117,38 +122,74 @@ def _scan(manifest: Manifest, name: str, split: str, skip_corrupt: bool) -> dict
 
 
 def from_data(
-    manifest: Manifest, vocabulary_size: int = VOCABULARY_SIZE, skip_corrupt: bool = False
+    manifest: Manifest, model: ModelConfig = ModelConfig(), skip_corrupt: bool = False
 ) -> tuple[Manifest, dict]:
-    """The manifest with what the data decides: a string label's classes and string lists'
-    vocabularies; and what metrics.json says of them (`classes_from`, `vocabularies`). They may
-    read the train split: in a run, after the strategy is made (a multi-worker strategy must
-    be made before TensorFlow runs anything)."""
+    """The manifest with what the data and `model` decide: the features read as free text, a
+    string label's classes and the vocabularies of string lists and free text; and what
+    metrics.json says of them (`classes_from`, `vocabularies`). They may read the train split:
+    in a run, after the strategy is made (a multi-worker strategy must be made before
+    TensorFlow runs anything)."""
+    manifest = with_text(manifest, model.text_features)
     manifest, classes_from = with_label_classes(manifest, skip_corrupt)
-    manifest, vocabularies = with_vocabularies(manifest, vocabulary_size, skip_corrupt)
+    manifest, vocabularies = with_vocabularies(manifest, model.vocabulary_size, skip_corrupt)
     described = {"classes_from": classes_from} if classes_from else {}
     return manifest, described | ({"vocabularies": vocabularies} if vocabularies else {})
+
+
+def with_text(manifest: Manifest, names: tuple[str, ...]) -> Manifest:
+    """The manifest with the features `names` (--text-features) marked as free text: each must
+    be a scalar string without `values` that is neither the label nor the key."""
+    flag = "--text-features"
+    if names and manifest.transform is not None:
+        raise ManifestError(
+            f"{flag}: the dataset has a tf.Transform, whose outputs the model reads"
+        )
+    features = dict(manifest.features)
+    for name in names:
+        f = features.get(name)
+        if f is None:
+            raise ManifestError(f"{flag}: no feature {name!r} (features: {', '.join(features)})")
+        if name in (manifest.label, manifest.key):
+            raise ManifestError(
+                f"{flag}: {name!r} is the {'label' if name == manifest.label else 'key'}"
+            )
+        if f.type != "string" or f.shape != () or f.values is not None:
+            what = f"has values {list(f.values)}" if f.values is not None else f"is {f.type}"
+            shape = f" of shape {list(f.shape)}" if f.shape != () else ""
+            raise ManifestError(
+                f"{flag}: {name!r} {what}{shape}; free text is a scalar string without values"
+            )
+        features[name] = dataclasses.replace(f, text=True)
+    return dataclasses.replace(manifest, features=features) if names else manifest
 
 
 def with_vocabularies(
     manifest: Manifest, size: int = VOCABULARY_SIZE, skip_corrupt: bool = False
 ) -> tuple[Manifest, dict[str, dict]]:
     """The manifest with a vocabulary for each string list without `values` (shape [null], not
-    the label): its `size` most frequent tokens in the train split (ties by token), from the
-    statistics when they list every token, else from one pass over the records. Returns it and
-    {feature: {"size", "tokens", "from"}} for metrics.json; unchanged with size 0 (hashing)."""
+    the label) and each free-text feature: its `size` most frequent tokens (words of free text)
+    in the train split (ties by token), from the statistics when they list every token of a
+    list, else from one pass over the records. Returns it and {feature: {"size", "tokens",
+    "from"}} for metrics.json; unchanged with size 0 (hashing)."""
     if size <= 0 or not manifest.has_split("train") or manifest.transform is not None:
         return manifest, {}
     lists = [
         f for f in manifest.features.values()
-        if f.type == "string" and f.variable_length and f.values is None
-        and f.name != manifest.label
+        if f.text or (f.type == "string" and f.variable_length and f.values is None
+                      and f.name != manifest.label)
     ]  # fmt: skip
     if not lists:
         return manifest, {}
     statistics = None if len(manifest.parts) > 1 else load_statistics(manifest.root)
     features, described = dict(manifest.features), {}
     for feature in lists:
-        counts, source = value_counts(manifest, feature.name, "train", statistics, skip_corrupt)
+        if feature.text:
+            counts, source = (
+                _scan(manifest, feature.name, "train", skip_corrupt, text=True),
+                RECORDS,
+            )
+        else:
+            counts, source = value_counts(manifest, feature.name, "train", statistics, skip_corrupt)
         counts.pop("", None)
         if not counts:  # no token in train (or none readable): hashed, as without a vocabulary
             continue

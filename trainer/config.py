@@ -30,6 +30,7 @@ class ModelConfig:
     hash_bins: int = 1000
     one_hot_max: int = 16  # vocabularies up to this size are one-hot, larger ones embedded
     vocabulary_size: int = 10_000  # a string list's tokens kept from train; 0: hash them
+    text_features: tuple[str, ...] = ()  # scalar strings read as free text: their words
 
 
 @dataclass(frozen=True)

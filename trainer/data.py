@@ -33,7 +33,7 @@ def inputs(
     """How the trainer reads the dataset at `dataset_uri` (see trainer.dataset.Inputs)."""
     manifest = load_manifest(dataset_uri)
     check_dataset(manifest)
-    manifest, _ = from_data(manifest, model.vocabulary_size)
+    manifest, _ = from_data(manifest, model)
     return Inputs.of(manifest, model=model, exclude=exclude_features)
 
 

@@ -59,8 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=_non_negative,
         default=ModelConfig.vocabulary_size,
         metavar="N",
-        help="a string list (shape [null], no values) keeps its N most frequent train tokens as "
-        f"its vocabulary; 0 hashes them (default {ModelConfig.vocabulary_size})",
+        help="a string list (shape [null], no values) or free text keeps its N most frequent "
+        f"train tokens as its vocabulary; 0 hashes them (default {ModelConfig.vocabulary_size})",
+    )
+    p.add_argument(
+        "--text-features",
+        type=_names,
+        default=(),
+        metavar="A,B",
+        help="scalar string features that are free text: split into words on the host, their "
+        "embeddings averaged (default: a scalar string is one category)",
     )
     p.add_argument(
         "--learning-rate",
@@ -210,6 +218,7 @@ def parse_args(argv: list[str] | None, environ: Mapping[str, str] | None = None)
             hidden_units=args.hidden_units,
             learning_rate=args.learning_rate,
             vocabulary_size=args.vocabulary_size,
+            text_features=args.text_features,
         ),
         skip_corrupt=args.skip_corrupt,
         input=InputFlags(

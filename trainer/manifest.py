@@ -52,6 +52,7 @@ class InputFeature:
     buckets: int | None = None
     image_size: tuple[int, int, int] | None = None  # an image: decoded and resized to this
     vocabulary: tuple[str, ...] | None = None  # a string list's tokens from the train split
+    text: bool = False  # free text (--text-features): split into words on the host
 
     @property
     def variable_length(self) -> bool:

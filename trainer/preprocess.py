@@ -7,7 +7,8 @@ every batch back to the host. So the model is split in two:
   preprocessing layers) turns the dense inputs of `trainer.features.dense_inputs` into numbers:
   a string or int with `values` becomes the id of its value (StringLookup/IntegerLookup; 0 for a
   value not in the list), any other string the id of its hash bucket (Hashing), a list of
-  strings a row of such ids (0 for padding), numbers float32. It runs in the tf.data pipeline's
+  strings a row of such ids (0 for padding), free text (`--text-features`) the row of its
+  words' ids (`words`), numbers float32. It runs in the tf.data pipeline's
   parallel map, before prefetch (`trainer.dataset.Inputs`), and again in the exported
   `serving_default` signature before the model (`trainer.export`): one function for both, so
   training and serving cannot drift apart.
@@ -32,7 +33,7 @@ from trainer.manifest import InputFeature
 NUMBER = "number"  # float32 values of a numeric feature, shaped like the feature
 PRESENCE = "presence"  # float32 [batch]: 1 where the numeric feature NAME has a value
 CATEGORY = "category"  # int32 ids in [0, vocabulary_size), shaped [batch, size]
-TOKENS = "tokens"  # int32 ids [batch, n] of a variable-length list, padded
+TOKENS = "tokens"  # int32 ids [batch, n] of a variable-length list or of free text's words, padded
 IMAGE = "image"  # float32 [batch, height, width, channels] in [0, 1]: decoded, resized
 
 # How the ids of a CATEGORY or TOKENS input were made (ModelInput.ids).
@@ -40,6 +41,8 @@ FROM_VALUES = "values"  # the index in the feature's `values`; 0: not one of the
 FROM_HASH = "hash"  # a hash bucket of the string
 FROM_VOCABULARY = "vocabulary"  # the index in the train split's most frequent tokens; 1: other
 FROM_TRANSFORM = "transform"  # a tf.Transform output's ids; -1 (missing) is outside the range
+
+MAX_WORDS = 256  # the words of a free-text value that are kept: its first ones
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,12 @@ def model_inputs(used: Sequence[InputFeature], cfg: ModelConfig) -> list[ModelIn
                 out.append(_ids(f, TOKENS, f.buckets, FROM_TRANSFORM, padding=-1))
             else:
                 out.append(_ids(f, CATEGORY, f.buckets, FROM_TRANSFORM))
+        elif f.text:  # free text: its words
+            if f.vocabulary is not None:
+                size = len(_vocabulary(f)) + 2
+                out.append(_ids(f, TOKENS, size, FROM_VOCABULARY, padding=0))
+            else:
+                out.append(_ids(f, TOKENS, cfg.hash_bins + 1, FROM_HASH, padding=0))
         elif f.variable_length:  # a list of strings
             if f.values is not None:
                 out.append(_ids(f, TOKENS, len(_vocabulary(f)) + 2, FROM_VALUES, padding=0))
@@ -137,6 +146,8 @@ def _host_model(inputs: Sequence[ModelInput], cfg: ModelConfig) -> tf_keras.Mode
             continue
         if i.kind == CATEGORY:
             x = layers.Reshape((f.size,), name=names.unique(f"{base}_2d"))(x)
+        if f.text:
+            x = Words(name=names.unique(f"{base}_words"))(x)
         if i.ids == FROM_TRANSFORM:
             ids = x
         elif i.kind == TOKENS and i.ids in (FROM_VALUES, FROM_VOCABULARY):
@@ -155,6 +166,28 @@ def _host_model(inputs: Sequence[ModelInput], cfg: ModelConfig) -> tf_keras.Mode
             ids = layers.Hashing(cfg.hash_bins, name=names.unique(f"{base}_hash"))(x)
         out[i.name] = tf.cast(ids, tf.int32)
     return tf_keras.Model(inputs=raw, outputs=out, name="host_preprocessing")
+
+
+def words(text: tf.Tensor) -> tf.RaggedTensor:
+    """The words of free text [batch]: [batch, (words)], lower-cased, split at every run of
+    characters that are neither letters nor digits ("Don't stop!" → don, t, stop), at most
+    MAX_WORDS each. The vocabulary of a text feature is counted with it too
+    (`trainer.classes`)."""
+    lowered = tf.strings.lower(tf.reshape(text, [-1]), encoding="utf-8")
+    spaced = tf.strings.regex_replace(lowered, r"[^\pL\pN]+", " ")
+    return tf.strings.split(spaced)[:, :MAX_WORDS]
+
+
+class Words(tf_keras.layers.Layer):
+    """Free text [batch] to its words [batch, n], padded with "" (`words`). Runs on the host,
+    in the input pipeline's parallel map and in the export."""
+
+    def __init__(self, **kwargs):
+        kwargs["trainable"] = False
+        super().__init__(**kwargs)
+
+    def call(self, text):
+        return words(text).to_tensor(default_value="")
 
 
 class DecodeImages(tf_keras.layers.Layer):

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.profile_input:
             tf_keras.utils.set_random_seed(cfg.seed)
             inputs = Inputs.of(
-                from_data(manifest, cfg.model.vocabulary_size, cfg.skip_corrupt)[0],
+                from_data(manifest, cfg.model, cfg.skip_corrupt)[0],
                 cfg.skip_corrupt,
                 cfg.model,
                 cfg.exclude_features,
@@ -86,7 +86,7 @@ def run(cfg: TrainConfig, manifest: Manifest) -> dict:
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     strategy = get_strategy(cfg.strategy)
-    manifest, described = from_data(manifest, cfg.model.vocabulary_size, cfg.skip_corrupt)
+    manifest, described = from_data(manifest, cfg.model, cfg.skip_corrupt)
     inputs = Inputs.of(manifest, cfg.skip_corrupt, cfg.model, cfg.exclude_features)
     trained = train(cfg, strategy, inputs)
     trained.metrics.update(described)
