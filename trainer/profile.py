@@ -4,7 +4,10 @@ Reads --profile-batches training batches as the run would (after a few warm-up b
 fits the model on one batch held in memory for as many steps; both in examples per second. The
 input is the bottleneck when it is the slower of the two. The model step runs with the
 accelerator settings of the run (XLA, mixed precision, steps per execution), reported with it.
-Nothing is trained or written.
+The host preprocessing (lookups, hashing, the words of free text, image decoding and resizing:
+`trainer.preprocess`) is timed alone too, on one parsed batch held in memory and mapped with the
+pipeline's parallelism: `host_examples_per_sec`, the input's ceiling when nothing else costs, and
+with images the decode and resize rate. Nothing is trained or written.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from trainer.dataset import Inputs, train_dataset
 from trainer.fit import Throughput, accelerator_fields
 from trainer.model import build_model
 from trainer.plan import plan_input
+from trainer.preprocess import IMAGE
 from trainer.strategy import accelerator_settings
 from trainer.usermodel import load_module
 
@@ -43,6 +47,7 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
     drain(tf.constant(cfg.profile_batches))
     input_seconds = time.perf_counter() - started
 
+    host_rate = _host_rate(inputs, cfg.batch_size, cfg.profile_batches)
     accelerator = accelerator_settings(cfg.accelerator, tf.distribute.get_strategy())
     module = load_module(cfg.model_module) if cfg.model_module else None
     model = build_model(
@@ -66,9 +71,39 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
         "input_mb_per_sec": round(input_rate * plan.record_bytes / 2**20, 2),
         "model_examples_per_sec": model_rate,
         "input_bound": input_rate < model_rate,
+        "host_examples_per_sec": host_rate,
+        "images": sorted({i.name for i in inputs.host.inputs if i.kind == IMAGE}),
         "batch_size": cfg.batch_size,
         "batches": cfg.profile_batches,
         "task": inputs.model_spec.task,
         "input": plan.describe(),
         **accelerator_fields(accelerator),
     }
+
+
+def _host_rate(inputs: Inputs, batch_size: int, batches: int) -> float:
+    """Examples per second through the host preprocessing alone (densify, transform, lookups,
+    decoding), on the first train batch, parsed once and held in memory, mapped in parallel."""
+    files = inputs.manifest.split_files("train")
+    records = tf.data.TFRecordDataset(files, compression_type=inputs.manifest.compression_type)
+    serialized = next(iter(records.batch(batch_size)))
+    parsed = tf.io.parse_example(serialized, inputs.spec)
+    parsed.pop(inputs.label, None)
+    rows = int(serialized.shape[0])
+    mapped = (
+        tf.data.Dataset.from_tensors(parsed)
+        .repeat()
+        .map(inputs.preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    iterator = iter(mapped)
+
+    @tf.function
+    def drain(n: tf.Tensor) -> None:
+        for _ in tf.range(n):
+            next(iterator)
+
+    drain(tf.constant(PROFILE_WARMUP_BATCHES))
+    started = time.perf_counter()
+    drain(tf.constant(batches))
+    return round(batches * rows / (time.perf_counter() - started), 1)

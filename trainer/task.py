@@ -102,6 +102,9 @@ def _write_outputs(cfg: TrainConfig, inputs: Inputs, trained: Trained) -> None:
     if not trained.chief:
         tf.io.gfile.rmtree(out_dir)
         return
+    # What resuming costs: the checkpoint (the model, the optimizer and its step count, which
+    # is also the input's position: no input state is saved).
+    trained.metrics["checkpoint_bytes"] = _folder_bytes(cfg.checkpoints)
     with tf.io.gfile.GFile(join(out_dir, "metrics.json"), "w") as f:
         f.write(json.dumps(trained.metrics, indent=2, sort_keys=True) + "\n")
     print(f"model exported to {export_dir}")
@@ -111,6 +114,17 @@ def _write_outputs(cfg: TrainConfig, inputs: Inputs, trained: Trained) -> None:
     print(f"checkpoints in {cfg.checkpoints}")
     if trained.logs_dir:
         print(f"TensorBoard logs in {trained.logs_dir}")
+
+
+def _folder_bytes(folder: str) -> int:
+    """The bytes of the files under `folder` (local or gs://); 0 when it does not exist."""
+    if not tf.io.gfile.exists(folder):
+        return 0
+    return sum(
+        tf.io.gfile.stat(join(root, name)).length
+        for root, _, names in tf.io.gfile.walk(folder)
+        for name in names
+    )
 
 
 if __name__ == "__main__":

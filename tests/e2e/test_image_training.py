@@ -81,6 +81,16 @@ def test_served_raw_images_get_the_predictions_of_the_training_path(trained):
     assert (expected.argmax(1) == labels.numpy()[:12]).mean() > 0.8
 
 
+def test_profile_input_times_decoding_and_resizing(trained, capsys):
+    dataset, _ = trained
+    capsys.readouterr()
+    code = train(["--data", str(dataset), "--profile-input", "--batch-size", "16",
+                  "--profile-batches", "5"])  # fmt: skip
+    assert code == 0
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert result["images"] == ["image"] and result["host_examples_per_sec"] > 0
+
+
 def test_predict_names_the_class_of_new_pictures(trained, tmp_path, capsys):
     from deploy import predict
 

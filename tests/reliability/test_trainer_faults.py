@@ -262,6 +262,10 @@ def test_a_killed_deterministic_run_resumes_on_exactly_the_examples_of_an_uninte
     metrics = json.loads((killed_dir / "metrics.json").read_text())
     assert metrics["initial_step"] > 0 and metrics["initial_step"] % 7 == 0  # mid-run
     assert f"the input skips the {metrics['initial_step']} batches" in resumed.stderr
+    checkpoints = sum(
+        p.stat().st_size for p in (killed_dir / "checkpoints").rglob("*") if p.is_file()
+    )
+    assert metrics["checkpoint_bytes"] == checkpoints > 0
     examples = tf.constant(
         [to_example(r, {k: v for k, v in FEATURES.items() if k != "species"}).SerializeToString()
          for r in make_rows(32, seed=5)]

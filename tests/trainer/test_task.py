@@ -147,6 +147,7 @@ def test_profile_input_prints_json_as_last_line(dataset, tmp_path):
         result["input_examples_per_sec"] < result["model_examples_per_sec"]
     )
     assert (result["batch_size"], result["batches"]) == (16, 10)
+    assert result["host_examples_per_sec"] > 0 and result["images"] == []
     assert (result["jit_compile"], result["mixed_precision"], result["steps_per_execution"]) == (
         False,
         "float32",
