@@ -43,7 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=_PROG,
         description=__doc__.splitlines()[0],
-        epilog="One of --input (new records, with --config) or --data (a dataset split).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""One of --input (new records, with --config) or --data (a dataset split).
+
+examples:
+  shardflow predict --model-dir model --config penguins.yaml --input new.csv
+  shardflow predict --model-dir model --config penguins.yaml --input 'new/*.jsonl' \\
+                    --output answers.jsonl --rejected rejected.jsonl
+  shardflow predict --model-dir model --data out/penguins --split test --take 5""",
     )
     p.add_argument("--model-dir", required=True, help="MODEL_DIR of `shardflow train`")
     mode = p.add_mutually_exclusive_group(required=True)

@@ -6,31 +6,60 @@ Subcommands import their module only when called, so `shardflow train` never imp
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
 import sys
 
-from pipelines import forkserver
+from pipelines import forkserver, quiet
 
+# name -> (module, its entry point, the module:function of its argument parser, summary). The
+# parser's module imports neither Beam nor TensorFlow: `shardflow NAME --help` answers at once.
 COMMANDS = {
-    "etl": ("pipelines.etl", "run", "read sources, write sharded TFRecords and a manifest"),
-    "train": ("trainer.task", "main", "train and export a model on a dataset"),
-    "inspect": ("trainer.inspect", "main", "summarize a dataset, its statistics and examples"),
-    "predict": ("deploy.predict", "main", "predict with a model: new records or a split"),
-    "submit": ("deploy.dataflow.submit", "main", "launch the ETL's Dataflow flex template"),
-    "launch-training": ("deploy.vertex.launch", "main", "run the trainer as a Vertex AI job"),
-    "schedule": (
-        "deploy.schedule.cloud_scheduler",
-        "main",
-        "launch the ETL on a Cloud Scheduler cron",
-    ),
-}
+    "etl": ("pipelines.etl", "run", "pipelines.flags:build_parser",
+            "read sources, write sharded TFRecords and a manifest"),
+    "train": ("trainer.task", "main", "trainer.flags:build_parser",
+              "train and export a model on a dataset"),
+    "inspect": ("trainer.inspect", "main", "trainer.flags:inspect_parser",
+                "summarize a dataset, its statistics and examples"),
+    "predict": ("deploy.predict", "main", "deploy.predict:build_parser",
+                "predict with a model: new records or a split"),
+    "submit": ("deploy.dataflow.submit", "main", "deploy.dataflow.submit:build_parser",
+               "launch the ETL's Dataflow flex template"),
+    "launch-training": ("deploy.vertex.launch", "main", "deploy.vertex.launch:build_parser",
+                        "run the trainer as a Vertex AI job"),
+    "schedule": ("deploy.schedule.cloud_scheduler", "main",
+                 "deploy.schedule.cloud_scheduler:build_parser",
+                 "launch the ETL on a Cloud Scheduler cron"),
+}  # fmt: skip
 
-USAGE = "usage: shardflow {%s} [ARGS ...]\n\n%s" % (
+# The commands that run TensorFlow in this process: its native chatter is filtered
+# (`pipelines.quiet`) unless --verbose.
+TENSORFLOW_COMMANDS = ("train", "inspect", "predict")
+
+USAGE = "usage: shardflow [--version] {%s} [ARGS ...]\n\n%s\n\n%s" % (
     ",".join(COMMANDS),
-    "\n".join(f"  {name:<16} {help_}" for name, (_, _, help_) in COMMANDS.items()),
+    "\n".join(f"  {name:<16} {help_}" for name, (_, _, _, help_) in COMMANDS.items()),
+    "`shardflow COMMAND --help` describes a command, e.g. `shardflow etl --help`.",
 )
+
+
+def version() -> str:
+    """The installed shardflow's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("shardflow")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown (not installed)"
+
+
+def wants_help(args: list[str]) -> bool:
+    """`-h` or `--help` among a command's arguments (before a `--`)."""
+    before = args[: args.index("--")] if "--" in args else args
+    return "-h" in before or "--help" in before
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,19 +67,36 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         sys.exit(0 if argv else 2)
+    if argv[0] == "--version":
+        print(f"shardflow {version()}")
+        sys.exit(0)
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         print(f"shardflow: error: unknown command {name!r}\n{USAGE}", file=sys.stderr)
         sys.exit(2)
+    module, func, parser, _ = COMMANDS[name]
+    if wants_help(rest):  # from the parser alone: no Beam, no TensorFlow
+        parser_module, parser_func = parser.split(":")
+        getattr(importlib.import_module(parser_module), parser_func)().print_help()
+        sys.exit(0)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is not for users.
+    verbose = "--verbose" in rest or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    module, func, _ = COMMANDS[name]
+    if name == "etl":  # a config error is told before Beam is imported
+        from pipelines.flags import config_error
+
+        error = config_error(rest)
+        if error is not None:
+            print(f"shardflow etl: error: {error}", file=sys.stderr)
+            sys.exit(2)
     if name == "etl" and forkserver.wanted(rest):
         forkserver.start()  # local worker processes: their server imports Beam meanwhile
+    filtered = name in TENSORFLOW_COMMANDS and not verbose
     try:
-        command = importlib.import_module(module)
-        code = getattr(command, func)(rest)
+        with quiet.native_log_filtered() if filtered else contextlib.nullcontext():
+            command = importlib.import_module(module)
+            code = getattr(command, func)(rest)
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT, no traceback
         print(f"shardflow {name}: interrupted", file=sys.stderr)
         sys.exit(130)

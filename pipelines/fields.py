@@ -20,7 +20,6 @@ import yaml
 
 from transforms.contract.config import FeatureSpec
 from transforms.files import is_remote
-from transforms.schema import RecordError
 
 MAX_NAME_BYTES = 200  # feature and source names: files (vocabularies) are named after them
 MAX_DEPTH = 32  # levels of mappings and lists; a real config nests 6 deep at most
@@ -243,6 +242,8 @@ def no_unknown(raw: dict, allowed: set[str], prefix: str) -> None:
 
 def coerce_value(convert: Any, feature: FeatureSpec, value: Any, where: str) -> Any:
     """`convert(feature, value)`, a coercion of `transforms.schema`, its refusal a ConfigError."""
+    from transforms.schema import RecordError  # Arrow: only where a value is coerced
+
     try:
         return convert(feature, value)
     except RecordError as e:

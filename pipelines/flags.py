@@ -8,10 +8,15 @@ import dataclasses
 import datetime
 import re
 
-from pipelines.config import ConfigError
-from transforms.prepare import ENCODE_THREADS
-from transforms.sink.write import SPILL_BYTES, WRITE_THREADS
-from transforms.sources import ranges
+from pipelines.fields import ConfigError
+from transforms.tuning import (
+    ENCODE_THREADS,
+    MIN_SPLIT_BYTES,
+    RANGES_PER_WORKER,
+    SPILL_BYTES,
+    SPLIT_BYTES,
+    WRITE_THREADS,
+)
 
 _MAX_DATES = 3660  # a backfill of ten years at most: beyond, a typo is likelier than a wish
 
@@ -31,8 +36,16 @@ class Tuning:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardflow etl",
-        description="Reads the sources of a dataset config and writes sharded TFRecords. "
+        description="Reads the sources of a dataset config and writes sharded TFRecords.\n"
         "Unknown --flags are Beam pipeline options (--runner, --direct_num_workers, ...).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  shardflow etl --config examples/penguins/penguins.yaml --output out/penguins
+  shardflow etl --config penguins.yaml --validate-only
+  shardflow etl --config daily.yaml --from 2026-11-01 --to 2026-11-26
+  shardflow etl --config big.yaml --direct_num_workers 8 --direct_running_mode multi_processing
+  shardflow etl --config gs://b/c.yaml --runner DataflowRunner --project P --region R \\
+                --temp_location gs://b/tmp""",
     )
     parser.add_argument("--config", required=True, help="dataset config (YAML; local or gs://)")
     parser.add_argument("--output", help="overrides output.path of the config")
@@ -66,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--split-mb", type=_megabytes, metavar="MB",
         help=f"CSV, JSON Lines and Parquet files larger than this are read in ranges of about "
         f"this size, spread over the workers (default: the input's size over "
-        f"{ranges.RANGES_PER_WORKER} ranges per worker, {ranges.MIN_SPLIT_BYTES >> 20} to "
-        f"{ranges.SPLIT_BYTES >> 20} MB)",
+        f"{RANGES_PER_WORKER} ranges per worker, {MIN_SPLIT_BYTES >> 20} to "
+        f"{SPLIT_BYTES >> 20} MB)",
     )  # fmt: skip
     tuning.add_argument(
         "--spill-mb", type=_megabytes, metavar="MB",
@@ -150,3 +163,17 @@ def dates_of(args: argparse.Namespace) -> list[datetime.date | None]:
     if days > _MAX_DATES:
         raise ConfigError("--to", f"{days} dates; a backfill covers at most {_MAX_DATES}")
     return [args.first + datetime.timedelta(days=i) for i in range(days)]
+
+
+def config_error(argv: list[str]) -> str | None:
+    """What is wrong with the dates or the config of a `shardflow etl` command line (for a
+    backfill, the config of its first date), checked without importing Beam; None when nothing
+    is. A bad command line is argparse's to refuse (it exits 2)."""
+    from pipelines.config import load_config
+
+    args, _ = build_parser().parse_known_args(argv)
+    try:
+        load_config(args.config, args.output, dates_of(args)[0])
+    except ConfigError as e:
+        return str(e)
+    return None

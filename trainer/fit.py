@@ -51,6 +51,7 @@ class Trained:
 
 def train(cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs) -> Trained:
     """Builds the model in `strategy`'s scope and fits it; returns it with the run's metrics."""
+    _quiet_callback_timing()
     manifest = inputs.manifest
     replicas = strategy.num_replicas_in_sync
     if cfg.batch_size % replicas:
@@ -253,11 +254,31 @@ def _callbacks(
     return callbacks, logs_dir
 
 
+class _CallbackTiming(logging.Filter):
+    """Drops Keras' "Callback method ... is slow compared to the batch time" warning. Keras
+    times the batch hooks of the first 5 steps whenever a callback of its own making is in the
+    list (ours are: Throughput, HistoryLogger); on a CPU those steps take milliseconds, warm-up
+    included, and Keras' own TensorBoard callback (about 1 ms a step) sets it off. Nothing for
+    the user to act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "is slow compared to the batch time" not in record.getMessage()
+
+
+def _quiet_callback_timing() -> None:
+    keras_log = logging.getLogger("tensorflow")
+    if not any(isinstance(f, _CallbackTiming) for f in keras_log.filters):
+        keras_log.addFilter(_CallbackTiming())
+
+
 class Throughput(tf_keras.callbacks.Callback):
     """Times training steps, leaving out the first (tracing) step and validation."""
 
     def __init__(self) -> None:
         super().__init__()
+        # It reads no logs: Keras may pass them on as tensors, not converted to numbers at
+        # every batch's end for this callback.
+        self._supports_tf_logs = True
         self.first_epoch: int | None = None
         self.initial_step: int | None = None  # the optimizer's steps when fit starts
         self.steps = 0

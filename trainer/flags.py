@@ -31,6 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="shardflow train",
         description="Train and export a model on a shardflow dataset.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  shardflow train --data out/penguins --model-dir model --epochs 10
+  shardflow train --data out/penguins --profile-input
+  shardflow train --data out/daily/{2026-11-01..2026-11-26} --model-dir gs://b/model
+  shardflow train --data out/shapes --model-dir cnn --model-module examples/shapes/model.py
+  shardflow train --data out/notes --model-dir m --text-features note --exclude-features id""",
     )
     p.add_argument(
         "--data",
@@ -54,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="same example order and op results on every run (slower input pipeline)",
     )
     p.add_argument("--seed", type=int, default=0, help="seeds shuffles and weights (default 0)")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's native log lines (start-up notices, GPU probing), which the "
+        "shardflow command keeps off stderr by default",
+    )
     p.add_argument(
         "--vocabulary-size",
         type=_non_negative,
@@ -286,3 +299,30 @@ def _units(text: str) -> tuple[int, ...]:
     if any(u < 1 for u in units):
         raise argparse.ArgumentTypeError(f"{text!r}: sizes must be positive")
     return units
+
+
+def inspect_parser() -> argparse.ArgumentParser:
+    """The argument parser of `shardflow inspect` (here, beside the trainer's: `--help` answers
+    without importing TensorFlow)."""
+    p = argparse.ArgumentParser(
+        prog="shardflow inspect",
+        description="What a dataset holds: its manifest, statistics and first examples.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  shardflow inspect out/penguins
+  shardflow inspect out/penguins --split eval --take 3 --stats
+  shardflow inspect gs://bucket/datasets/penguins --split all --take 0""",
+    )
+    p.add_argument("dataset", metavar="DATASET_URI", help="dataset folder or gs:// prefix")
+    p.add_argument(
+        "--split",
+        default="train",
+        help="split to show statistics and examples of, or 'all' for every split (default: train)",
+    )
+    p.add_argument("--take", type=int, default=5, help="number of examples to show (default: 5)")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="print the per-feature statistics of the split from DATASET/statistics.json",
+    )
+    return p

@@ -12,7 +12,6 @@ of the values each example holds. `--split all` does this for every split.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -20,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.features import parse_spec
+from trainer.flags import inspect_parser
 from trainer.manifest import InputFeature, Manifest, ManifestError, load_manifest, load_statistics
 from transforms.contract.layout import STATISTICS
 
@@ -29,28 +29,10 @@ TOP_SHOWN = 3  # top values shown per string feature
 VALUE_CHARS = 24  # of one shown value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of `shardflow inspect`."""
-    p = argparse.ArgumentParser(prog="shardflow inspect", description=__doc__.splitlines()[0])
-    p.add_argument("dataset", metavar="DATASET_URI", help="dataset folder or gs:// prefix")
-    p.add_argument(
-        "--split",
-        default="train",
-        help="split to show statistics and examples of, or 'all' for every split (default: train)",
-    )
-    p.add_argument("--take", type=int, default=5, help="number of examples to show (default: 5)")
-    p.add_argument(
-        "--stats",
-        action="store_true",
-        help="print the per-feature statistics of the split from DATASET/statistics.json",
-    )
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
     """Runs `shardflow inspect`; returns the exit status."""
     try:
-        args = build_parser().parse_args(argv)
+        args = inspect_parser().parse_args(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
     if args.take < 0:

@@ -23,9 +23,6 @@ import os
 import zlib
 from typing import BinaryIO
 
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-
 _GLOB_CHARS = set("*?[")
 # Formats whose folder paths are trees: every file under the folder is an input.
 RECURSIVE_FORMATS = ("images",)
@@ -86,6 +83,8 @@ def is_input(path: str, root: str | None = None) -> bool:
 
 def match_files(path: str, recursive: bool = False) -> list[str]:
     """The sorted input files of `path`; empty when nothing matches."""
+    from apache_beam.io.filesystems import FileSystems  # Beam: only once files are touched
+
     results = FileSystems.match([file_pattern(path, recursive)])[0].metadata_list
     root = pattern_root(path)
     return sorted(m.path for m in results if is_input(m.path, root))
@@ -97,6 +96,9 @@ def open_file(path: str) -> BinaryIO:
     gzip and bzip2 are decompressed with Python's own modules, which notice a stream that ends
     early (Beam's reader does not): reading a truncated or corrupt file raises `CorruptFile`.
     """
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
     kind = CompressionTypes.detect_compression_type(path)
     if kind in (CompressionTypes.GZIP, CompressionTypes.BZIP2):
         raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)

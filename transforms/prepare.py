@@ -20,12 +20,14 @@ from apache_beam import coders
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms import encode
+from transforms.coders import ChunkCoder
 from transforms.contract.config import DatasetSpec
 from transforms.keys import KeyMaker, key_columns
-from transforms.records import REJECTED, STATS, ChunkCoder, RawChunk, gc_paused, location, rejection
+from transforms.records import REJECTED, STATS, RawChunk, gc_paused, location, rejection
 from transforms.schema import SourceColumns, Validator
 from transforms.split import SplitAssigner, record_hashes
 from transforms.stats import DatasetStats, chunk_stats
+from transforms.tuning import ENCODE_THREADS
 
 
 @dataclasses.dataclass
@@ -139,9 +141,6 @@ class Preparer:
     def statistics(self, columns: list[pa.Array], splits: np.ndarray) -> DatasetStats:
         """The statistics of valid records (their columns) in their splits."""
         return chunk_stats(self._names, self._types, columns, splits)
-
-
-ENCODE_THREADS = 2  # helper threads of an Encoder (0: where worker processes fill the cores)
 
 
 class _InPlace:

@@ -21,8 +21,6 @@ import time
 from collections import Counter
 from typing import Iterator
 
-from apache_beam.metrics import Metrics
-
 ENV = "SHARDFLOW_PROGRESS_DIR"
 _FLUSH_INTERVAL_S = 1.0
 COUNTS = ("read", "rejected", "written")
@@ -91,4 +89,6 @@ def timed(step: str) -> Iterator[None]:
     FINISHING; a step timed several times, or on several workers, adds up."""
     started = time.monotonic()
     yield
+    from apache_beam.metrics import Metrics  # Beam: only once a pipeline's step runs
+
     Metrics.distribution(TIMINGS, step).update(round((time.monotonic() - started) * 1000))

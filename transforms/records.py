@@ -14,12 +14,10 @@ import gc
 import itertools
 import json
 import operator
-import pickle
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from apache_beam import coders
 
 from transforms import progress
 
@@ -132,29 +130,6 @@ def one_line_records(raws: list[str]) -> dict[str, Any]:
     return {"raw_text": "".join(raws), "starts": offsets[:-1], "ends": offsets[1:]}
 
 
-class ChunkCoder(coders.Coder):
-    """Pickles a chunk; estimates its size without pickling it.
-
-    Beam samples element sizes for its metrics by encoding elements; with the default fallback
-    coder that means pickling whole chunks a second time just to measure them.
-    """
-
-    def encode(self, value: Any) -> bytes:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-
-    def decode(self, encoded: bytes) -> Any:
-        return pickle.loads(encoded)
-
-    def is_deterministic(self) -> bool:
-        return False
-
-    def estimate_size(self, value: Any) -> int:
-        return value.approx_bytes()
-
-    def to_type_hint(self):
-        return Any
-
-
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Pauses the cyclic garbage collector around bulk work on acyclic data.
@@ -217,6 +192,3 @@ def ignored_counter(source_name: str, field: str) -> str:
 
 def location(path: str, line: int) -> str:
     return f"{path}:{line}"
-
-
-coders.registry.register_coder(RawChunk, ChunkCoder)

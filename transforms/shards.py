@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 from apache_beam import coders
 
+from transforms.coders import ChunkCoder
 from transforms.keys import equal_spans, tie_order
 from transforms.prepare import EncodedChunk
-from transforms.records import ChunkCoder
 from transforms.split import binary, shard_bounds, shard_of
 
 

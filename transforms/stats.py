@@ -41,8 +41,8 @@ from apache_beam import coders
 from xxhash import xxh3_64_intdigest
 
 from transforms import progress
+from transforms.coders import ChunkCoder
 from transforms.contract.layout import STATISTICS_FORMAT_VERSION
-from transforms.records import ChunkCoder
 
 MAX_DISTINCT = 10_000  # strings: values counted per feature and split (a sample beyond)
 NUMBER_DISTINCT = 1_000  # numbers: exact counts (even histograms) up to this many values

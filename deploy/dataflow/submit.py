@@ -61,8 +61,15 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="shardflow submit",
-        description="Launches the shardflow ETL flex template on Dataflow (the template built "
+        description="Launches the shardflow ETL flex template on Dataflow\n(the template built "
         f"from {DOCKERFILE} and {METADATA}).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  shardflow submit --template gs://b/templates/etl.json --config gs://b/penguins.yaml \\
+                   --image IMAGE --project P --region us-central1 --dry-run
+  shardflow submit --template gs://b/templates/etl.json --config gs://b/daily.yaml \\
+                   --image IMAGE --project P --region us-central1 \\
+                   --date yesterday --skip-complete""",
     )
     job = parser.add_argument_group("the dataset")
     job.add_argument("--config", help="dataset config (YAML) in Cloud Storage: gs://...")

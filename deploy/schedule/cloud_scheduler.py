@@ -39,9 +39,14 @@ def build_parser():
     parser = submit.build_parser()
     parser.prog = "shardflow schedule"
     parser.description = (
-        "Creates a Cloud Scheduler job that launches the shardflow ETL flex template on a "
+        "Creates a Cloud Scheduler job that launches the shardflow ETL flex template on a\n"
         "schedule (the launch is described by the flags of `shardflow submit`)."
     )
+    parser.epilog = """examples:
+  shardflow schedule --job-id penguins-daily --schedule "30 2 * * *" \\
+      --scheduler-service-account etl@P.iam.gserviceaccount.com \\
+      --template gs://b/templates/etl.json --config gs://b/daily.yaml \\
+      --image IMAGE --project P --region us-central1 --dry-run"""
     # The launch's own --dry-run and --api-endpoint become the scheduler job's.
     parser.set_defaults(date="yesterday", skip_complete=True)
     when = parser.add_argument_group("the schedule")

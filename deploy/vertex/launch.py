@@ -27,16 +27,17 @@ import difflib
 import re
 import sys
 from collections.abc import Mapping, Sequence
-
-import requests
-from google.api_core.exceptions import GoogleAPICallError, RetryError
-from google.auth.credentials import AnonymousCredentials
-from google.auth.exceptions import GoogleAuthError
-from google.cloud import aiplatform_v1
+from typing import TYPE_CHECKING
 
 from deploy.args import positive_int
 from trainer.errors import UsageError
 from trainer.flags import build_parser as trainer_parser
+
+if TYPE_CHECKING:
+    from google.cloud import aiplatform_v1
+
+# The Google client libraries are imported where a job is built or sent, so that
+# `shardflow launch-training --help` answers at once.
 
 PROG = "shardflow launch-training"
 # The trainer image's ENTRYPOINT (deploy/vertex/Dockerfile); set as the container's command too,
@@ -146,8 +147,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
         description="Run `shardflow train` on a dataset as a Vertex AI custom job.",
-        epilog="Other flags, and all arguments after `--`, are passed to `shardflow train` "
-        "(e.g. --epochs 20 --batch-size 256).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""Other flags, and all arguments after `--`, are passed to `shardflow train`
+(e.g. --epochs 20 --batch-size 256).
+
+examples:
+  shardflow launch-training --data gs://b/penguins --model-dir gs://b/model \\
+      --project P --region us-central1 --image us-docker.pkg.dev/P/r/trainer:1 --dry-run
+  shardflow launch-training --data gs://b/penguins --model-dir gs://b/model \\
+      --project P --region us-central1 --image IMAGE --accelerator-type NVIDIA_L4 \\
+      --replica-count 2 -- --epochs 20""",
         allow_abbrev=False,
     )
     p.add_argument(
@@ -339,6 +348,8 @@ def trainer_args(cfg: LaunchConfig, machine: Machine) -> list[str]:
 
 def build_job(cfg: LaunchConfig, now: datetime.datetime | None = None) -> aiplatform_v1.CustomJob:
     """The CustomJob that runs the trainer as `cfg` says (nothing is sent)."""
+    from google.cloud import aiplatform_v1
+
     machine = resolve_machine(cfg)
     machine_spec = aiplatform_v1.MachineSpec(machine_type=machine.machine_type)
     if machine.accelerator_type:
@@ -379,6 +390,8 @@ def default_display_name(data: str, now: datetime.datetime | None = None) -> str
 
 def to_json(job: aiplatform_v1.CustomJob) -> str:
     """The job as JSON, with enum names and only the fields that are set."""
+    from google.cloud import aiplatform_v1
+
     return aiplatform_v1.CustomJob.to_json(
         job, use_integers_for_enums=False, always_print_fields_with_no_presence=False
     )
@@ -388,6 +401,9 @@ def submit(
     job: aiplatform_v1.CustomJob, project: str, region: str, api_endpoint: str | None = None
 ) -> aiplatform_v1.CustomJob:
     """Creates the job in projects/PROJECT/locations/REGION; returns the created job."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
     endpoint = api_endpoint or f"{region}-aiplatform.googleapis.com"
     if endpoint.startswith("http://"):
         # A plain-HTTP endpoint is a local stand-in for the API: REST, and no credentials to leak.
@@ -420,6 +436,10 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.dry_run:
         print(to_json(job))
         return 0
+    import requests
+    from google.api_core.exceptions import GoogleAPICallError, RetryError
+    from google.auth.exceptions import GoogleAuthError
+
     try:
         created = submit(job, cfg.project, cfg.region, cfg.api_endpoint)
     except GoogleAuthError as e:
@@ -476,6 +496,8 @@ def _match(flag: str, value: str | None, pattern: re.Pattern, what: str) -> str 
 
 def _accelerator(value: str) -> str:
     """The AcceleratorType name for a flag value (case and - or _ as you like)."""
+    from google.cloud import aiplatform_v1
+
     name = value.strip().upper().replace("-", "_")
     names = [n for n in aiplatform_v1.AcceleratorType.__members__ if n != _UNSPECIFIED]
     if name in names:

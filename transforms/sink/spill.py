@@ -40,10 +40,10 @@ from apache_beam import coders
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.coders import ChunkCoder
 from transforms.contract.layout import SPILL_DIR
 from transforms.keys import KEYS
 from transforms.prepare import EncodedChunk
-from transforms.records import ChunkCoder
 from transforms.shards import ShardPart
 from transforms.sink.storage import create_file
 from transforms.split import binary, binary_offsets

@@ -38,11 +38,7 @@ from transforms.sink.spill import (
     split_spills,
     write_spill_files,
 )
-
-# encoded bytes a worker gathers before it sorts and spills them (`shardflow etl --spill-mb`)
-SPILL_BYTES = 32 << 20
-# pieces a worker process writes at once (fewer where several share a machine's cores)
-WRITE_THREADS = 4
+from transforms.tuning import SPILL_BYTES, WRITE_THREADS
 
 
 class SpillFn(beam.DoFn):

@@ -36,6 +36,7 @@ from apache_beam.io.gcp.bigquery_read_internal import _JsonToDictCoder
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 from xxhash import xxh3_64_intdigest
 
+import transforms.coders  # noqa: F401 - registers the coder of the RawChunks read here
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import (
     CHUNK_ROWS,

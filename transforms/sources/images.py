@@ -47,8 +47,6 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
-from apache_beam.metrics import Metrics
-
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.files import pattern_root, relative_path
 from transforms.imaging import NOT_DECODABLE, TOO_MANY_PIXELS, decode
@@ -80,7 +78,14 @@ NOT_UTF8_PATH = "filename: not valid UTF-8"
 CONTROL_LABEL = "label: holds a control character"
 SEPARATOR_LABEL = "label: holds a path separator"
 
-_SKIPPED = Metrics.counter("images", "skipped_files")
+
+def _skipped() -> None:
+    """Counts a file skipped for its extension (`images/skipped_files`)."""
+    from apache_beam.metrics import Metrics  # Beam: only once files are read
+
+    Metrics.counter("images", "skipped_files").inc()
+
+
 # Pillow modes each encoding writes as they are; other modes are converted first.
 _BMP_CHANNELS = {8: 1, 24: 3, 32: 4}  # bits per pixel → channels, for the depths TF reads
 _KEEP_MODES = {"png": ("L", "LA", "RGB", "RGBA", "I;16"), "jpeg": ("L", "RGB")}
@@ -164,7 +169,7 @@ def parse_images(
     opts = source.options
     extensions = opts["extensions"]
     if extensions is not None and not path.lower().endswith(tuple(extensions)):
-        _SKIPPED.inc()
+        _skipped()
         return
     filename = relative_path(path, pattern_root(source.path))
     fields: dict[str, Any] = {"filename": filename}

@@ -39,10 +39,8 @@ from transforms.files import open_file
 from transforms.records import RawChunk
 from transforms.sources import csv as csv_format
 from transforms.sources.cuts import Summary, scan_range
+from transforms.tuning import MIN_SPLIT_BYTES, RANGES_PER_WORKER, SPLIT_BYTES
 
-SPLIT_BYTES = 64 << 20  # the largest range size chosen for the workers (`split_size`)
-MIN_SPLIT_BYTES = 4 << 20  # the smallest
-RANGES_PER_WORKER = 8  # enough that the ranges spread evenly, also where workers get a fixed share
 SPLITTABLE = ("csv", "jsonl", "parquet")
 _HEAD_BYTES = 1 << 16  # read at a file's start to find a CSV header, doubled until found
 _MAX_HEAD_BYTES = 16 << 20  # a file without a header line in its first 16 MB is read whole

@@ -11,6 +11,7 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.io import fileio
 
+import transforms.coders  # noqa: F401 - registers the coder of the RawChunks read here
 from transforms import progress
 from transforms.contract.config import SourceSpec
 from transforms.files import (

@@ -41,8 +41,6 @@ import zlib
 from typing import Any, BinaryIO, Iterator
 
 import google_crc32c
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
 from transforms.contract.config import SourceSpec
@@ -129,6 +127,8 @@ def read_records(
 ) -> Iterator[tuple[int, int, bytes | None, str | None]]:
     """(record number, offset, data, None) per sound record; (number, offset, None, reason) per
     broken one. Offsets are in the uncompressed stream."""
+    from apache_beam.io.filesystem import CompressionTypes  # Beam: only once files are read
+
     if CompressionTypes.detect_compression_type(path) != CompressionTypes.GZIP:
         yield from _read_records(stream, path, compression)
         return
@@ -157,6 +157,8 @@ def _read_records(stream, path: str, compression: str):
 
 def _compression(path: str, option: str, head: bytes) -> str:
     """What is left to undo of the file's compression: none, gzip or zlib."""
+    from apache_beam.io.filesystem import CompressionTypes
+
     if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
         return "none"  # decompressed by Beam, by extension
     if option != "auto":
@@ -314,6 +316,9 @@ class _Reinflating:
             try:
                 data = self._stream.read(size)
             except CorruptFile:
+                from apache_beam.io.filesystem import CompressionTypes
+                from apache_beam.io.filesystems import FileSystems
+
                 self._raw = FileSystems.open(
                     self._path, compression_type=CompressionTypes.UNCOMPRESSED
                 )

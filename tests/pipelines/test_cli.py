@@ -1,0 +1,138 @@
+"""The `shardflow` command answers at once and quietly: `--help` of every command, `--version`
+and a config error in a fresh process, timed, without importing Beam or TensorFlow; and
+TensorFlow's native start-up lines kept off stderr (`pipelines.quiet`)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[2]
+# The brief's limits on the 2-core machine are 1 s (help, version) and 2 s (a config error);
+# twice that here, as the suite runs beside other tests.
+HELP_LIMIT_S, CONFIG_LIMIT_S = 2.0, 4.0
+BAD_CONFIG = (
+    "name: x\nsources:\n  - {name: a, format: csv, path: a.csv}\nfeatures:\n  y: {type: integr}\n"
+)
+
+# Runs the CLI in this fresh process and then says which heavy modules it imported.
+_PROBE = """
+import sys
+from pipelines.cli import main
+sys.argv = ["shardflow", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+heavy = [m for m in ("apache_beam", "tensorflow", "tf_keras") if m in sys.modules]
+print("HEAVY", ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _shardflow(*args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    return proc, time.perf_counter() - started
+
+
+def _median_seconds(*args: str) -> float:
+    runs = []
+    for _ in range(3):
+        proc, seconds = _shardflow(*args)
+        assert proc.returncode in (0, 2), proc.stderr
+        runs.append(seconds)
+    return statistics.median(runs)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["--version"], *([name, "--help"] for name in COMMANDS)],
+    ids=lambda args: " ".join(args),
+)
+def test_help_and_version_answer_at_once_without_beam_or_tensorflow(args):
+    probe = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stderr.splitlines()[-1] == "HEAVY "  # nothing heavy imported
+    assert probe.stdout.startswith(("usage: shardflow", "shardflow "))
+    if len(args) == 2:  # every command's help shows examples
+        assert "examples:" in probe.stdout and f"shardflow {args[0]} " in probe.stdout
+    assert _median_seconds(*args) < HELP_LIMIT_S
+
+
+def test_version_is_the_installed_one():
+    from importlib.metadata import version
+
+    proc, _ = _shardflow("--version")
+    assert (proc.returncode, proc.stdout) == (0, f"shardflow {version('shardflow')}\n")
+
+
+def test_a_config_error_is_told_before_beam_is_imported(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text(BAD_CONFIG)
+    probe = subprocess.run(
+        [sys.executable, "-c", _PROBE, "etl", "--config", str(config)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert probe.returncode == 2
+    assert probe.stderr.splitlines() == [
+        "shardflow etl: error: features.y.type: unknown type 'integr' (int, float, string, "
+        "bytes, image)",
+        "HEAVY ",
+    ]
+    assert _median_seconds("etl", "--config", str(config)) < CONFIG_LIMIT_S
+
+
+_FILTER = """
+import os, sys
+from pipelines.quiet import native_log_filtered
+with native_log_filtered():
+    os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are "
+                b"written to STDERR\\n")
+    os.write(2, b"I0000 00:00:1795774259.294365    4611 port.cc:153] oneDNN custom ops\\n")
+    os.write(2, b"E0000 00:00:1795774261.678597    4611 cuda_platform.cc:52] failed call to "
+                b"cuInit: INTERNAL: CUDA error\\n")
+    os.write(2, b"E0000 00:00:1795774261.678597    4611 op.cc:1] a real error\\n")
+    print("WARNING trainer.fit: ours", file=sys.stderr)
+    os.write(2, b"no newline at the end")
+print(" - after", file=sys.stderr)
+"""
+
+
+def test_the_native_start_up_lines_are_dropped_and_the_rest_kept():
+    proc = subprocess.run(
+        [sys.executable, "-c", _FILTER], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0
+    assert proc.stderr == (
+        "E0000 00:00:1795774261.678597    4611 op.cc:1] a real error\n"
+        "WARNING trainer.fit: ours\n"
+        "no newline at the end - after\n"
+    )
+
+
+def test_tensorflow_commands_are_quiet_unless_verbose(tmp_path):
+    from tests.trainer.datasets import make_rows, write_dataset
+
+    data = write_dataset(tmp_path / "d", make_rows(20), splits={"train": 1})
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    quiet, _ = _shardflow("inspect", str(data.root), "--take", "1", env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "I0000" not in quiet.stderr and "absl::InitializeLog" not in quiet.stderr
+    assert "cuInit" not in quiet.stderr
+    loud, _ = _shardflow("inspect", str(data.root), "--take", "1",
+                         env=dict(env, TF_CPP_MIN_LOG_LEVEL="0"))  # fmt: skip
+    assert loud.returncode == 0 and "absl::InitializeLog" in loud.stderr

@@ -1,0 +1,42 @@
+"""The Beam coder of the ETL's elements: chunks are pickled, their size estimated without it.
+
+Kept apart from the element classes (`transforms.records` and the others), which import no
+Beam, so that checking a config costs no Beam import. Every module that puts such elements in
+a PCollection imports this one, which registers the coder of `RawChunk`; the modules of the
+other element classes register theirs with `ChunkCoder`.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from apache_beam import coders
+
+from transforms.records import RawChunk
+
+
+class ChunkCoder(coders.Coder):
+    """Pickles a chunk; estimates its size without pickling it.
+
+    Beam samples element sizes for its metrics by encoding elements; with the default fallback
+    coder that means pickling whole chunks a second time just to measure them.
+    """
+
+    def encode(self, value: Any) -> bytes:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def decode(self, encoded: bytes) -> Any:
+        return pickle.loads(encoded)
+
+    def is_deterministic(self) -> bool:
+        return False
+
+    def estimate_size(self, value: Any) -> int:
+        return value.approx_bytes()
+
+    def to_type_hint(self):
+        return Any
+
+
+coders.registry.register_coder(RawChunk, ChunkCoder)
