@@ -13,6 +13,7 @@ import os
 import sys
 
 from pipelines import forkserver, quiet
+from transforms.contract.suggest import did_you_mean
 
 # name -> (module, its entry point, the module:function of its argument parser, summary). The
 # parser's module imports neither Beam nor TensorFlow: `shardflow NAME --help` answers at once.
@@ -72,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"shardflow: error: unknown command {name!r}\n{USAGE}", file=sys.stderr)
+        hint = did_you_mean(name, COMMANDS)
+        print(f"shardflow: error: unknown command {name!r}{hint}\n{USAGE}", file=sys.stderr)
         sys.exit(2)
     module, func, parser, _ = COMMANDS[name]
     if wants_help(rest):  # from the parser alone: no Beam, no TensorFlow

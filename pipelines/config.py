@@ -63,6 +63,7 @@ from transforms.contract.layout import (
     SPILL_DIR,
     TRANSFORM_DIR,
 )
+from transforms.contract.suggest import did_you_mean
 from transforms.files import is_remote
 from transforms.sources import registry
 
@@ -228,7 +229,8 @@ def parse_config(raw: Any, base_dir: str, output: str | None = None) -> DatasetS
 
     label = value_of(raw, "label", "", None)
     if label is not None and not is_one_of(label, names):
-        raise ConfigError("label", f"{show(label)} is not one of the features")
+        hint = did_you_mean(label, names) if isinstance(label, str) else ""
+        raise ConfigError("label", f"{show(label)} is not one of the features{hint}")
 
     splits = _parse_splits(value_of(raw, "splits", "", DEFAULT_SPLITS))
     out = _parse_output(value_of(raw, "output", "", {}), base_dir, output)

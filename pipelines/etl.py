@@ -36,12 +36,14 @@ from apache_beam.options.pipeline_options import (
 
 from pipelines import joblog, progress, workers
 from pipelines.config import ConfigError, load_config
-from pipelines.flags import Tuning, build_parser, dates_of, tuning_from
+from pipelines.examples import sample_report
+from pipelines.flags import Tuning, beam_flags, build_parser, dates_of, tuning_from
 from pipelines.inputs import check_inputs
 from pipelines.report.graph import pipeline_graph
 from pipelines.report.writer import write_report
 from pipelines.summary import failure_reason, print_summary
 from transforms.contract.config import DatasetSpec
+from transforms.files import CorruptFile, FileError
 from transforms.join import JoinByKey
 from transforms.prepare import ENCODE_THREADS, PrepareRecords
 from transforms.quality import CountFields, QualityError
@@ -183,7 +185,13 @@ def spill_bytes(options: PipelineOptions) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    args, beam_args = build_parser().parse_known_args(argv)
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(argv)
+    try:
+        beam_args = beam_flags(beam_args, parser)
+    except ConfigError as e:
+        print(f"shardflow etl: error: {e}", file=sys.stderr)
+        return 2
     with joblog.captured(verbose=args.verbose), _noticing_interrupts():
         try:
             return _run(args, beam_args)
@@ -234,6 +242,12 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         return 2
     if args.validate_only:
         print(f"shardflow etl: {dataset.name}: config valid; {len(inputs)} input file(s)")
+        try:
+            lines = sample_report(dataset)
+        except (FileError, CorruptFile) as e:
+            print(f"shardflow etl: {e}", file=sys.stderr)
+            return 1
+        print("\n".join(lines))
         return 0
     return _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args), started)
 

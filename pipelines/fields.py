@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from transforms.contract.config import FeatureSpec
+from transforms.contract.suggest import did_you_mean
 from transforms.files import is_remote
 
 MAX_NAME_BYTES = 200  # feature and source names: files (vocabularies) are named after them
@@ -182,7 +183,8 @@ def is_one_of(value: Any, collection: Any) -> bool:
 def choice(value: Any, where: str, choices: tuple[str, ...], unknown: str = "unknown value") -> str:
     """`value` when it is one of `choices`; else ConfigError listing them."""
     if not is_one_of(value, choices):
-        raise ConfigError(where, f"{unknown} {show(value)} ({', '.join(choices)})")
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+        raise ConfigError(where, f"{unknown} {show(value)} ({', '.join(choices)}){hint}")
     return value
 
 
@@ -236,7 +238,8 @@ def no_unknown(raw: dict, allowed: set[str], prefix: str) -> None:
     for k in raw:
         if k not in allowed:
             raise ConfigError(
-                prefix + str(k), f"unknown key (allowed: {', '.join(sorted(allowed))})"
+                prefix + str(k),
+                f"unknown key (allowed: {', '.join(sorted(allowed))}){did_you_mean(k, allowed)}",
             )
 
 

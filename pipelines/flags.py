@@ -9,6 +9,7 @@ import datetime
 import re
 
 from pipelines.fields import ConfigError
+from transforms.contract.suggest import did_you_mean
 from transforms.tuning import (
     ENCODE_THREADS,
     MIN_SPLIT_BYTES,
@@ -177,3 +178,30 @@ def config_error(argv: list[str]) -> str | None:
     except ConfigError as e:
         return str(e)
     return None
+
+
+def beam_flags(beam_args: list[str], ours: argparse.ArgumentParser) -> list[str]:
+    """The Beam pipeline options of an `etl` command line, each one Beam knows: written
+    `--like_this` (Beam's spelling) or `--like-this` (ours, translated). A flag that neither we
+    nor Beam know is a ConfigError naming the nearest one (Beam would only warn and go on)."""
+    from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    classes = {str(cls): cls for cls in PipelineOptions.__subclasses__()}
+    for cls in classes.values():
+        cls._add_argparse_args(parser)  # how Beam itself gathers its options
+    known = {o for action in parser._actions for o in action.option_strings}
+    out = []
+    for arg in beam_args:
+        name, eq, value = arg.partition("=")
+        if not name.startswith("--") or name in known:
+            out.append(arg)
+            continue
+        snake = "--" + name[2:].replace("-", "_")
+        if snake in known:
+            out.append(snake + eq + value)
+            continue
+        flags = {o for action in ours._actions for o in action.option_strings if o[:2] == "--"}
+        hint = did_you_mean(name, sorted(flags | known))
+        raise ConfigError(name, f"unknown flag: neither shardflow etl nor Beam knows it{hint}")
+    return out

@@ -465,12 +465,14 @@ def _python_scalars(feature, values, reasons) -> pa.Array:
 
 def _check_ranges(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str]) -> None:
     checks = []
+    # a float feature's int bound may lie beyond int64, which Arrow takes only as a float
+    bound = float if pa.types.is_floating(array.type) else (lambda b: b)
     if feature.min is not None:
-        checks.append((pc.less(array, feature.min), f"{feature.name}: below min {feature.min:g}"))
+        low = bound(feature.min)
+        checks.append((pc.less(array, low), f"{feature.name}: below min {feature.min:g}"))
     if feature.max is not None:
-        checks.append(
-            (pc.greater(array, feature.max), f"{feature.name}: above max {feature.max:g}")
-        )
+        high = bound(feature.max)
+        checks.append((pc.greater(array, high), f"{feature.name}: above max {feature.max:g}"))
     if feature.values is not None:
         allowed = pa.array(sorted(_allowed(feature)), array.type)
         bad = pc.and_(pc.is_valid(array), pc.invert(pc.is_in(array, value_set=allowed)))

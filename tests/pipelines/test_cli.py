@@ -90,7 +90,7 @@ def test_a_config_error_is_told_before_beam_is_imported(tmp_path):
     assert probe.returncode == 2
     assert probe.stderr.splitlines() == [
         "shardflow etl: error: features.y.type: unknown type 'integr' (int, float, string, "
-        "bytes, image)",
+        "bytes, image); did you mean 'int'?",
         "HEAVY ",
     ]
     assert _median_seconds("etl", "--config", str(config)) < CONFIG_LIMIT_S
@@ -136,3 +136,11 @@ def test_tensorflow_commands_are_quiet_unless_verbose(tmp_path):
     loud, _ = _shardflow("inspect", str(data.root), "--take", "1",
                          env=dict(env, TF_CPP_MIN_LOG_LEVEL="0"))  # fmt: skip
     assert loud.returncode == 0 and "absl::InitializeLog" in loud.stderr
+
+
+def test_an_unknown_command_is_answered_with_the_nearest_one():
+    proc, _ = _shardflow("trian")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == (
+        "shardflow: error: unknown command 'trian'; did you mean 'train'?"
+    )

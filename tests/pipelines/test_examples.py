@@ -4,6 +4,7 @@ exactly as `shardflow etl` reads, validates and encodes them."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -107,3 +108,28 @@ def test_without_a_key_a_record_is_known_by_its_location(published, tmp_path):
     assert locations == [f"{tmp_path / 'birds.csv'}:{line}" for line in (2, 4, 7)]
     # the record without an id is rejected by the feature's rule now, not the key's
     assert "id: missing required value" in [r["reason"] for r in rejected]
+
+
+def test_validate_only_reads_a_sample_of_each_source_and_writes_nothing(published, capsys):
+    config_path, out = published
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    assert etl.run(["--config", str(config_path), "--output", str(out), "--overwrite",
+                    "--validate-only"]) == 0  # fmt: skip
+    path = config_path.parent / "birds.csv"
+    assert capsys.readouterr().out.splitlines() == [
+        "shardflow etl: few: config valid; 1 input file(s)",
+        "  birds (csv): 7 records sampled from the start: 3 valid, 4 rejected",
+        f"    csv: expected 4 fields, got 3: 1 (first at {path}:8)",
+        f"    id: missing key: 1 (first at {path}:5)",
+        f"    bill: not a number: 1 (first at {path}:3)",
+        f"    species: not one of the allowed values: 1 (first at {path}:6)",
+    ]
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+
+
+def test_a_sample_stops_at_its_limit():
+    dataset = load_config(str(Path(__file__).parents[2] / "examples/penguins/penguins.yaml"))
+    measurements = dataset.sources[0]
+    items = list(encode_files(dataset, measurements, [measurements.path], limit=50))
+    read = sum(len(i.keys) if isinstance(i, Examples) else 1 for i in items)
+    assert read == 50

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.flags import Tuning, build_parser, tuning_from
+from pipelines.fields import ConfigError
+from pipelines.flags import Tuning, beam_flags, build_parser, tuning_from
 from transforms.sink.write import SPILL_BYTES
 from transforms.sources.ranges import MIN_SPLIT_BYTES, SPLIT_BYTES, split_size
 
@@ -116,3 +117,29 @@ def test_encoders_use_no_helper_threads_where_worker_processes_fill_the_cores(mo
     assert encode_threads(pipeline_options(local + ["8"])) == 2
     assert encode_threads(pipeline_options(local + ["16"])) == 0
     assert encode_threads(pipeline_options(["--runner", "DataflowRunner"])) == 2
+
+
+@pytest.mark.parametrize(
+    "beam_args, expected",
+    [
+        (["--runner=DirectRunner", "--direct_num_workers", "2"],
+         ["--runner=DirectRunner", "--direct_num_workers", "2"]),
+        # our spelling, with dashes, is taken for Beam's snake_case
+        (["--direct-num-workers", "2", "--temp-location=gs://b/tmp"],
+         ["--direct_num_workers", "2", "--temp_location=gs://b/tmp"]),
+    ],
+)  # fmt: skip
+def test_beam_options_are_taken_in_either_spelling(beam_args, expected):
+    assert beam_flags(beam_args, build_parser()) == expected
+
+
+@pytest.mark.parametrize(
+    "flag, hint",
+    [("--overwirte", "--overwrite"), ("--direct_num_worker", "--direct_num_workers")],
+)
+def test_a_flag_nobody_knows_is_an_error_naming_the_nearest(flag, hint):
+    with pytest.raises(ConfigError) as e:
+        beam_flags([flag, "x"], build_parser())
+    assert str(e.value) == (
+        f"{flag}: unknown flag: neither shardflow etl nor Beam knows it; did you mean {hint!r}?"
+    )

@@ -148,19 +148,27 @@ def test_the_command_line_asks_for_local_worker_processes(argv, wanted):
     assert forkserver.wanted(argv) is wanted
 
 
-def test_shardflow_etl_starts_the_fork_server_before_it_imports_beam():
+def test_shardflow_etl_starts_the_fork_server_before_it_imports_beam(tmp_path):
+    (tmp_path / "a.csv").write_text("y\n1\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("name: c\nsources: [{name: a, format: csv, path: a.csv}]\n"
+                      "features: {y: {type: int}}\noutput: {path: out}\n")  # fmt: skip
     code = textwrap.dedent(
-        """
-        import multiprocessing.forkserver, sys
+        f"""
+        import importlib, multiprocessing.forkserver, sys
         from pipelines import cli
 
-        def import_module(name):
+        real_import = importlib.import_module
+
+        def import_module(name, *args):
+            if name != "pipelines.etl":  # the config's check imports its format's module
+                return real_import(name, *args)
             running = multiprocessing.forkserver._forkserver._forkserver_pid is not None
             print(name, "apache_beam" in sys.modules, running)
             sys.exit(0)
 
         cli.importlib.import_module = import_module
-        cli.main(["etl", "--config", "c.yaml", "--direct_running_mode", "multi_processing"])
+        cli.main(["etl", "--config", {str(config)!r}, "--direct_running_mode", "multi_processing"])
         """
     )
     run = subprocess.run(

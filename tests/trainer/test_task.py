@@ -34,6 +34,7 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
 
     assert sorted(metrics) == [
         "batch_size",
+        "checkpoint_bytes",
         "classes",
         "classes_from",
         "corrupt_files",

@@ -23,6 +23,7 @@ import importlib.util
 from typing import Any, Callable, Iterable
 
 from transforms.contract.config import SOURCE_FORMATS, OptionError
+from transforms.contract.suggest import did_you_mean
 
 # The formats with a module here (every name of the contract has a module of the same name).
 IMPLEMENTED = tuple(
@@ -121,7 +122,8 @@ class OptionsReader:
         value = self.get(name, default)
         choices = tuple(choices)
         if value not in choices:
-            raise OptionError(name, f"{value!r} is not one of {', '.join(map(str, choices))}")
+            hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+            raise OptionError(name, f"{value!r} is not one of {', '.join(map(str, choices))}{hint}")
         return value
 
     def encoding(self, name: str = "encoding", default: str = "utf-8") -> str:
@@ -137,4 +139,8 @@ class OptionsReader:
     def done(self) -> None:
         unknown = sorted(set(self._raw) - self._seen)
         if unknown:
-            raise OptionError(unknown[0], f"unknown key (allowed: {', '.join(sorted(self._seen))})")
+            allowed = sorted(self._seen)
+            raise OptionError(
+                unknown[0],
+                f"unknown key (allowed: {', '.join(allowed)}){did_you_mean(unknown[0], allowed)}",
+            )

@@ -108,7 +108,7 @@ def test_extensions_are_normalized_and_star_means_every_file():
         ({"resize": [32]}, "resize", "must be [height, width], two positive integers"),
         ({"resize": [32, 0]}, "resize", "must be [height, width], two positive integers"),
         ({"resize": [32, 2.5]}, "resize", "must be [height, width], two positive integers"),
-        ({"encode": "jpg"}, "encode", "'jpg' is not one of png, jpeg"),
+        ({"encode": "jpg"}, "encode", "'jpg' is not one of png, jpeg; did you mean 'jpeg'?"),
         ({"encode": "jpeg", "quality": 0}, "quality", "must be at least 1"),
         ({"encode": "jpeg", "quality": 101}, "quality", "must be at most 100"),
         (
@@ -119,7 +119,8 @@ def test_extensions_are_normalized_and_star_means_every_file():
         (
             {"size": [1, 2]},
             "size",
-            "unknown key (allowed: encode, extensions, label_from, label_regex, quality, resize)",
+            "unknown key (allowed: encode, extensions, label_from, label_regex, quality, resize); "
+            "did you mean 'resize'?",
         ),
     ],
 )
