@@ -72,6 +72,7 @@ def render(
     date = manifest.date or str(manifest.created)[:10]
     title = f"{manifest.name} — {date}" if date else manifest.name
     sections = [
+        _warnings(manifest),
         _summary(manifest, timings),
         _sources(manifest),
         _splits(manifest, statistics),
@@ -89,6 +90,46 @@ def render(
 
 
 # --- sections ------------------------------------------------------------------------------
+
+_SPLIT_ORDER = ("train", "eval", "validation", "test")
+
+
+def _in_split_order(names: Iterable[str]) -> list[str]:
+    """Split names as a reader expects them: train, eval (validation), test, then the others in
+    their order."""
+    names = list(names)
+    known = [n for n in _SPLIT_ORDER if n in names]
+    return known + [n for n in names if n not in _SPLIT_ORDER]
+
+
+def _warnings(manifest: Manifest) -> str:
+    """A banner of what a reader should not miss: rejected records, an empty dataset or split,
+    fields no feature reads. Empty when there is none."""
+    read = sum(s.records for s in manifest.sources.values())
+    written = sum(s.records for s in manifest.splits.values())
+    rejected = manifest.rejected.records
+    items = []
+    if not written:
+        items.append("No record was written: the dataset is empty.")
+    if rejected:
+        share = f" ({100 * rejected / read:.1f} % of those read)" if read else ""
+        items.append(
+            f'{fmt_int(rejected)} records were rejected{share}: see <a href="#rejected">'
+            "Rejected records</a>."
+        )
+    for name in _in_split_order(manifest.splits):
+        if written and not manifest.splits[name].records:
+            items.append(f"Split {escape(name)} holds no record.")
+    for source, entry in manifest.sources.items():
+        for field, count in sorted((entry.ignored_fields or {}).items()):
+            items.append(
+                f"Source {escape(source)}: field <code>{escape(field)}</code> is read by no "
+                f"feature ({fmt_int(count)} records hold a value)."
+            )
+    if not items:
+        return ""
+    rows = "".join(f"<li>{item}</li>" for item in items)
+    return f'<div class="banner" id="warnings"><strong>Check</strong><ul>{rows}</ul></div>'
 
 
 def _summary(manifest: Manifest, timings: dict | None) -> str:
@@ -167,7 +208,8 @@ def _splits(manifest: Manifest, statistics: dict | None) -> str:
         header.insert(2, "validated (before dropping duplicates)")
     total = sum(s.records for s in splits.values()) or 1
     rows = []
-    for name, split in splits.items():
+    for name in _in_split_order(splits):
+        split = splits[name]
         records = split.records
         row = [
             escape(name),
@@ -215,7 +257,10 @@ def _example(example: dict) -> str:
 
 def _shards(manifest: Manifest) -> str:
     rows = []
-    for name, split in manifest.splits.items():
+    # one scale for every split's bars: a split of small shards shows them small
+    largest = max((f.bytes or 0 for s in manifest.splits.values() for f in s.files), default=0)
+    for name in _in_split_order(manifest.splits):
+        split = manifest.splits[name]
         sizes = [f.bytes or 0 for f in split.files]
         cells = [escape(name), _num_cell(_id("shards", name, "count"), len(sizes))]
         cells.append(_bytes_cell(_id("shards", name, "bytes"), sum(sizes)))
@@ -228,7 +273,7 @@ def _shards(manifest: Manifest) -> str:
         cells.append(bar_chart(_id("shards", name, "chart"), sizes, [
             f"{f.path}: {_bytes(f.bytes or 0)}, {fmt_int(f.records or 0)} records"
             for f in split.files
-        ]))  # fmt: skip
+        ], top=largest))  # fmt: skip
         rows.append(cells)
     header = ["split", "shards", "total", "smallest", "median", "largest", "shard sizes"]
     return _section("shards", "Shards", _table(header, rows, numeric=(1, 2, 3, 4, 5)))
@@ -236,7 +281,9 @@ def _shards(manifest: Manifest) -> str:
 
 def _features(manifest: Manifest, statistics: dict) -> str:
     parts = []
-    for split, stats in (statistics.get("splits") or {}).items():
+    splits = statistics.get("splits") or {}
+    for split in _in_split_order(splits):
+        stats = splits[split]
         features = stats.get("features") or {}
         validated = stats.get("records")
         entry = manifest.splits.get(split)
@@ -272,7 +319,8 @@ def _number_table(split: str, features: dict[str, dict]) -> str:
     for feature, s in features.items():
         cells = _common_cells(split, feature, s)
         cells += [_stat_cell(split, feature, k, s.get(k)) for k in ("min", "max", "mean", "std")]
-        cells.append(histogram(_id("hist", split, feature), s.get("histogram") or []))
+        last = s.get("max") if s.get("type") == "int" else None
+        cells.append(histogram(_id("hist", split, feature), s.get("histogram") or [], last))
         rows.append(cells)
     header = ["number", "type", "missing", "missing rate", "min", "max", "mean", "std",
               "histogram"]  # fmt: skip
@@ -321,21 +369,39 @@ def _label_balance(manifest: Manifest, statistics: dict) -> str:
     label = manifest.label
     if not label:
         return ""
+    splits = statistics.get("splits") or {}
+    per_split = {
+        split: (splits[split].get("features") or {}).get(label) for split in _in_split_order(splits)
+    }
+    per_split = {split: s for split, s in per_split.items() if s is not None}
+    order = _label_order(manifest, per_split)
     parts = []
-    for split, stats in (statistics.get("splits") or {}).items():
-        s = (stats.get("features") or {}).get(label)
-        if s is None:
-            continue
+    for split, s in per_split.items():
         chart_id = _id("label", split, "chart")
         if s.get("type") in NUMBER_TYPES:
-            chart = histogram(chart_id, s.get("histogram") or [])
+            last = s.get("max") if s.get("type") == "int" else None
+            chart = histogram(chart_id, s.get("histogram") or [], last)
         else:
-            chart = top_values(chart_id, s.get("top") or [], total=s.get("values"))
+            counts = {str(t.get("value")): t.get("count", 0) for t in s.get("top") or []}
+            top = [{"value": v, "count": counts.get(v, 0)} for v in order]
+            chart = top_values(chart_id, top, total=s.get("values"))
         parts.append(f"<div{attrs(id=_id('label', split))}><h3>{escape(split)}</h3>{chart}</div>")
     if not parts:
         return ""
     body = f"<p>Label: <code>{escape(label)}</code></p>" + "".join(parts)
     return _section("label-balance", "Label balance", body)
+
+
+def _label_order(manifest: Manifest, per_split: dict[str, dict]) -> list[str]:
+    """One order of the label's values for every split: the config's `values`, else the most
+    frequent first in the first split (train), then the values only other splits hold."""
+    feature = manifest.features.get(manifest.label)
+    declared = [str(v) for v in feature.values] if feature and feature.values else []
+    order = list(declared)
+    for s in per_split.values():
+        ranked = sorted(s.get("top") or [], key=lambda t: (-t.get("count", 0), str(t["value"])))
+        order += [str(t["value"]) for t in ranked if str(t["value"]) not in order]
+    return order
 
 
 def _timings(timings: dict) -> str:

@@ -58,8 +58,10 @@ def short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(n - 1, 1)] + "…"
 
 
-def histogram(chart_id: str, bins: list[dict]) -> str:
-    """Vertical bars, one per bin, heights proportional to the counts; bounds below."""
+def histogram(chart_id: str, bins: list[dict], last: Any = None) -> str:
+    """Vertical bars, one per bin, heights proportional to the counts; bounds below: the first
+    bin's low and `last` (an int feature's largest value, which the exclusive high bound of the
+    last bin would overstate by one), else the last bin's high."""
     if not bins:
         return '<span class="muted">no values</span>'
     top = max(b.get("count", 0) for b in bins) or 1
@@ -74,7 +76,8 @@ def histogram(chart_id: str, bins: list[dict]) -> str:
             f'y="{BAR_H - h:.2f}" width="{max(width - 1, 0.5):.2f}" height="{h}">'
             f"<title>{escape(tip)}</title></rect>"
         )
-    low, high = fmt_float(bins[0].get("low")), fmt_float(bins[-1].get("high"))
+    low = fmt_float(bins[0].get("low"))
+    high = fmt_float(bins[-1].get("high") if last is None else last)
     labels = (
         f'<text x="0" y="{BAR_H + 12}">{escape(low)}</text>'
         f'<text x="{BAR_W}" y="{BAR_H + 12}" text-anchor="end">{escape(high)}</text>'
@@ -94,6 +97,7 @@ def top_values(chart_id: str, top: list[dict], total: int | None = None) -> str:
     rows = []
     for i, t in enumerate(top):
         value, count = clip(str(t.get("value", ""))), t.get("count", 0)
+        value = value or '""'  # the empty string, shown as such
         y = i * ROW_H
         w = round(bar_w * count / most, 2)
         text = fmt_int(count) + (f" ({100 * count / total:.1f} %)" if total else "")
@@ -111,11 +115,12 @@ def top_values(chart_id: str, top: list[dict], total: int | None = None) -> str:
     )
 
 
-def bar_chart(chart_id: str, values: list[int], tips: list[str]) -> str:
-    """Vertical bars of `values` (e.g. shard sizes) in their order, with a tooltip each."""
+def bar_chart(chart_id: str, values: list[int], tips: list[str], top: int | None = None) -> str:
+    """Vertical bars of `values` (e.g. shard sizes) in their order, with a tooltip each; their
+    heights to the scale of `top` (several charts on one scale), else of the largest value."""
     if not values:
         return ""
-    top = max(values) or 1
+    top = max(top or 0, *values) or 1
     width = BAR_W / len(values)
     bars = "".join(
         f'<rect class="bar"{attrs(data_count=v)} x="{i * width:.2f}" '

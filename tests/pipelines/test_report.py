@@ -356,9 +356,10 @@ def test_label_balance_per_split(doc):
     assert doc.by_id("label-train")
     train = doc.bars("label-train-chart")
     assert [b["data-value"] for b in train] == ["Adelie", "Gentoo", "Chinstrap"]
+    # one order for every split (train's, most frequent first), so splits compare at a glance
     assert [b["data-value"] for b in doc.bars("label-eval-chart")] == [
-        "Gentoo",
         "Adelie",
+        "Gentoo",
         "Chinstrap",
     ]
     assert "(44.2 %)" in doc.text["label-train"]  # 350 of 792
@@ -452,3 +453,41 @@ def test_a_minimal_run_renders():
     assert doc.value("shards-train-max") == "0"
     assert not any(a.get("id") == "summary-throughput" for _, a, _ in doc.tags)
     assert "The graph has no steps." in page
+
+
+def test_a_banner_tells_what_a_reader_should_not_miss(doc, page):
+    assert page.index('id="warnings"') < page.index('id="summary"')
+    text = doc.text["warnings"]
+    assert "9 records were rejected (0.4 % of those read)" in text
+    assert "Source measurements: field extra is read by no feature (7 records hold a value)" in text
+    quiet = dataclasses.replace(
+        MANIFEST,
+        rejected=dataclasses.replace(MANIFEST.rejected, records=0, reasons={}),
+        sources={n: dataclasses.replace(e, ignored_fields={}) for n, e in MANIFEST.sources.items()},
+    )
+    assert 'id="warnings"' not in render(quiet, STATISTICS, GRAPH, TIMINGS)
+
+
+def test_train_comes_first_everywhere(page):
+    for section in ("split-{}-records", "shards-{}-count", "label-{}-chart", "hist-{}-year"):
+        train, eval_ = (page.index(f'id="{section.format(s)}"') for s in ("train", "eval"))
+        assert train < eval_, section
+
+
+def test_every_split_s_shards_are_drawn_on_one_scale(doc):
+    (eval_bar,) = doc.bars("shards-eval-chart")
+    largest = max(float(b["height"]) for b in doc.bars("shards-train-chart"))
+    assert float(eval_bar["height"]) == pytest.approx(largest * 30_125 / 45_500, abs=0.01)
+
+
+def test_an_int_histogram_ends_at_the_largest_value(page):
+    chart = page[page.index('id="hist-train-year"') :]
+    chart = chart[: chart.index("</svg>")]
+    assert ">2007</text>" in chart and ">2009</text>" in chart
+
+
+def test_the_empty_string_is_shown_as_such():
+    stats = {"format_version": 1, "splits": {"train": _split_stats(792, [("", 500), ("x", 292)])}}
+    doc = _Elements(render(MANIFEST, stats, GRAPH, TIMINGS))
+    labels = doc.text["label-train"]
+    assert '""' in labels

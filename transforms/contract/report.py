@@ -24,6 +24,8 @@ svg text{font:11px sans-serif;fill:#333}.bar{fill:#4a7bd0}.node rect{fill:#eef3f
 grid-template-columns:max-content auto;gap:.1em 1.5em}dl.summary dd{margin:0}
 .charts{display:flex;flex-wrap:wrap;gap:12px}figure{margin:0;border:1px solid #eee;padding:4px}
 figcaption{font-weight:bold;padding:2px 6px}
+.banner{background:#fff4e5;border-left:4px solid #e69500;padding:.4em 1em;margin:1em 0}
+.banner ul{margin:.3em 0;padding-left:1.2em}
 """
 
 # Chart series: the first (train) in the bars' blue, the second (eval) dashed red, a third green.
