@@ -326,7 +326,9 @@ def _run_dataset(
         flush=True,
     )
     logger.info("staging under %s", staging)
-    reporter = progress.Reporter(f"shardflow etl: {dataset.name}", interval=tuning.progress_seconds)
+    reporter = progress.Reporter(
+        f"shardflow etl: {dataset.name}", interval=tuning.progress_seconds, total_bytes=size
+    )
     checked = round(time.monotonic() - started, 3)
     checks = {"name": "checks: config, inputs and OUTPUT", "seconds": checked}
     try:

@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     tuning.add_argument(
         "--progress-seconds", type=_seconds, metavar="S",
-        help="seconds between progress lines (default 5 on a terminal, 60 otherwise)",
+        help="print a progress line every S seconds (default: one line rewritten every second "
+        "on a terminal; otherwise lines at 10, 20 and 30 s, then every minute)",
     )  # fmt: skip
     dates = parser.add_argument_group(
         "date partitions: {date}, {YYYY}, {MM}, {DD} in source and output paths"

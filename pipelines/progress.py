@@ -1,8 +1,12 @@
 """Progress lines of a running `shardflow etl`: records read, rejected and written, at a sane rate.
 
 `Reporter` is a thread of the `shardflow etl` process that sums the counts the pipeline's steps
-keep (`transforms.progress`) and prints one line to stderr every few seconds on a terminal, and
-every minute otherwise (a log file must not fill with progress). Runners whose workers do not
+keep (`transforms.progress`). On a terminal it keeps one line of stderr up to date (rewritten in
+place every second); otherwise it prints a line at 10, 20 and 30 s, then every minute (a log
+file must not fill with progress). With the input's size known, a line also says how much of
+it is read and about how long reading has left (the readers count a file's bytes, or a range's,
+once it is parsed). A line written in place needs nothing but a carriage return, so no
+progress-bar library is used. Runners whose workers do not
 share this machine (Dataflow, a portable worker pool elsewhere) report their own progress; the
 lines then show this process's part only, or nothing. `Reporter.timings` and `finishing_steps`
 give the run report its timings.
@@ -24,30 +28,58 @@ from apache_beam.metrics.metric import MetricsFilter
 from transforms import progress
 from transforms.progress import FINISHING, TIMINGS, totals
 
-TERMINAL_INTERVAL_S = 5.0
+TERMINAL_INTERVAL_S = 1.0  # between rewrites of the line on a terminal
+LOG_TIMES_S = (10.0, 20.0, 30.0)  # the first lines off a terminal; then every LOG_INTERVAL_S
 LOG_INTERVAL_S = 60.0
 _SAMPLE_INTERVAL_S = 0.5  # how often the counts are sampled for the stage timings
 
 
-def line(counts: Counter, seconds: float) -> str:
+def line(counts: Counter, seconds: float, total_bytes: int | None = None) -> str:
     read = counts.get("read", 0)
     rate = f", {read / seconds:,.0f} records/s" if seconds > 0 and read else ""
-    return (
+    text = (
         f"progress: {read:,} records read, {counts.get('rejected', 0):,} rejected, "
         f"{counts.get('written', 0):,} written, {seconds:.0f} s{rate}"
     )
+    done = counts.get("bytes", 0)
+    if not total_bytes or not done:
+        return text
+    if done >= total_bytes:
+        return f"{text}; all {_mb(total_bytes)} read"
+    left = (total_bytes - done) * seconds / done
+    share = f"{100 * done / total_bytes:.0f} % of {_mb(total_bytes)} read"
+    return f"{text}; {share}, about {left:.0f} s left"
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB"
 
 
 class Reporter:
     """Prints progress lines while a run lasts (a context manager around the pipeline)."""
 
-    def __init__(self, prefix: str, stream: TextIO | None = None, interval: float | None = None):
-        """`interval`: seconds between lines (default: TERMINAL_INTERVAL_S on a terminal,
-        LOG_INTERVAL_S otherwise)."""
+    def __init__(
+        self,
+        prefix: str,
+        stream: TextIO | None = None,
+        interval: float | None = None,
+        total_bytes: int | None = None,
+    ):
+        """`interval`: seconds between lines, each on a line of its own (default: the line
+        rewritten in place every TERMINAL_INTERVAL_S on a terminal; lines at LOG_TIMES_S, then
+        every LOG_INTERVAL_S, otherwise). `total_bytes`: the input's size, when known."""
         self._prefix = prefix
         self._stream = stream or sys.stderr
-        default = TERMINAL_INTERVAL_S if self._stream.isatty() else LOG_INTERVAL_S
-        self._interval = interval or default
+        self._in_place = interval is None and self._stream.isatty()
+        if interval is not None:
+            self._times = iter(())
+            self._interval = interval
+        elif self._in_place:
+            self._times, self._interval = iter(()), TERMINAL_INTERVAL_S
+        else:
+            self._times, self._interval = iter(LOG_TIMES_S), LOG_INTERVAL_S
+        self._total_bytes = total_bytes
+        self._shown = False  # a line is on the terminal, not ended yet
         self._stop = threading.Event()
         self._folder: str | None = None
         self._started = 0.0
@@ -69,20 +101,29 @@ class Reporter:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._shown:  # the line written in place ends; what follows starts below it
+            print(file=self._stream, flush=True)
         self._sample(totals(self._folder))
         self._ended = time.monotonic() - self._started
         os.environ.pop(progress.ENV, None)
         shutil.rmtree(self._folder, ignore_errors=True)
 
     def _loop(self) -> None:
-        next_line = self._interval
+        next_line = next(self._times, None) or self._interval
         while not self._stop.wait(min(self._interval, _SAMPLE_INTERVAL_S)):
             seconds = time.monotonic() - self._started
             counts = totals(self._folder)
             self._sample(counts)
-            if seconds >= next_line:
-                next_line += self._interval
-                print(f"{self._prefix}: {line(counts, seconds)}", file=self._stream, flush=True)
+            if seconds < next_line:
+                continue
+            next_line = next(self._times, None) or next_line + self._interval
+            text = f"{self._prefix}: {line(counts, seconds, self._total_bytes)}"
+            if self._in_place:  # back to the line's start, the rest of it cleared
+                self._stream.write(f"\r{text}\x1b[K")
+                self._stream.flush()
+                self._shown = True
+            else:
+                print(text, file=self._stream, flush=True)
 
     def _sample(self, counts: Counter) -> None:
         now = time.monotonic() - self._started

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -21,7 +22,7 @@ from transforms import progress
 SHARDFLOW = Path(sys.executable).parent / "shardflow"
 LINE = re.compile(
     r"shardflow etl: p: progress: ([\d,]+) records read, ([\d,]+) rejected, ([\d,]+) written, "
-    r"\d+ s(, [\d,]+ records/s)?"
+    r"\d+ s(, [\d,]+ records/s)?(; \d+ % of [\d.]+ MB read, about \d+ s left|; all .* read)?"
 )
 
 
@@ -36,6 +37,39 @@ def test_counts_of_this_process_and_of_worker_files_add_up(tmp_path, monkeypatch
     assert line(Counter(read=1500, written=3), 3.0) == (
         "progress: 1,500 records read, 0 rejected, 3 written, 3 s, 500 records/s"
     )
+
+
+def test_with_the_input_s_size_a_line_tells_how_much_is_read_and_how_long_is_left():
+    counts = Counter(read=1500, written=3, bytes=2_500_000)
+    assert line(counts, 10.0, total_bytes=10_000_000) == (
+        "progress: 1,500 records read, 0 rejected, 3 written, 10 s, 150 records/s; "
+        "25 % of 10.0 MB read, about 30 s left"
+    )
+    assert line(Counter(read=9, bytes=10), 2.0, total_bytes=10).endswith("; all 0.0 MB read")
+    assert line(Counter(read=9), 2.0, total_bytes=10).endswith("records/s")  # no byte read yet
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_one_line_is_rewritten_in_place(tmp_path, monkeypatch):
+    monkeypatch.setattr(progress, "_counts", Counter())
+    terminal = _Terminal()
+    with Reporter("p", stream=terminal, total_bytes=1000):
+        progress.add("read", 10)
+        progress.add("bytes", 500)
+        time.sleep(2.2)  # rewritten each second
+    out = terminal.getvalue()
+    assert out.startswith("\rp: progress: 10 records read") and out.endswith("\x1b[K\n")
+    assert out.count("\r") >= 2 and "\n" not in out[:-1]  # one line, rewritten
+    assert "50 % of 0.0 MB read" in out
+
+
+def test_off_a_terminal_lines_come_at_10_20_30_s_then_every_minute():
+    reporter = Reporter("p", stream=io.StringIO())
+    assert list(reporter._times) == [10.0, 20.0, 30.0] and reporter._interval == 60.0
 
 
 def test_the_stages_and_the_start_up_come_from_when_the_counts_moved():

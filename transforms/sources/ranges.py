@@ -65,6 +65,8 @@ class Range:
     header_end: int = 0
     line_shift: int = 0
     row_groups: tuple[int, int] | None = None  # Parquet: row groups [first, last) instead
+    # the file's bytes it stands for, counted as read once it is parsed (progress only)
+    size: int = dataclasses.field(default=0, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,9 +95,9 @@ def plan(path: str, size: int, source: SourceSpec, split_bytes: int = SPLIT_BYTE
 def pieces(path: str, size: int, source: SourceSpec, split_bytes: int) -> list[Range] | list[Piece]:
     """The pieces of a file to scan for its cuts; or its ranges, when it needs no scan (read
     whole, or a Parquet file's runs of row groups)."""
-    whole = [Range(path)]
+    whole = [Range(path, size=size)]
     if size > split_bytes and source.format == "parquet":
-        return _plan_row_groups(path, split_bytes) or whole
+        return _plan_row_groups(path, size, split_bytes) or whole
     if (
         size <= split_bytes
         or source.format not in SPLITTABLE
@@ -168,7 +170,8 @@ def cut(summaries: Iterable[tuple[Piece, Summary]], source: SourceSpec) -> list[
     first = done[0][0]
     if [p.index for p, _ in done] != list(range(first.count)):
         raise RuntimeError(f"{first.path}: scanned pieces {[p.index for p, _ in done]}")
-    whole = [Range(first.path)]
+    size = done[-1][0].end
+    whole = [Range(first.path, size=size)]
     state, lines = 0, 0  # quote state at the piece's start, newlines before it (after the header)
     starts = []
     for piece, summary in done:
@@ -179,17 +182,17 @@ def cut(summaries: Iterable[tuple[Piece, Summary]], source: SourceSpec) -> list[
             starts.append((piece.start + end[0], lines + end[1]))
         state ^= summary.odd
         lines += summary.newlines
-    size = done[-1][0].end
     starts = [s for s in starts if s[0] < size]
     if not starts:
         return whole
-    ranges = [Range(first.path, 0, starts[0][0])]
+    ranges = [Range(first.path, 0, starts[0][0], size=starts[0][0])]
     for (start, shift), (end, _) in zip(starts, starts[1:] + [(None, None)]):
-        ranges.append(Range(first.path, start, end, first.header_end, shift))
+        share = (size if end is None else end) - start
+        ranges.append(Range(first.path, start, end, first.header_end, shift, size=share))
     return ranges
 
 
-def _plan_row_groups(path: str, split_bytes: int) -> list[Range] | None:
+def _plan_row_groups(path: str, file_size: int, split_bytes: int) -> list[Range] | None:
     """Runs of consecutive row groups of about `split_bytes` (compressed) each; None when the
     file has one row group, or its footer cannot be read (its parser then says why)."""
     try:
@@ -200,12 +203,14 @@ def _plan_row_groups(path: str, split_bytes: int) -> list[Range] | None:
     groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
     if len(groups) < 2:
         return None
-    ranges, first, size = [], 0, 0
+    ranges, first, size, counted = [], 0, 0, 0
     for i, group in enumerate(groups):
         size += sum(group.column(c).total_compressed_size for c in range(group.num_columns))
         if size >= split_bytes or i == len(groups) - 1:
-            ranges.append(Range(path, row_groups=(first, i + 1)))
-            first, size = i + 1, 0
+            last = i == len(groups) - 1  # the last run stands for the rest (footer included)
+            share = file_size - counted if last else size
+            ranges.append(Range(path, row_groups=(first, i + 1), size=share))
+            first, counted, size = i + 1, counted + size, 0
     return ranges if len(ranges) > 1 else None
 
 

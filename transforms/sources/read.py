@@ -39,6 +39,7 @@ class _ParseFileFn(beam.DoFn):
     def process(self, metadata):
         with open_file(metadata.path) as stream, gc_paused():
             yield from tagged(self._parse(stream, metadata.path, self._source), self._source.name)
+        progress.add("bytes", metadata.size_in_bytes)  # the file is read
 
 
 def tagged(items, source_name: str):
@@ -82,6 +83,7 @@ class _ParseRangeFn(beam.DoFn):
     def process(self, rng: ranges.Range):
         with gc_paused():
             yield from tagged(ranges.read(rng, self._source, self._parse), self._source.name)
+        progress.add("bytes", rng.size)  # the range is read
 
 
 class ReadSource(beam.PTransform):
