@@ -1,7 +1,8 @@
 """Loads and validates a dataset config (YAML) into a `transforms.contract.config.DatasetSpec`.
 
 Everything a user can get wrong in the config is caught here, once, with an error that names the
-field: `features.year.type: unknown type 'integer' (int, float, string, bytes, image)`.
+field: `features.year.type: unknown type 'integer' (int, float, string, bytes, image); did you
+mean 'int'?`.
 Relative paths in the config are resolved against the config file's folder, so a config and its
 data can move together.
 

@@ -424,7 +424,7 @@ def test_bad_config_exits_2_with_one_line_naming_the_field(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "shardflow etl: error: features.year.type: unknown type 'integer' "
-        "(int, float, string, bytes, image)"
+        "(int, float, string, bytes, image); did you mean 'int'?"
     ]
 
 
