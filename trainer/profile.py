@@ -33,19 +33,8 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
 
     Seeding is the caller's (trainer.task), as for a training run."""
     plan = plan_input(inputs.manifest, cfg.input, "train")
-    ds = train_dataset(inputs, cfg, plan, cfg.batch_size)
-    iterator = iter(ds)
-
-    @tf.function
-    def drain(n: tf.Tensor) -> None:
-        # Pulling batches inside a tf.function keeps Python out of the measured time.
-        for _ in tf.range(n):
-            next(iterator)
-
-    drain(tf.constant(PROFILE_WARMUP_BATCHES))
-    started = time.perf_counter()
-    drain(tf.constant(cfg.profile_batches))
-    input_seconds = time.perf_counter() - started
+    iterator = iter(train_dataset(inputs, cfg, plan, cfg.batch_size))
+    input_seconds = _drain_seconds(iterator, cfg.profile_batches)
 
     host_rate = _host_rate(inputs, cfg.batch_size, cfg.profile_batches)
     accelerator = accelerator_settings(cfg.accelerator, tf.distribute.get_strategy())
@@ -96,14 +85,19 @@ def _host_rate(inputs: Inputs, batch_size: int, batches: int) -> float:
         .map(inputs.preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
         .prefetch(tf.data.AUTOTUNE)
     )
-    iterator = iter(mapped)
+    return round(batches * rows / _drain_seconds(iter(mapped), batches), 1)
+
+
+def _drain_seconds(iterator, batches: int) -> float:
+    """Seconds to pull `batches` batches from `iterator`, after PROFILE_WARMUP_BATCHES."""
 
     @tf.function
     def drain(n: tf.Tensor) -> None:
+        # Pulling batches inside a tf.function keeps Python out of the measured time.
         for _ in tf.range(n):
             next(iterator)
 
     drain(tf.constant(PROFILE_WARMUP_BATCHES))
     started = time.perf_counter()
     drain(tf.constant(batches))
-    return round(batches * rows / (time.perf_counter() - started), 1)
+    return time.perf_counter() - started
