@@ -49,8 +49,12 @@ def native_log_filtered() -> Iterator[None]:
 def _pass_on(read_end: int, out: int) -> None:
     with os.fdopen(read_end, "rb", buffering=0) as pipe:
         for line in _lines(pipe):
-            if not NOISE.match(line):
+            if NOISE.match(line):
+                continue
+            try:
                 os.write(out, line)
+            except OSError:  # stderr went away (a closed pipe): keep draining, or writers block
+                pass
 
 
 def _lines(pipe) -> Iterator[bytes]:
