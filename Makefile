@@ -37,8 +37,15 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# The tests run in two processes (pytest-xdist, one per core), each test file in one process so
+# that its module fixtures (an ETL or a training run) run once; the tests that assert wall-clock
+# limits (marker `timed`) run first, alone. TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
+PYTEST := $(RUN) PATH="$(CURDIR)/$(BIN):$$PATH" TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -p no:cacheprovider
+
 test: lint
-	$(RUN) PATH="$(CURDIR)/$(BIN):$$PATH" TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 $(PYTEST_ARGS) tests
+	$(PYTEST) -m timed $(PYTEST_ARGS) tests
+	$(PYTEST) -m "not timed" -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS) tests
 
 test-fast: $(STAMP)
 	$(RUN) PATH="$(CURDIR)/$(BIN):$$PATH" TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS) tests

@@ -38,7 +38,18 @@ DEPLOY = [
     "google-cloud-dataflow-client==0.13.0",
     "google-cloud-scheduler==2.21.0",
 ]
-TEST = ["pytest", "pytest-timeout", "gcp-storage-emulator", "dockerfile==3.4.0", "ruff==0.17.6"]
+# The docs site (MkDocs with the Material theme, built with --strict by `make test`) and the
+# JSON Schema check of the published config schema.
+DOCS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "jsonschema==4.26.0"]
+TEST = [
+    "pytest",
+    "pytest-timeout",
+    "pytest-xdist==3.8.0",
+    "gcp-storage-emulator",
+    "dockerfile==3.4.0",
+    "ruff==0.17.6",
+    *DOCS,
+]
 
 setup(
     name="shardflow",
@@ -54,6 +65,7 @@ setup(
         "trainer": TRAINER,
         "transform": TRANSFORM,
         "deploy": DEPLOY,
+        "docs": DOCS,
         "test": TEST,
         "all": sorted(set(ETL + TRAINER + TRANSFORM + DEPLOY)),
     },

@@ -16,6 +16,9 @@ from tests.transforms.contract.written import unreadable_manifests
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end tests that take more than ~10 s")
+    config.addinivalue_line(
+        "markers", "timed: asserts wall-clock limits; `make test` runs these alone, first"
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

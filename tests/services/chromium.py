@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from tests.services import apt
+
 DEBIAN_CHROMIUM = "/usr/bin/chromium"
 FLAGS = (
     "--headless",
@@ -99,4 +101,8 @@ def distinct_colours(png: Path, at_most: int = 256) -> int:
 @pytest.fixture(scope="session")
 def chromium() -> Chromium:
     """Headless Chromium, installed on first use when the machine has none."""
-    return Chromium(find_chromium() or install_chromium())
+    found = find_chromium()
+    if found is None:
+        with apt.installing():  # another worker process may be installing it right now
+            found = find_chromium() or install_chromium()
+    return Chromium(found)

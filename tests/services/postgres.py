@@ -31,6 +31,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.services import apt
+
 SYSTEM_USER = "postgres"
 DATABASE = "shardflow_test"
 ROLE = "shardflow"
@@ -211,7 +213,10 @@ class _Cluster:
 
 def start_server() -> tuple[PostgresServer, _Cluster]:
     """Starts a new cluster with the test role and database; the caller stops it."""
-    bin_dir = server_bin_dir() or install_postgres()
+    bin_dir = server_bin_dir()
+    if bin_dir is None:
+        with apt.installing():  # another worker process may be installing it right now
+            bin_dir = server_bin_dir() or install_postgres()
     cluster = _Cluster(bin_dir)
     superuser_password = secrets.token_hex(16)
     try:
