@@ -52,7 +52,7 @@ from transforms.sink.output import Expected, OutputError, holds_dataset
 from transforms.sink.storage import discard, staging_path
 from transforms.sink.write import SPILL_BYTES, WRITE_THREADS, WriteShards
 from transforms.sources import ranges, registry
-from transforms.sources.read import ReadSource
+from transforms.sources.read import FirstRecords, ReadSource
 from transforms.stats import MergeStats
 
 logger = logging.getLogger(__name__)
@@ -76,12 +76,15 @@ def build_etl(
     """
     chunks, rejected, counts = [], [], []
     for source in dataset.sources:
-        read = (
-            registry.reader(source.format)(source)
-            if source.format in registry.QUERY_FORMATS
-            else ReadSource(source, tuning.split_bytes or ranges.SPLIT_BYTES)
-        )
-        c, r, n = p | f"Read[{source.name}]" >> read
+        if source.format in registry.QUERY_FORMATS:
+            c, r, n = p | f"Read[{source.name}]" >> registry.reader(source.format)(source)
+            if dataset.limit is not None:  # the query is read whole, then cut
+                c, r, n = (c, r) | f"First[{source.name}]" >> FirstRecords(
+                    source.name, dataset.limit
+                )
+        else:
+            read = ReadSource(source, tuning.split_bytes or ranges.SPLIT_BYTES, dataset.limit)
+            c, r, n = p | f"Read[{source.name}]" >> read
         chunks.append(c)
         rejected.append(r)
         counts.append(n)
@@ -232,7 +235,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         dates = dates_of(args)
         if len(dates) > 1:
             return _backfill(args, beam_args, dates)
-        dataset = load_config(args.config, args.output, dates[0])
+        dataset = _limited(load_config(args.config, args.output, dates[0]), args)
         if args.skip_complete and not args.overwrite and holds_dataset(dataset.output.path):
             print(f"shardflow etl: {dataset.output.path} is complete; skipped")
             return 0
@@ -252,6 +255,11 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     return _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args), started)
 
 
+def _limited(dataset: DatasetSpec, args: argparse.Namespace) -> DatasetSpec:
+    """The dataset of `etl --limit N`: N records of each source at most."""
+    return dataset if args.limit is None else dataclasses.replace(dataset, limit=args.limit)
+
+
 def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[datetime.date]) -> int:
     """Runs the dataset of every date in turn: complete ones are skipped (unless --overwrite;
     as with --skip-complete), a failed date does not stop the others. Exit 0 when every date is
@@ -269,7 +277,7 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
         started = time.monotonic()
         print(f"shardflow etl: {day} ({i} of {len(dates)})", flush=True)
         try:
-            dataset = load_config(args.config, args.output, day)
+            dataset = _limited(load_config(args.config, args.output, day), args)
             if not args.overwrite and holds_dataset(dataset.output.path):
                 print(f"shardflow etl: {day}: {dataset.output.path} is complete; skipped")
                 skipped += 1

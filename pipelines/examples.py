@@ -17,6 +17,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from pipelines.flags import SAMPLE_RECORDS
 from transforms import encode
 from transforms.contract.config import DatasetSpec, SourceSpec
 from transforms.files import RECURSIVE_FORMATS, match_files, open_file
@@ -24,8 +25,6 @@ from transforms.keys import KeyMaker, key_columns
 from transforms.prepare import Preparer, batch_of_chunk
 from transforms.records import RawChunk, gc_paused, location
 from transforms.sources import registry
-
-SAMPLE_RECORDS = 1000  # records of each source `shardflow etl --validate-only` reads
 
 
 @dataclasses.dataclass

@@ -19,6 +19,7 @@ from transforms.tuning import (
     WRITE_THREADS,
 )
 
+SAMPLE_RECORDS = 1000  # records of each file source `--validate-only` parses and validates
 _MAX_DATES = 3660  # a backfill of ten years at most: beyond, a typo is likelier than a wish
 
 
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="""examples:
   shardflow etl --config examples/penguins/penguins.yaml --output out/penguins
   shardflow etl --config penguins.yaml --validate-only
+  shardflow etl --config penguins.yaml --output out/trial --limit 1000
   shardflow etl --config daily.yaml --from 2026-11-01 --to 2026-11-26
   shardflow etl --config big.yaml --direct_num_workers 8 --direct_running_mode multi_processing
   shardflow etl --config gs://b/c.yaml --runner DataflowRunner --project P --region R \\
@@ -61,12 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the runner's log and, when the job fails, its traceback (by default they "
         "go to a log file that a failed run names)",
     )
-    parser.add_argument(
+    trial = parser.add_mutually_exclusive_group()
+    trial.add_argument(
         "--validate-only",
         action="store_true",
-        help="check the config, the input paths and OUTPUT, then exit (0: all good, 2: what is "
-        "wrong) without reading a record",
+        help=f"check the config, the input paths and OUTPUT, parse and validate the first "
+        f"{SAMPLE_RECORDS} records of each file source, then exit (0: all good, 1: a file "
+        f"cannot be read, 2: what is wrong) without writing anything",
     )
+    trial.add_argument(
+        "--limit", type=positive_int, metavar="N",
+        help="read only the first N records of each source (files in name order): a real, "
+        "small dataset, marked partial in its manifest (`limit`)",
+    )  # fmt: skip
     parser.add_argument(
         "--skip-complete",
         action="store_true",
@@ -126,6 +135,17 @@ def _positive(unit: str):
 
 
 _seconds = _positive("seconds")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a positive whole number."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
 
 
 def _megabytes(text: str) -> int:

@@ -60,3 +60,8 @@ def print_summary(dataset: DatasetSpec, seconds: float) -> None:
             f"{transform.materialize} examples"
         )
     print(f"  dataset: {dataset.output.path}")
+    if manifest.limit is not None:
+        print(
+            f"  partial: the first {manifest.limit} records of each source at most (--limit); "
+            f"manifest.json says so (`limit`)"
+        )

@@ -74,6 +74,8 @@ def summary(manifest: Manifest) -> list[str]:
         f"label: {manifest.label}",
         "features:",
     ]
+    if manifest.limit is not None:
+        lines.insert(2, f"partial: the first {manifest.limit} records of each source at most")
     for f in manifest.features.values():
         shape = "[null]" if f.variable_length else json.dumps(list(f.shape))
         extras = ["required" if f.required else "optional"]

@@ -124,6 +124,7 @@ class Manifest:
     transform: TransformOutput | None = None
     format_version: int = FORMAT_VERSION
     parts: tuple[str, ...] = ()  # the datasets read as one (trainer.union); () : this one
+    limit: int | None = None  # partial: at most this many records of each source (etl --limit)
 
     @property
     def compression_type(self) -> str:
@@ -220,6 +221,7 @@ def _anchored(m: contract.Manifest, root: str) -> Manifest:
         duplicates=m.duplicates,
         transform=transform,
         format_version=m.format_version,
+        limit=m.limit,
     )
 
 

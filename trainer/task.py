@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     except ManifestError as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 2
+    if manifest.limit is not None:
+        print(
+            f"shardflow train: note: {manifest.root} is partial (`etl --limit "
+            f"{manifest.limit}`): the first {manifest.limit} records of each source",
+            file=sys.stderr,
+        )
     try:
         if cfg.profile_input:
             tf_keras.utils.set_random_seed(cfg.seed)

@@ -164,6 +164,7 @@ class DatasetSpec:
     transform: TransformSpec | None = None
     config_sha256: str = ""
     date: str | None = None  # the partition date (YYYY-MM-DD) of a date-templated config
+    limit: int | None = None  # records of each source read at most (`etl --limit`): partial
 
     @property
     def source_names(self) -> tuple[str, ...]:

@@ -364,7 +364,8 @@ class TransformEntry:
 class Manifest:
     """A dataset's manifest.json. The sections after `transform` are written only when set:
     `joined` (records joined into others, with `combine: join`), `date` (of a date-templated
-    config) and `statistics` (the statistics.json file)."""
+    config), `statistics` (the statistics.json file) and `limit` (a partial dataset: at most
+    this many records were read from each source, `shardflow etl --limit`)."""
 
     name: str
     features: Mapping[str, ManifestFeature]
@@ -383,6 +384,7 @@ class Manifest:
     joined: int | None = None
     date: str | None = None
     statistics: FileEntry | None = None
+    limit: int | None = None
     format_version: int = FORMAT_VERSION
 
     def with_statistics(self, entry: FileEntry) -> Manifest:
@@ -413,6 +415,8 @@ class Manifest:
             out["date"] = self.date
         if self.statistics is not None:
             out["statistics"] = self.statistics.to_dict()
+        if self.limit is not None:
+            out["limit"] = self.limit
         return out
 
     def to_json(self) -> str:
@@ -472,6 +476,13 @@ class Manifest:
         rejected = RejectedEntry.from_dict(raw.get("rejected"), where)
         joined = raw.get("joined")
         statistics = raw.get("statistics")
+        limit = raw.get("limit")
+        _check(
+            limit is None or (type(limit) is int and limit > 0),
+            where,
+            "limit",
+            f"{limit!r} must be a positive integer",
+        )
         return cls(
             format_version=version,
             name=name,
@@ -493,6 +504,7 @@ class Manifest:
             statistics=None
             if statistics is None
             else FileEntry.from_dict(statistics, where, "statistics", records=False),
+            limit=limit,
         )
 
 

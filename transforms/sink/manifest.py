@@ -92,6 +92,7 @@ def build_manifest(
         transform=None if transform is None else TransformEntry(**transform),
         joined=joined if dataset.combine == "join" else None,
         date=dataset.date,
+        limit=dataset.limit,
     )
 
 

@@ -32,13 +32,15 @@ from transforms.sources import ranges, registry
 
 
 class _ParseFileFn(beam.DoFn):
-    def __init__(self, source: SourceSpec):
+    def __init__(self, source: SourceSpec, limit: int | None = None):
         self._source = source
         self._parse = registry.parser(source.format)
+        self._limit = limit
 
     def process(self, metadata):
         with open_file(metadata.path) as stream, gc_paused():
-            yield from tagged(self._parse(stream, metadata.path, self._source), self._source.name)
+            items = self._parse(stream, metadata.path, self._source)
+            yield from tagged(first(items, self._limit), self._source.name)
         progress.add("bytes", metadata.size_in_bytes)  # the file is read
 
 
@@ -56,6 +58,93 @@ def tagged(items, source_name: str):
             progress.add("read", 1)
             yield beam.pvalue.TaggedOutput(REJECTED, item)
     yield beam.pvalue.TaggedOutput(COUNTS, (read_counter(source_name), read))
+
+
+def first(items, limit: int | None):
+    """A reader's chunks and rejected records of one file or range, until they hold the first
+    `limit` records of it (None: all); the reader is not asked for more.
+
+    A reader yields its records in file order, except that it may yield the rejected records of
+    a chunk's stretch of the file after the chunk: items are taken until one holds only records
+    after the `limit` first ones seen. `FirstRecords` makes the exact cut.
+    """
+    if limit is None:
+        yield from items
+        return
+    smallest: list[int] = []  # the first `limit` positions seen, once there are that many
+    for item in items:
+        lines = item.lines if isinstance(item, RawChunk) else [record_key(item)[1]]
+        if len(smallest) == limit and lines and min(lines) > smallest[-1]:
+            return
+        yield item
+        smallest.extend(lines)
+        if len(smallest) >= limit:
+            smallest = sorted(smallest)[:limit]
+
+
+def record_key(item) -> tuple[str, int]:
+    """Where a record is in its source, as (file, line or record number): the order of
+    `FirstRecords`. `item`: a rejected-record dict."""
+    path, _, line = item["location"].rpartition(":")
+    try:
+        return path, int(line)
+    except ValueError:
+        return item["location"], 0
+
+
+class FirstRecords(beam.PTransform):
+    """The first `limit` records of one source, in (file name, position) order: of its chunks
+    and rejected records, those among the first `limit` keys; and the number of records kept,
+    as the source's read count (`shardflow etl --limit`).
+
+    Each file or range hands over at most `limit` records (`first`), so a record among the first
+    `limit` of the source is among the first `limit` of its file or range: every one of them is
+    here, and the cut is the same whatever the ranges and workers.
+    """
+
+    def __init__(self, source_name: str, limit: int):
+        super().__init__()
+        self._name = source_name
+        self._limit = limit
+
+    def expand(self, read):
+        chunks, rejected = read
+        keys = (
+            chunks | "ChunkKeys" >> beam.FlatMap(lambda c: [(c.path, n) for n in c.lines]),
+            rejected | "RejectedKeys" >> beam.Map(record_key),
+        ) | "AllKeys" >> beam.Flatten()
+        limit = self._limit
+        last = (
+            keys
+            | "FirstKeys" >> beam.combiners.Top.Smallest(limit)
+            | "LastKey" >> beam.Map(lambda top: top[-1] if len(top) >= limit else None)
+        )
+        last_key = beam.pvalue.AsSingleton(last)
+        kept = chunks | "KeepChunks" >> beam.FlatMap(_kept_chunk, last_key)
+        kept_rejected = rejected | "KeepRejected" >> beam.Filter(
+            lambda item, last: last is None or record_key(item) <= last, last_key
+        )
+        counts = (
+            (
+                kept | "ChunkSizes" >> beam.Map(len),
+                kept_rejected | "OneEach" >> beam.Map(lambda _: 1),
+            )
+            | "Kept" >> beam.Flatten()
+            | "CountKept" >> beam.CombineGlobally(sum)
+            | "ReadCount" >> beam.Map(lambda n, name: (read_counter(name), n), self._name)
+        )
+        return kept, kept_rejected, counts
+
+
+def _kept_chunk(chunk: RawChunk, last: tuple[str, int] | None):
+    if last is None:
+        yield chunk
+        return
+    rows = [i for i, n in enumerate(chunk.lines) if (chunk.path, n) <= last]
+    if len(rows) == len(chunk):
+        yield chunk
+    elif rows:
+        yield chunk.take(rows)
 
 
 _PIECES = "pieces"
@@ -76,13 +165,15 @@ class _PlanRangesFn(beam.DoFn):
 
 
 class _ParseRangeFn(beam.DoFn):
-    def __init__(self, source: SourceSpec):
+    def __init__(self, source: SourceSpec, limit: int | None = None):
         self._source = source
         self._parse = registry.parser(source.format)
+        self._limit = limit
 
     def process(self, rng: ranges.Range):
         with gc_paused():
-            yield from tagged(ranges.read(rng, self._source, self._parse), self._source.name)
+            items = ranges.read(rng, self._source, self._parse)
+            yield from tagged(first(items, self._limit), self._source.name)
         progress.add("bytes", rng.size)  # the range is read
 
 
@@ -93,12 +184,17 @@ class ReadSource(beam.PTransform):
     the workers; a CSV or JSON Lines file is first cut into pieces of that size, which workers
     scan in parallel for the record ends to cut at (transforms.sources.ranges). Other files are
     read whole, each by one worker.
+
+    With `limit`, only the first `limit` records of the source are read (`FirstRecords`).
     """
 
-    def __init__(self, source: SourceSpec, split_bytes: int = ranges.SPLIT_BYTES):
+    def __init__(
+        self, source: SourceSpec, split_bytes: int = ranges.SPLIT_BYTES, limit: int | None = None
+    ):
         super().__init__()
         self._source = source
         self._split_bytes = split_bytes
+        self._limit = limit
 
     def expand(self, pbegin):
         path = self._source.path
@@ -111,7 +207,7 @@ class ReadSource(beam.PTransform):
         )
         if self._source.format in ranges.SPLITTABLE:
             source = self._source
-            parse = _ParseRangeFn(source)
+            parse = _ParseRangeFn(source, self._limit)
             planned = files | "PlanRanges" >> beam.ParDo(
                 _PlanRangesFn(source, self._split_bytes)
             ).with_outputs(_PIECES, main="ranges")
@@ -128,8 +224,12 @@ class ReadSource(beam.PTransform):
                 | "SpreadRanges" >> beam.Reshuffle()
             )
         else:
-            parse = _ParseFileFn(self._source)
+            parse = _ParseFileFn(self._source, self._limit)
         parsed = files | "ParseRecords" >> beam.ParDo(parse).with_output_types(
             RawChunk
         ).with_outputs(REJECTED, COUNTS, main="chunks")
+        if self._limit is not None:
+            return (parsed.chunks, parsed[REJECTED]) | "FirstRecords" >> FirstRecords(
+                self._source.name, self._limit
+            )
         return parsed.chunks, parsed[REJECTED], parsed[COUNTS]
