@@ -36,11 +36,13 @@ import sys
 import tempfile
 from typing import IO
 
+from transforms.contract import suggest
+
 _PROG = "shardflow predict"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = suggest.ArgumentParser(
         prog=_PROG,
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -24,11 +24,12 @@ from trainer.config import (
     TrainConfig,
     output_dirs,
 )
+from transforms.contract import suggest
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `shardflow train`."""
-    p = argparse.ArgumentParser(
+    p = suggest.ArgumentParser(
         prog="shardflow train",
         description="Train and export a model on a shardflow dataset.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -256,22 +257,32 @@ def parse_args(argv: list[str] | None, environ: Mapping[str, str] | None = None)
     )
 
 
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
 def _positive(text: str) -> int:
-    value = int(text)
+    value = _whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
     return value
 
 
 def _non_negative(text: str) -> int:
-    value = int(text)
+    value = _whole(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} is not an integer >= 0")
     return value
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
@@ -304,7 +315,7 @@ def _units(text: str) -> tuple[int, ...]:
 def inspect_parser() -> argparse.ArgumentParser:
     """The argument parser of `shardflow inspect` (here, beside the trainer's: `--help` answers
     without importing TensorFlow)."""
-    p = argparse.ArgumentParser(
+    p = suggest.ArgumentParser(
         prog="shardflow inspect",
         description="What a dataset holds: its manifest, statistics and first examples.",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -23,11 +23,13 @@ from __future__ import annotations
 import json
 import re
 import sys
-
-from google.cloud import scheduler_v1
+from typing import TYPE_CHECKING
 
 from deploy.dataflow import submit
 from trainer.errors import UsageError
+
+if TYPE_CHECKING:  # the Google client (0.9 s to import) only where a job is built
+    from google.cloud import scheduler_v1
 
 DATAFLOW = "https://dataflow.googleapis.com"
 DEFAULT_SCHEDULER_ENDPOINT = "cloudscheduler.googleapis.com"
@@ -38,6 +40,11 @@ SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 def build_parser():
     parser = submit.build_parser()
     parser.prog = "shardflow schedule"
+    parser.usage = (
+        "%(prog)s --job-id ID --schedule CRON --scheduler-service-account EMAIL\n"
+        "       --template GCS_JSON --config GCS_YAML --image IMAGE --project PROJECT "
+        "--region REGION [options]"
+    )
     parser.description = (
         "Creates a Cloud Scheduler job that launches the shardflow ETL flex template on a\n"
         "schedule (the launch is described by the flags of `shardflow submit`)."
@@ -50,14 +57,15 @@ def build_parser():
     # The launch's own --dry-run and --api-endpoint become the scheduler job's.
     parser.set_defaults(date="yesterday", skip_complete=True)
     when = parser.add_argument_group("the schedule")
-    when.add_argument("--job-id", help="Cloud Scheduler job ID ([A-Za-z0-9_-]+)")
-    when.add_argument("--schedule", help='unix-cron schedule, e.g. "30 2 * * *"')
+    when.add_argument("--job-id", help="required: the Cloud Scheduler job ID ([A-Za-z0-9_-]+)")
+    when.add_argument("--schedule", help='required: a unix-cron schedule, e.g. "30 2 * * *"')
     when.add_argument(
         "--time-zone", default="Etc/UTC", help="time zone of --schedule (default UTC)"
     )
     when.add_argument(
         "--scheduler-service-account",
-        help="service account whose OAuth token authorizes the launch (needs Dataflow Admin)",
+        help="required: the service account whose OAuth token authorizes the launch (needs "
+        "Dataflow Admin)",
     )
     when.add_argument(
         "--scheduler-region", help="region of the Cloud Scheduler job (default: --region)"
@@ -78,6 +86,8 @@ def scheduler_job(args, parent: str) -> scheduler_v1.Job:
     if not args.job_name:  # a static body: one Dataflow job name for every launch
         args.job_name = "shardflow-" + re.sub(r"[^a-z0-9]+", "-", args.job_id.lower()).strip("-")
     request = submit.launch_request(args)
+    from google.cloud import scheduler_v1
+
     return scheduler_v1.Job(
         name=f"{parent}/jobs/{args.job_id}",
         description=args.description or f"shardflow ETL of {args.config}",
@@ -97,6 +107,7 @@ def scheduler_job(args, parent: str) -> scheduler_v1.Job:
 
 def make_client(endpoint: str) -> scheduler_v1.CloudSchedulerClient:
     from google.api_core.client_options import ClientOptions
+    from google.cloud import scheduler_v1
 
     options = ClientOptions(api_endpoint=endpoint)
     if endpoint.startswith("http://"):  # a local endpoint: REST, no credentials
@@ -120,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shardflow schedule: error: {e}", file=sys.stderr)
         return 2
     if args.dry_run:
-        print(scheduler_v1.Job.to_json(job))
+        print(type(job).to_json(job))
         return 0
     endpoint = (
         DEFAULT_SCHEDULER_ENDPOINT

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from deploy.args import positive_int
 from trainer.errors import UsageError
 from trainer.flags import build_parser as trainer_parser
+from transforms.contract.suggest import flag_hint, unrecognized_hint
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
@@ -138,7 +139,7 @@ class Machine:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, no usage block
-        print(f"{self.prog}: {message}", file=sys.stderr)
+        print(f"{self.prog}: {message}{unrecognized_hint(self, message)}", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -221,11 +222,13 @@ examples:
         "--network", metavar="NAME", help="peered VPC network: projects/NUMBER/global/networks/N"
     )
     job.add_argument(
+        "--label",
         "--labels",
+        dest="labels",
         action="append",
         default=[],
-        metavar="K=V[,K=V...]",
-        help="labels of the job (repeatable)",
+        metavar="KEY=VALUE",
+        help="a label of the job (repeatable; KEY=VALUE,KEY=VALUE also; --labels is the same)",
     )
     job.add_argument(
         "--dry-run",
@@ -469,8 +472,9 @@ def _check_trainer_args(cfg: LaunchConfig) -> None:
     except argparse.ArgumentError as e:
         raise UsageError(f"{e} (an argument for `shardflow train`)") from None
     if unknown:
+        hint = flag_hint(unknown[:1], build_parser(), parser)
         raise UsageError(
-            f"{unknown[0]}: neither a launch-training flag nor a `shardflow train` argument"
+            f"{unknown[0]}: neither a launch-training flag nor a `shardflow train` argument{hint}"
         )
 
 
@@ -527,7 +531,7 @@ def _labels(values: list[str]) -> dict[str, str]:
         key, sep, val = item.partition("=")
         if not sep or not _label_part(key, first_letter=True) or not _label_part(val):
             raise UsageError(
-                f"--labels: {item!r} is not KEY=VALUE of lowercase letters, digits, _ and - "
+                f"--label: {item!r} is not KEY=VALUE of lowercase letters, digits, _ and - "
                 "(a key starts with a letter; 63 characters at most)"
             )
         labels[key] = val

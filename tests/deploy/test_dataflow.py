@@ -170,6 +170,7 @@ def test_dry_run_prints_the_launch_request_and_nothing_else(capsys):
         "gs://shardflow-test/staging", "--service-account", "etl@p.iam.gserviceaccount.com",
         "--max-workers", "20", "--num-workers", "2", "--machine-type", "n2-standard-4",
         "--subnetwork", "regions/us-central1/subnetworks/etl", "--label", "team=ml",
+        "--labels", "env=dev,tier=gold",
         "--parameter", "experiments=use_runner_v2", "--dry-run",
     ))  # fmt: skip
     after = datetime.datetime.now(datetime.timezone.utc)
@@ -196,7 +197,8 @@ def test_dry_run_prints_the_launch_request_and_nothing_else(capsys):
     assert env.machine_type == "n2-standard-4"
     assert env.subnetwork == "regions/us-central1/subnetworks/etl"
     assert not env.network
-    assert dict(env.additional_user_labels) == {"team": "ml"}
+    # --label and --labels are one flag, as with launch-training; commas part several
+    assert dict(env.additional_user_labels) == {"team": "ml", "env": "dev", "tier": "gold"}
     # Default job name: the config file's name and the UTC time of the launch.
     match = re.fullmatch(r"shardflow-penguins-daily-(\d{8}-\d{6})", launch.job_name)
     assert match, launch.job_name

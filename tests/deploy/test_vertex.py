@@ -143,7 +143,7 @@ def test_job_options_are_set_on_the_job(capsys):
         "--service-account", "trainer@proj.iam.gserviceaccount.com",
         "--tensorboard", tensorboard,
         "--network", "projects/12345/global/networks/vpc",
-        "--labels", "team=ml,env=dev", "--labels", "dataset=penguins",
+        "--labels", "team=ml,env=dev", "--label", "dataset=penguins",
     )  # fmt: skip
 
     assert job.job_spec.service_account == "trainer@proj.iam.gserviceaccount.com"
@@ -235,11 +235,13 @@ def test_an_unreachable_endpoint_exits_1(capsys):
          "--machine-type", "ct5lp-hightpu-4t"),
         (["--accelerator-type", "NVIDIA_H100_80GB", "--accelerator-count", "3"],
          "--accelerator-count", "1 or 2 or 4 or 8"),
-        (["--labels", "Team=ML"], "--labels", "lowercase"),
+        (["--labels", "Team=ML"], "--label", "lowercase"),
         (["--tensorboard", "projects/p/locations/us-central1/tensorboards/1"], "--tensorboard",
          "--service-account"),
         (["--epochs", "0"], "--epochs", "positive"),  # checked with the trainer's own parser
+        (["--epochs", "x"], "--epochs", "'x' is not a whole number"),
         (["--replica-cont", "2"], "--replica-cont", "neither"),
+        (["--epocs", "2"], "--epocs", "train` argument; did you mean '--epochs'?"),
         (["--", "--data", "gs://b/other"], "--data", "launch-training"),
     ],
 )  # fmt: skip

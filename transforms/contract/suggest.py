@@ -3,10 +3,12 @@ refuses a name (commands, flags, config keys, types, formats, options, features)
 
 One rule everywhere: a name that differs only in case or in `-` for `_` is that name;
 otherwise the closest spelling by difflib's ratio, when it is close enough (0.6).
+`ArgumentParser` gives the commands' unknown flags the same hint.
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
 from typing import Any, Iterable
 
@@ -27,3 +29,28 @@ def did_you_mean(value: Any, choices: Iterable[Any]) -> str:
     """ "; did you mean 'NAME'?" for the nearest valid name, or "" when none is close."""
     name = nearest(value, choices)
     return f"; did you mean {name!r}?" if name is not None else ""
+
+
+def flag_hint(unknown: Iterable[str], *parsers: argparse.ArgumentParser) -> str:
+    """ "; did you mean '--FLAG'?" for the first of the `unknown` arguments close to a flag of
+    the `parsers`, or ""."""
+    known = [s for p in parsers for s in p._option_string_actions if s.startswith("--")]
+    for arg in unknown:
+        if arg.startswith("--"):
+            name = nearest(arg.split("=", 1)[0], known)
+            if name is not None:
+                return f"; did you mean {name!r}?"
+    return ""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, whose "unrecognized arguments" error suggests the nearest flag."""
+
+    def error(self, message: str):
+        super().error(message + unrecognized_hint(self, message))
+
+
+def unrecognized_hint(parser: argparse.ArgumentParser, message: str) -> str:
+    """The flag hint of argparse's "unrecognized arguments: ..." message; "" for others."""
+    prefix = "unrecognized arguments: "
+    return flag_hint(message[len(prefix) :].split(), parser) if message.startswith(prefix) else ""

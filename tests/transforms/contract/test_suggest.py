@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
-from transforms.contract.suggest import did_you_mean, nearest
+from transforms.contract.suggest import did_you_mean, flag_hint, nearest, unrecognized_hint
 
 TYPES = ("int", "float", "string", "bytes", "image")
 
@@ -28,3 +30,34 @@ def test_the_nearest_name(typed, choices, expected):
 def test_the_hint_is_a_sentence_end_or_nothing():
     assert did_you_mean("jsnol", ("csv", "jsonl")) == "; did you mean 'jsonl'?"
     assert did_you_mean("zzz", ("csv", "jsonl")) == ""
+
+
+def test_an_unknown_flag_of_every_command_is_answered_with_the_nearest_one(capsys):
+    from deploy.predict import build_parser as predict_parser
+    from trainer.flags import build_parser as train_parser
+    from trainer.flags import inspect_parser
+
+    for parser, typed, meant in (
+        (train_parser(), ["--data", "d", "--model-dir", "m", "--epocs", "3"], "--epochs"),
+        (inspect_parser(), ["d", "--takes", "2"], "--take"),
+        (predict_parser(), ["--model-dir", "m", "--data", "d", "--splt", "test"], "--split"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            parser.parse_args(typed)
+        assert e.value.code == 2
+        last = capsys.readouterr().err.splitlines()[-1]
+        assert last.endswith(f"unrecognized arguments: {typed[-2]} {typed[-1]}; "
+                             f"did you mean {meant!r}?")  # fmt: skip
+
+
+def test_the_flag_hint_is_the_nearest_flag_of_all_the_parsers_and_none_when_none_is_close():
+    own, other = argparse.ArgumentParser(), argparse.ArgumentParser()
+    own.add_argument("--project")
+    other.add_argument("--epochs")
+    assert flag_hint(["--epocs"], own, other) == "; did you mean '--epochs'?"
+    assert flag_hint(["--epochs=3"], own) == ""  # nothing close
+    assert flag_hint(["positional", "--PROJECT"], own, other) == "; did you mean '--project'?"
+    assert unrecognized_hint(own, "unrecognized arguments: --projct x") == (
+        "; did you mean '--project'?"
+    )
+    assert unrecognized_hint(own, "the following arguments are required: --projct") == ""
