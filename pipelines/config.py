@@ -43,6 +43,7 @@ from pipelines.fields import (
 )
 from pipelines.preprocessing import parse_transform
 from transforms import schema
+from transforms.contract import reference
 from transforms.contract.config import (
     ALLOWANCES,
     FEATURE_TYPES,
@@ -85,30 +86,11 @@ MAX_OUTPUT_NAME_BYTES = 255 - len("..incomplete-") - 12
 # Folders of OUTPUT (and of its staging folder) that are not splits.
 RESERVED_SPLITS = (REJECTED_DIR, TRANSFORM_DIR, SPILL_DIR)
 
-_TOP_KEYS = {
-    "name",
-    "sources",
-    "key",
-    "combine",
-    "features",
-    "label",
-    "splits",
-    "transform",
-    "output",
-}
-_SOURCE_KEYS = {"name", "format", "path", "options"}
-_FEATURE_KEYS = {
-    "type", "shape", "required", "default", "values", "min", "max", "source", "image_size",
-}  # fmt: skip
-_OUTPUT_KEYS = {
-    "path",
-    "compression",
-    "compression_level",
-    "shard_size_mb",
-    "max_rejected",
-    "max_rejected_fraction",
-    "allow",
-}
+# The keys each mapping accepts: the config reference declares them, with their documentation.
+_TOP_KEYS = set(reference.key_names(""))
+_SOURCE_KEYS = set(reference.key_names("sources[]"))
+_FEATURE_KEYS = set(reference.key_names("features.<name>"))
+_OUTPUT_KEYS = set(reference.key_names("output"))
 
 
 DATE_TOKENS = ("{date}", "{YYYY}", "{MM}", "{DD}")

@@ -27,6 +27,7 @@ from pipelines.fields import (
     value_of,
 )
 from transforms import schema
+from transforms.contract import reference
 from transforms.contract.config import (
     AFTER_LOG1P,
     MATERIALIZE,
@@ -38,20 +39,12 @@ from transforms.contract.config import (
 )
 from transforms.files import is_remote
 
-_TRANSFORM_KEYS = {"features", "module", "materialize"}
-# Parameters of the declarative transform ops: name -> (default, or _REQUIRED, minimum,
-# maximum). The maxima bound the ids the trainer one-hot encodes or embeds per feature.
+_TRANSFORM_KEYS = set(reference.key_names("transform"))
+# Parameters of the declarative transform ops, from the config reference: name -> (default, or
+# _REQUIRED, minimum, maximum). The maxima bound the ids the trainer one-hot encodes or embeds
+# per feature; `vocabulary.num_oov_buckets` is at least 1 because a model cannot embed -1.
 _REQUIRED = object()
-_OP_PARAMS: dict[str, dict[str, tuple[Any, int, int]]] = {
-    "bucketize": {"num_buckets": (_REQUIRED, 2, 100_000)},
-    "vocabulary": {
-        "top_k": (None, 1, 100_000_000),
-        # unknown values need an id: a model cannot embed -1
-        "num_oov_buckets": (1, 1, 1_000_000),
-        "frequency_threshold": (None, 1, 2**63 - 1),
-    },
-    "hash": {"buckets": (_REQUIRED, 1, 100_000_000)},
-}
+_OP_PARAMS: dict[str, dict[str, tuple[Any, int, int]]] = reference.op_params(_REQUIRED)
 MAX_IMAGE_SIDE = 4096  # pixels, each side of `decode_resize`
 
 
