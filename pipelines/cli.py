@@ -33,6 +33,8 @@ COMMANDS = {
     "schedule": ("deploy.schedule.cloud_scheduler", "main",
                  "deploy.schedule.cloud_scheduler:build_parser",
                  "launch the ETL on a Cloud Scheduler cron"),
+    "init": ("pipelines.init", "main", "pipelines.init:build_parser",
+             "write a commented config inferred from sample files"),
 }  # fmt: skip
 
 # The commands that run TensorFlow in this process: its native chatter is filtered

@@ -1,0 +1,72 @@
+"""`shardflow init`: writes a commented dataset config inferred from samples of the user's files.
+
+This module holds the command line only, and imports nothing heavy, so that `shardflow init
+--help` answers at once; the work is `pipelines.init.write`, imported when the command runs.
+Exit status: 0 written, 2 a bad command line or input (no files match, an unknown file type,
+an unreadable or empty file, an existing --output without --force).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipelines.flags import positive_int
+from transforms.contract import suggest
+
+DEFAULT_SAMPLE = 1000
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = suggest.ArgumentParser(
+        prog="shardflow init",
+        description="Writes a dataset config inferred from samples of your files: the format and\n"
+        "its options, each feature's type, shape, whether it may be missing, the values of\n"
+        "categories, and a likely key and label, each with a comment saying why. Check it, then\n"
+        "run `shardflow etl --config CONFIG.yaml --validate-only`.\n"
+        "Formats by file name: .csv .tsv .txt (delimiter sniffed), .jsonl .ndjson .json,\n"
+        ".parquet, .avro, .tfrecord .tfrecords (tf.train.Example); .gz and friends are read.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  shardflow init --source 'data/penguins*.csv' --output penguins.yaml
+  shardflow init --source data/measurements.csv --source data/islands.jsonl > penguins.yaml
+  shardflow init --source data/events/ --sample 10000 --output events.yaml --force
+  shardflow init --source 'gs://bucket/trips/*.parquet' --name trips --output trips.yaml""",
+    )
+    parser.add_argument(
+        "--source", action="append", nargs="+", required=True, metavar="FILE_OR_GLOB",
+        help="a file, glob or folder of one format (local or gs://); repeat for more sources. "
+        "Files that one --source names one by one (a glob the shell expanded) are one source",
+    )  # fmt: skip
+    parser.add_argument(
+        "--output", default="-", metavar="CONFIG.yaml",
+        help="the config file to write; '-' (the default) writes it to stdout. Source paths in "
+        "it are relative to its folder (to the current folder for stdout)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sample", type=positive_int, default=DEFAULT_SAMPLE, metavar="N",
+        help=f"records to read from each source, spread over its files from the start of each "
+        f"(default {DEFAULT_SAMPLE})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--name", help="the dataset's name, [a-z0-9_-]+ (default: from the --output file name, "
+        "else from the first source)",
+    )  # fmt: skip
+    parser.add_argument("--force", action="store_true", help="replace an existing --output file")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    from pipelines.fields import ConfigError
+    from pipelines.init.write import write_config
+
+    try:
+        report = write_config(args, argv)
+    except ConfigError as e:
+        print(f"shardflow init: error: {e}", file=sys.stderr)
+        return 2
+    for line in report:
+        print(f"shardflow init: {line}", file=sys.stderr)
+    return 0

@@ -1,0 +1,227 @@
+"""What `shardflow init` tells from a file before reading its records: the source format from the
+file name, and for delimited text the options of the csv format (delimiter, header, encoding,
+null markers).
+
+Only options the csv reader has are detected (`transforms.sources.csv.options`): its quote
+character is always `"`, so quoting is not sniffed. The delimiter is the candidate that splits
+the first rows of the file into the same number of fields (more than one), read with Python's
+csv module as the reader reads them, so a delimiter inside quotes does not count. A first row
+is a header when its cells are names: text above columns of numbers, or distinct name-like text
+that the rest of the column never repeats.
+"""
+
+from __future__ import annotations
+
+import codecs
+import collections
+import csv
+import io
+import re
+from typing import Iterable
+
+from pipelines.fields import MAX_NAME_BYTES, ConfigError
+from transforms.contract.suggest import did_you_mean
+from transforms.schema import SPACE
+
+# File name endings → source format. `.txt` is delimited text when a delimiter is found, else
+# one record per line (`text`).
+EXTENSIONS = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".tab": "csv",
+    ".txt": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".avro": "avro",
+    ".tfrecord": "tfrecord",
+    ".tfrecords": "tfrecord",
+    ".tfrec": "tfrecord",
+}
+# Compressed files are read by their extension (`transforms.files.open_file`); `.zz` is
+# shardflow's zlib suffix for TFRecord shards.
+COMPRESSED = (".gz", ".bz2", ".zz", ".deflate", ".zst", ".xz", ".lzma")
+_UNCOMPRESSED_ONLY = ("parquet", "avro")  # their files compress inside, never as a whole
+_TFRECORD_SHARD = re.compile(r"-\d{5}-of-\d{5}$")  # train-00000-of-00004.tfrecord.gz
+
+DELIMITERS = (",", "\t", ";", "|")
+# Cells that stand for a missing value in exported tables (R, pandas, SQL dumps, spreadsheets).
+# One becomes a null marker of the source when a column of numbers holds it (a number column
+# cannot otherwise read it); a marker applies to every column of the source.
+NULL_MARKERS = ("NA", "N/A", "n/a", "NaN", "nan", "NULL", "null", "None", "#N/A", "?", "-")
+HEAD_BYTES = 1 << 16  # of the first file: enough rows to sniff, never the whole file
+_SNIFF_ROWS = 100
+_NAME_LIKE = re.compile(r"[^\W\d]\w*(?:[ .\-/]\w+)*", re.UNICODE)
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?inf(?:inity)?", re.IGNORECASE
+)
+
+
+def split_suffix(path: str) -> tuple[str, str, str]:
+    """(stem, format extension, compression extension) of a file name, lower-cased endings:
+    `a/b.Tfrecord.GZ` → (`b`, `.tfrecord`, `.gz`)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    stem, compression = name, ""
+    lower = name.lower()
+    for ending in COMPRESSED:
+        if lower.endswith(ending) and len(name) > len(ending):
+            stem, compression = name[: -len(ending)], ending
+            break
+    dot = stem.rfind(".")
+    if dot <= 0:
+        return stem, "", compression
+    return stem[:dot], stem[dot:].lower(), compression
+
+
+def file_format(path: str) -> str:
+    """The source format of a file, from its name; ConfigError for a name that tells none."""
+    stem, ext, compression = split_suffix(path)
+    fmt = EXTENSIONS.get(ext)
+    if fmt is None and compression == ".zz" and not ext:
+        fmt = "tfrecord"
+    if fmt is None and not ext and _TFRECORD_SHARD.search(stem):
+        fmt = "tfrecord"  # TFX and TFDS shards often have no extension
+    if fmt is None:
+        known = ", ".join(sorted(EXTENSIONS))
+        if not ext:
+            reason = f"its name has no extension to tell its format ({known})"
+        else:
+            reason = f"unknown file type {ext!r} ({known}){did_you_mean(ext, EXTENSIONS)}"
+        raise ConfigError("--source", f"{path}: {reason}")
+    if compression and fmt in _UNCOMPRESSED_ONLY:
+        raise ConfigError(
+            "--source",
+            f"{path}: a compressed {fmt} file ({compression}) cannot be read; {fmt} files "
+            "compress their data inside",
+        )
+    return fmt
+
+
+# --- delimited text -------------------------------------------------------------------------
+
+
+def decode_head(head: bytes, whole: bool) -> tuple[str, str]:
+    """(the text of a file's first bytes, its encoding): UTF-8 (a byte order mark allowed),
+    UTF-16 with a byte order mark, else Windows-1252, else Latin-1 (which decodes anything).
+    `whole`: the bytes are the whole file (a character cut at the end is then an error)."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        candidates = ("utf-16",)
+    else:
+        candidates = ("utf-8", "cp1252", "latin-1")
+    for encoding in candidates:
+        decoder = codecs.getincrementaldecoder(encoding)()
+        try:
+            text = decoder.decode(head, final=whole)
+        except UnicodeDecodeError:
+            continue
+        return text.removeprefix("\ufeff"), codecs.lookup(encoding).name
+    raise AssertionError("latin-1 decodes every byte")  # pragma: no cover
+
+
+def sample_rows(text: str, delimiter: str, whole: bool, limit: int = _SNIFF_ROWS) -> list[list]:
+    """The first rows of delimited text, as the csv reader splits them; blank lines skipped,
+    and a last row that may be cut short (the text is a file's head) dropped."""
+    rows = []
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=False)
+    try:
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip(" \t")):
+                continue
+            rows.append(row)
+            if len(rows) > limit:
+                break
+    except csv.Error:  # quoting the strict reader refuses: what came before still counts
+        pass
+    if not whole or len(rows) > limit:
+        rows = rows[:-1] if len(rows) > 1 else rows
+    return rows[:limit]
+
+
+def sniff_delimiter(text: str, whole: bool, preferred: str = ",") -> str | None:
+    """The delimiter that splits the rows of `text` alike into more than one field; None when
+    no candidate does (one column, or not delimited text)."""
+    best, best_score = None, (0.0, 0)
+    order = (preferred, *(d for d in DELIMITERS if d != preferred))
+    for delimiter in order:
+        if delimiter not in text:
+            continue
+        rows = sample_rows(text, delimiter, whole)
+        if not rows:
+            continue
+        widths = collections.Counter(len(r) for r in rows)
+        width, count = widths.most_common(1)[0]
+        if width < 2:
+            continue
+        score = (count / len(rows), width)
+        if score[0] > best_score[0] or (score[0] == best_score[0] and best is None):
+            best, best_score = delimiter, score
+    if best is not None and best_score[0] < 0.5:
+        return None
+    return best
+
+
+def has_header(rows: list[list[str]]) -> bool:
+    """Whether the first row names the columns. Votes per column: a non-number above numbers is
+    a name, a number on top is data; with text columns only, the first row is a header when its
+    cells look like names (distinct, not empty, never repeated below). A header's empty or
+    repeated cells are renamed (`column_names`)."""
+    if not rows:
+        return False
+    first, rest = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+    votes = 0
+    for i, cell in enumerate(first):
+        column = [r[i] for r in rest if r[i].strip()]
+        if is_number(cell):
+            votes -= 1
+        elif cell.strip() and column and all(is_number(v) for v in column):
+            votes += 1
+    if votes:
+        return votes > 0
+    if len(set(first)) != len(first):
+        return False
+    for i, cell in enumerate(first):
+        if not _NAME_LIKE.fullmatch(cell.strip()) or cell in {r[i] for r in rest}:
+            return False
+    return True
+
+
+def is_number(text: str) -> bool:
+    """Text an `int` or `float` feature reads (`transforms.schema`'s syntax; NaN is not one)."""
+    stripped = text.strip(SPACE)
+    return bool(_INT.fullmatch(stripped) or _FLOAT.fullmatch(stripped))
+
+
+def null_markers(columns: Iterable[list]) -> list[str]:
+    """The NULL_MARKERS that stand for missing values: those found in a column whose other
+    values are all numbers (at least one). Columns are a source's text values, None missing."""
+    found = set()
+    for values in columns:
+        markers = {v for v in values if v in NULL_MARKERS}
+        if not markers:
+            continue
+        others = [v for v in values if v is not None and v not in NULL_MARKERS]
+        if others and all(is_number(v) for v in others):
+            found |= markers
+    return [m for m in NULL_MARKERS if m in found]
+
+
+def column_names(header: list[str] | None, width: int) -> tuple[list[str], bool]:
+    """(the feature names of a CSV's columns, whether they differ from the header's): a file
+    without a header gets column_1, column_2, ...; a header cell that cannot name a feature
+    (empty, a control character, longer than 200 bytes, a repeat) is renamed the same way."""
+    if header is None:
+        return [f"column_{i + 1}" for i in range(width)], True
+    names: list[str] = []
+    for i, cell in enumerate(header):
+        usable = cell.strip() and cell.isprintable() and len(cell.encode()) <= MAX_NAME_BYTES
+        name = cell if usable else ""
+        name = name or f"column_{i + 1}"
+        base, n = name, 1
+        while name in names:
+            n += 1
+            name = f"{base}_{n}"
+        names.append(name)
+    return names, names != header
