@@ -22,7 +22,7 @@ import tf_keras
 
 from trainer.manifest import Manifest
 from trainer.paths import join
-from transforms.contract.report import SERIES, page
+from transforms.contract.report import SERIES, in_split_order, page
 
 HISTORY = "history.csv"
 REPORT = "report.html"
@@ -61,7 +61,7 @@ def summarize_manifest(manifest: Manifest) -> dict:
         "label": manifest.label,
         "features": len(manifest.features),
         "compression": manifest.compression,
-        "splits": {name: split.records for name, split in sorted(manifest.splits.items())},
+        "splits": {name: manifest.splits[name].records for name in in_split_order(manifest.splits)},
         "rejected_records": manifest.rejected_records,
     }
 
@@ -99,7 +99,7 @@ def render(metrics: dict, history: list[dict], manifest_summary: dict | None = N
     `metrics` is what metrics.json holds, `history` what `read_history` returns.
     """
     title = f"Training run on {metrics.get('dataset', '?')}"
-    sections = [_summary(metrics), _final_metrics(metrics)]
+    sections = [_warnings(metrics), _summary(metrics), _final_metrics(metrics)]
     if metrics.get("eval_classes"):
         sections.append(_classes(metrics["eval_classes"]))
     if "model_inputs" in metrics:
@@ -111,7 +111,7 @@ def render(metrics: dict, history: list[dict], manifest_summary: dict | None = N
         sections.append(_epoch_table(history))
     else:
         sections.append("<p>No per-epoch history was recorded (no history.csv).</p>")
-    return page(title, "training report", "\n".join(sections))
+    return page(title, "training report", "\n".join(s for s in sections if s))
 
 
 # Chart geometry (SVG user units) and series colours (the ETL report's): train solid blue,
@@ -119,6 +119,21 @@ def render(metrics: dict, history: list[dict], manifest_summary: dict | None = N
 _W, _H = 560, 300
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 34, 44
 _TRAIN, _VAL, _RATE_STYLE = SERIES
+
+
+def _warnings(metrics: dict) -> str:
+    """The banner of what a reader should not miss (the ETL report's): corrupt records the
+    input skipped, and the files they were in. Empty when there is none."""
+    skipped, files = metrics.get("skipped_records"), metrics.get("corrupt_files") or []
+    if not skipped and not files:
+        return ""
+    text = f"{_fmt(skipped or 0)} corrupt records were skipped"
+    if files:
+        text += f", in {len(files)} file{'s' if len(files) > 1 else ''}: " + ", ".join(files)
+    return (
+        '<div class="banner" id="warnings"><strong>Check</strong>'
+        f"<ul><li>{_esc(text)}.</li></ul></div>"
+    )
 
 
 def _summary(metrics: dict) -> str:
@@ -154,16 +169,24 @@ def _summary(metrics: dict) -> str:
 
 
 def _final_metrics(metrics: dict) -> str:
-    train, evaluation = metrics.get("train") or {}, metrics.get("eval") or {}
-    names = sorted(set(train) | set(evaluation), key=_metric_order)
+    """A row per metric, a column per split (train, eval, and test where it was evaluated)."""
+    splits = in_split_order(s for s in ("train", "eval", "test") if s in metrics)
+    splits = [s for s in splits if s != "test" or metrics["test"]]
+    values = {s: metrics.get(s) or {} for s in splits}
+    names = sorted({n for v in values.values() for n in v}, key=_metric_order)
     if not names:
         return "<h2>Final metrics</h2>\n<p>None recorded.</p>"
     rows = "".join(
-        f"<tr><td>{_esc(n)}</td>{_cell(train.get(n), f'train.{n}')}"
-        f"{_cell(evaluation.get(n), f'eval.{n}')}</tr>"
+        f"<tr><td>{_esc(n)}</td>"
+        + "".join(_cell(values[s].get(n), f"{s}.{n}") for s in splits)
+        + "</tr>"
         for n in names
     )
-    head = '<thead><tr><th>metric</th><th class="n">train</th><th class="n">eval</th></tr></thead>'
+    head = (
+        "<thead><tr><th>metric</th>"
+        + "".join(f'<th class="n">{_esc(s)}</th>' for s in splits)
+        + "</tr></thead>"
+    )
     return f'<h2>Final metrics</h2>\n<table class="final">{head}<tbody>{rows}</tbody></table>'
 
 
@@ -207,7 +230,8 @@ def _model_inputs(metrics: dict) -> str:
 
 
 def _dataset(summary: dict) -> str:
-    splits = ", ".join(f"{name} {records}" for name, records in summary.get("splits", {}).items())
+    per_split = summary.get("splits", {})
+    splits = ", ".join(f"{name} {per_split[name]}" for name in in_split_order(per_split))
     rows = [
         ("Name", summary.get("name")),
         ("Label", summary.get("label")),

@@ -9,6 +9,10 @@ HTML-escaped, and cut to `svg.MAX_TEXT_CHARS` characters with its full size note
 that the page stays small whatever the data. Numbers that a reader (or a test) looks up carry
 stable ids, e.g. `id="split-train-records"`, and the raw value in `data-value`; the ids are
 listed in `render`'s docstring and made by `_id`, one id per name.
+Feature statistics are one card per feature with every split side by side (train first, the
+splits in one colour each, `transforms.contract.report`): a table with a row per split, and the
+splits' charts on one scale. A split that differs a lot from train by the rules of
+`pipelines.report.shift` is flagged in the card and in the page's warning banner.
 
 Longer than most modules because it is one page: its sections, each a small function of the
 manifest and statistics, and the page's styles; its charts are `pipelines.report.svg`.
@@ -19,10 +23,22 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics as pystats
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from pipelines.report.shift import (
+    MEAN_SHIFT_STD,
+    MIN_EXPECTED,
+    MISSING_GAP,
+    SHARE_GAP,
+    Shift,
+    shifts,
+    value_counts,
+)
 from pipelines.report.svg import (
+    HIST_W,
+    SHARE_BAR_W,
+    SHARE_LABEL_W,
     attrs,
     bar_chart,
     clip,
@@ -30,16 +46,21 @@ from pipelines.report.svg import (
     fmt_float,
     fmt_int,
     graph_svg,
-    histogram,
+    histograms,
+    share_bars,
+    short,
     top_values,
 )
 from transforms.contract.manifest import Manifest
-from transforms.contract.report import page
+from transforms.contract.report import in_split_order, page, split_class
 
 NUMBER_TYPES = ("int", "float")
 SIZE_TYPES = ("bytes", "image")
 MAX_EXAMPLES = 5  # rejected records shown per reason
 MAX_ID_PART_CHARS = 200  # of one name in an element id, escaped; longer ones end in a digest
+TOP_ROWS = 10  # values of a string feature listed in its card
+# A feature card's charts, all splits together, px: beside its table in a 1,100 px wide page.
+CHARTS_W = 540
 
 
 def render(
@@ -58,21 +79,27 @@ def render(
     `source-{S}-records`, `source-{S}-ignored-{FIELD}`, `split-{P}-records`,
     `split-{P}-validated` (statistics' count before duplicates were dropped),
     `shards-{P}-{count,bytes,min,median,max}`, `stat-{P}-{F}-{STAT}` for STAT in records,
-    missing, missing_rate, values, min, max, mean, std, distinct, length_{min,max,mean},
+    missing, missing_rate, min, max, mean, std, distinct, length_{min,max,mean},
     size_{min,max,mean}; `stage-{I}-{records,seconds,rate}`, `step-{I}-seconds`.
+    Feature cards: `div.feature#feature-{F}[data-feature]`, holding a table row
+    `tr[data-split]` per split (`tr.flagged` where a rule of `shift` fired), a
+    `figure[data-split]` per chart, and the rules that fired in `#shifts-{F}`, one
+    `li[data-split][data-rule]` each.
     Rows: `tr[data-reason]` in `#rejected` (count cell `td[data-value]`), `tr[data-stage]`,
     `tr[data-step]` (the start-up and finishing steps of `timings["steps"]`).
-    Charts (`svg[id]`, bars `rect.bar[data-count]`): `hist-{P}-{F}`, `top-{P}-{F}`,
-    `shards-{P}-chart`, `label-{P}-chart`; `svg#pipeline-graph` holds `g.node[data-node]` and
-    `path.edge[data-from][data-to]`. P, S, F are split, source and feature names, as `_id`
-    writes them: letters, digits, `_` and `.` as they are, any other character as `:` and the
-    hex of its UTF-8 bytes (`a b` → `a:20b`, `a-b` → `a:2db`, `größe` stays `größe`), so that
-    every name has its own id.
+    Charts (`svg[id]`, bars `rect.bar[data-count]`): `hist-{P}-{F}`, `top-{P}-{F}` (bars also
+    `[data-value][data-share]`; no `data-count` where the split's statistics did not count the
+    value), `shards-{P}-chart`, `label-{P}-chart`; `svg#pipeline-graph` holds
+    `g.node[data-node]` and `path.edge[data-from][data-to]`. P, S, F are split, source and
+    feature names, as `_id` writes them: letters, digits, `_` and `.` as they are, any other
+    character as `:` and the hex of its UTF-8 bytes (`a b` → `a:20b`, `a-b` → `a:2db`, `größe`
+    stays `größe`), so that every name has its own id.
     """
     date = manifest.date or str(manifest.created)[:10]
     title = f"{manifest.name} — {date}" if date else manifest.name
+    found = _shifts(statistics) if statistics is not None else []
     sections = [
-        _warnings(manifest),
+        _warnings(manifest, found),
         _summary(manifest, timings),
         _sources(manifest),
         _splits(manifest, statistics),
@@ -80,7 +107,7 @@ def render(
         _shards(manifest),
     ]
     if statistics is not None:
-        sections.append(_features(manifest, statistics))
+        sections.append(_features(manifest, statistics, found))
         sections.append(_label_balance(manifest, statistics))
     if timings is not None:
         sections.append(_timings(timings))
@@ -91,20 +118,11 @@ def render(
 
 # --- sections ------------------------------------------------------------------------------
 
-_SPLIT_ORDER = ("train", "eval", "validation", "test")
 
-
-def _in_split_order(names: Iterable[str]) -> list[str]:
-    """Split names as a reader expects them: train, eval (validation), test, then the others in
-    their order."""
-    names = list(names)
-    known = [n for n in _SPLIT_ORDER if n in names]
-    return known + [n for n in names if n not in _SPLIT_ORDER]
-
-
-def _warnings(manifest: Manifest) -> str:
+def _warnings(manifest: Manifest, found: list[Shift]) -> str:
     """A banner of what a reader should not miss: rejected records, an empty dataset or split,
-    fields no feature reads. Empty when there is none."""
+    fields no feature reads, splits whose features differ a lot from train's (`found`). Empty
+    when there is none."""
     read = sum(s.records for s in manifest.sources.values())
     written = sum(s.records for s in manifest.splits.values())
     rejected = manifest.rejected.records
@@ -117,9 +135,20 @@ def _warnings(manifest: Manifest) -> str:
             f'{fmt_int(rejected)} records were rejected{share}: see <a href="#rejected">'
             "Rejected records</a>."
         )
-    for name in _in_split_order(manifest.splits):
+    for name in in_split_order(manifest.splits):
         if written and not manifest.splits[name].records:
             items.append(f"Split {escape(name)} holds no record.")
+    by_split: dict[str, list[str]] = {}
+    for shift in found:
+        features = by_split.setdefault(shift.split, [])
+        if shift.feature not in features:
+            features.append(shift.feature)
+    for split, features in by_split.items():
+        links = ", ".join(f'<a href="#{_id("feature", f)}">{escape(clip(f))}</a>' for f in features)
+        items.append(
+            f"Split {escape(split)} differs a lot from {escape(found[0].train)} in "
+            f"{_plural(len(features), 'feature')}: {links}."
+        )
     for source, entry in manifest.sources.items():
         for field, count in sorted((entry.ignored_fields or {}).items()):
             items.append(
@@ -208,7 +237,7 @@ def _splits(manifest: Manifest, statistics: dict | None) -> str:
         header.insert(2, "validated (before dropping duplicates)")
     total = sum(s.records for s in splits.values()) or 1
     rows = []
-    for name in _in_split_order(splits):
+    for name in in_split_order(splits):
         split = splits[name]
         records = split.records
         row = [
@@ -241,9 +270,10 @@ def _rejected(manifest: Manifest, examples: dict[str, list[dict]]) -> str:
     body = (
         f"<p>{fmt_int(manifest.rejected.records)} records rejected"
         + (f", written to {files}" if files else "")
-        + '.</p><table><tr><th>reason</th><th class="n">records</th><th></th></tr>'
+        + '.</p><table><thead><tr><th>reason</th><th class="n">records</th><th></th></tr></thead>'
+        + "<tbody>"
         + "".join(rows)
-        + "</table>"
+        + "</tbody></table>"
     )
     return _section("rejected", "Rejected records", body)
 
@@ -259,7 +289,7 @@ def _shards(manifest: Manifest) -> str:
     rows = []
     # one scale for every split's bars: a split of small shards shows them small
     largest = max((f.bytes or 0 for s in manifest.splits.values() for f in s.files), default=0)
-    for name in _in_split_order(manifest.splits):
+    for index, name in enumerate(in_split_order(manifest.splits)):
         split = manifest.splits[name]
         sizes = [f.bytes or 0 for f in split.files]
         cells = [escape(name), _num_cell(_id("shards", name, "count"), len(sizes))]
@@ -273,96 +303,250 @@ def _shards(manifest: Manifest) -> str:
         cells.append(bar_chart(_id("shards", name, "chart"), sizes, [
             f"{f.path}: {_bytes(f.bytes or 0)}, {fmt_int(f.records or 0)} records"
             for f in split.files
-        ], top=largest))  # fmt: skip
+        ], top=largest, css_class=split_class(index)))  # fmt: skip
         rows.append(cells)
     header = ["split", "shards", "total", "smallest", "median", "largest", "shard sizes"]
     return _section("shards", "Shards", _table(header, rows, numeric=(1, 2, 3, 4, 5)))
 
 
-def _features(manifest: Manifest, statistics: dict) -> str:
-    parts = []
+def _shifts(statistics: dict) -> list[Shift]:
+    """The rules of `pipelines.report.shift` that fire, for every split after the first (train)
+    against it, feature by feature in train's order."""
     splits = statistics.get("splits") or {}
-    for split in _in_split_order(splits):
-        stats = splits[split]
-        features = stats.get("features") or {}
-        validated = stats.get("records")
+    order = in_split_order(splits)
+    if len(order) < 2:
+        return []
+    train = order[0]
+    features = splits[train].get("features") or {}
+    found = []
+    for split in order[1:]:
+        other = splits[split].get("features") or {}
+        for feature, stats in features.items():
+            if feature in other and stats.get("type") == other[feature].get("type"):
+                found += shifts(feature, stats, split, other[feature], train)
+    return found
+
+
+def _features(manifest: Manifest, statistics: dict, found: list[Shift]) -> str:
+    """One card per feature with every split side by side, train first: a table of the splits'
+    statistics (a row each) and their charts on one scale; the rules of `shift` that fire."""
+    splits = statistics.get("splits") or {}
+    order = in_split_order(splits)
+    index = {split: i for i, split in enumerate(order)}
+    counts = []
+    for split in order:
+        validated = splits[split].get("records")
         entry = manifest.splits.get(split)
         written = entry.records if entry is not None else None
-        counts = f"{fmt_int(validated)} records validated"
+        text = f"{_swatch(index[split])}{escape(split)}: {fmt_int(validated)} records validated"
         if written is not None and written != validated:
-            counts += f", {fmt_int(written)} written after dropping duplicates"
-        parts.append(f"<h3>{escape(split)}</h3><p>{counts}.</p>")
-        numbers = {f: s for f, s in features.items() if s.get("type") in NUMBER_TYPES}
-        strings = {f: s for f, s in features.items() if s.get("type") == "string"}
-        sizes = {f: s for f, s in features.items() if s.get("type") in SIZE_TYPES}
-        if numbers:
-            parts.append(_number_table(split, numbers))
-        if strings:
-            parts.append(_string_table(split, strings))
-        if sizes:
-            parts.append(_size_table(split, sizes))
-    return _section("features", "Feature statistics", "".join(parts))
+            text += f" ({fmt_int(written)} written after dropping duplicates)"
+        counts.append(text)
+    intro = "; ".join(counts) + "."
+    if len(order) > 1:
+        intro += (
+            f" <span class=\"muted\">A feature's histograms share one scale (a bar's area: its "
+            f"share of the split's values; dashed: the mean). A split's row is flagged where it "
+            f"differs a lot from {escape(order[0])}'s: missing rate ±{_points(MISSING_GAP)}, "
+            f"mean off by more than {MEAN_SHIFT_STD:g} of its std, a value absent though "
+            f"{MIN_EXPECTED} or more were expected, a value's share ±{_points(SHARE_GAP)}.</span>"
+        )
+    intro = f"<p>{intro}</p>"
+    names = [f for f in manifest.features if any(f in (splits[s].get("features") or {})
+                                                 for s in order)]  # fmt: skip
+    for split in order:
+        names += [f for f in splits[split].get("features") or {} if f not in names]
+    cards = []
+    for feature in names:
+        per_split = {
+            split: splits[split]["features"][feature]
+            for split in order
+            if feature in (splits[split].get("features") or {})
+        }
+        flags = [f for f in found if f.feature == feature]
+        cards.append(_feature_card(feature, per_split, index, flags))
+    return _section("features", "Feature statistics", intro + "".join(cards))
 
 
-def _common_cells(split: str, feature: str, s: dict) -> list[str]:
+def _feature_card(
+    feature: str, per_split: dict[str, dict], index: dict[str, int], flags: list[Shift]
+) -> str:
+    """The feature's card: the rules that fire, then its table (the feature's name heads the
+    splits' column) and the splits' charts side by side."""
+    kind = next(iter(per_split.values())).get("type", "")
+    if kind in NUMBER_TYPES:
+        header, cells = ["mean", "std", "min", "max"], _number_cells
+        charts = _histogram_figures(feature, per_split, index)
+    elif kind == "string":
+        header, cells = ["distinct", "length min/mean/max"], _string_cells
+        charts = _share_figures(feature, per_split, index)
+    else:
+        header, cells, charts = ["size min", "size mean", "size max"], _size_cells, []
+    title = (
+        f"<strong{attrs(title=feature)}>{escape(short(clip(feature), 32))}</strong> "
+        f'<span class="muted">{escape(kind)}</span>'
+    )
+    table = _split_table(feature, title, per_split, index, flags, header, cells)
+    banner = ""
+    if flags:
+        items = "".join(
+            f"<li{attrs(data_split=f.split, data_rule=f.rule)}>{_swatch(index[f.split])}"
+            f"{escape(f.split)}: {escape(f.text)}</li>"
+            for f in flags
+        )
+        banner = f'<div class="banner"{attrs(id=_id("shifts", feature))}><ul>{items}</ul></div>'
+    return (
+        f'<div class="feature"{attrs(id=_id("feature", feature), data_feature=feature)}>'
+        f'{banner}<div class="charts">{table}{"".join(charts)}</div></div>'
+    )
+
+
+def _split_table(
+    feature: str,
+    title: str,
+    per_split: dict[str, dict],
+    index: dict[str, int],
+    flags: list[Shift],
+    header: list[str],
+    cells: Callable[[str, str, dict], list[str]],
+) -> str:
+    """A row per split: records, missing (rate) and the type's `cells`; a flagged split's row
+    marked."""
+    flagged = {f.split for f in flags}
+    head = "".join(f'<th class="n">{escape(h)}</th>' for h in ["records", "missing", *header])
+    rows = []
+    for split, s in per_split.items():
+        missing = (
+            _stat_span(split, feature, "missing", s.get("missing"))
+            + ' <span class="muted">('
+            + _stat_span(split, feature, "missing_rate", s.get("missing_rate"),
+                         _percent(s.get("missing_rate")))
+            + ")</span>"
+        )  # fmt: skip
+        row = [
+            f"<td>{_swatch(index[split])}{escape(split)}</td>",
+            _stat_cell(split, feature, "records", s.get("records"), fmt_int(s.get("records"))),
+            f'<td class="n">{missing}</td>',
+            *cells(split, feature, s),
+        ]
+        css = ' class="flagged"' if split in flagged else ""
+        rows.append(f"<tr{css}{attrs(data_split=split)}>{''.join(row)}</tr>")
+    return (
+        f'<table class="splits"><thead><tr><th>{title}</th>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _number_cells(split: str, feature: str, s: dict) -> list[str]:
+    return [_stat_cell(split, feature, k, s.get(k)) for k in ("mean", "std", "min", "max")]
+
+
+def _string_cells(split: str, feature: str, s: dict) -> list[str]:
+    distinct = fmt_int(s.get("distinct"))
+    if s.get("distinct") is not None and not s.get("distinct_exact", True):
+        distinct = "≈ " + distinct
+    length = s.get("length") or {}
+    spans = [_stat_span(split, feature, f"length_{k}", length.get(k))
+             for k in ("min", "mean", "max")]  # fmt: skip
     return [
-        escape(feature),
-        escape(s.get("type", "")),
-        _stat_cell(split, feature, "missing", s.get("missing")),
-        _stat_cell(split, feature, "missing_rate", s.get("missing_rate"),
-                   _percent(s.get("missing_rate"))),
-    ]  # fmt: skip
+        _stat_cell(split, feature, "distinct", s.get("distinct"), distinct),
+        f'<td class="n">{" / ".join(spans)}</td>',
+    ]
 
 
-def _number_table(split: str, features: dict[str, dict]) -> str:
-    rows = []
-    for feature, s in features.items():
-        cells = _common_cells(split, feature, s)
-        cells += [_stat_cell(split, feature, k, s.get(k)) for k in ("min", "max", "mean", "std")]
-        last = s.get("max") if s.get("type") == "int" else None
-        cells.append(histogram(_id("hist", split, feature), s.get("histogram") or [], last))
-        rows.append(cells)
-    header = ["number", "type", "missing", "missing rate", "min", "max", "mean", "std",
-              "histogram"]  # fmt: skip
-    return _table(header, rows, numeric=(2, 3, 4, 5, 6, 7))
+def _size_cells(split: str, feature: str, s: dict) -> list[str]:
+    size = s.get("size") or {}
+    return [_stat_cell(split, feature, f"size_{k}", size.get(k), _bytes(size.get(k)))
+            for k in ("min", "mean", "max")]  # fmt: skip
 
 
-def _string_table(split: str, features: dict[str, dict]) -> str:
-    rows = []
-    for feature, s in features.items():
-        cells = _common_cells(split, feature, s)
-        distinct = fmt_int(s.get("distinct"))
-        if s.get("distinct") is not None and not s.get("distinct_exact", True):
+def _histogram_figures(feature: str, per_split: dict[str, dict], index: dict[str, int]):
+    """The splits' histograms of a number, side by side on one scale."""
+    splits = list(per_split)
+    stats = list(per_split.values())
+    last = None
+    if stats[0].get("type") == "int":
+        last = max((s["max"] for s in stats if s.get("max") is not None), default=None)
+    charts = histograms(
+        [_id("hist", split, feature) for split in splits],
+        [s.get("histogram") or [] for s in stats],
+        last,
+        [split_class(index[split]) for split in splits],
+        [s.get("mean") for s in stats],
+        width=max(min(HIST_W, CHARTS_W // len(splits) - 20), 100),
+    )
+    return [_figure(split, index, chart) for split, chart in zip(splits, charts)]
+
+
+def _share_figures(feature: str, per_split: dict[str, dict], index: dict[str, int]):
+    """The splits' shares of a string's most frequent values, side by side, in one order (the
+    first split's ranking, then the values only others count), at most TOP_ROWS of them."""
+    counted = {split: value_counts(s) for split, s in per_split.items()}
+    order = _value_order([s for s in per_split.values()])
+    listed = order[:TOP_ROWS]
+    rows = {}
+    for split, s in per_split.items():
+        counts, complete = counted[split]
+        values = s.get("values") or 0
+        rows[split] = []
+        for value in listed:
+            count = counts.get(value, 0 if complete else None)
+            share = count / values if count is not None and values else None
+            rows[split].append((value, count, share))
+    scale = max((share or 0 for r in rows.values() for _, _, share in r), default=0)
+    bar_w = max(min(SHARE_BAR_W, (CHARTS_W - SHARE_LABEL_W) // len(per_split) - 60), 40)
+    first = next(iter(per_split.values()))
+    more = ""
+    if len(order) > len(listed):
+        distinct = fmt_int(first.get("distinct"))
+        if not first.get("distinct_exact", True):
             distinct = "≈ " + distinct
-        cells.append(_stat_cell(split, feature, "distinct", s.get("distinct"), distinct))
-        length = s.get("length") or {}
-        spans = [_stat_span(split, feature, f"length_{k}", length.get(k))
-                 for k in ("min", "mean", "max")]  # fmt: skip
-        cells.append(" / ".join(spans))
-        top = s.get("top") or []
-        chart = top_values(_id("top", split, feature), top)
-        if top and not s.get("distinct_exact", True):  # beyond statistics' exact counts
-            sampled = _id("sampled", split, feature)
-            chart = (
-                f'<span class="muted"{attrs(id=sampled)}>of a sample of the values</span> ' + chart
+        more = f' <span class="muted">top {len(listed)} of {escape(distinct)}</span>'
+    figures = []
+    for i, (split, s) in enumerate(per_split.items()):
+        if not s.get("top"):
+            chart = '<span class="muted">no values</span>'
+        else:
+            chart = share_bars(_id("top", split, feature), rows[split], scale, labels=i == 0,
+                               css_class=split_class(index[split]), bar_w=bar_w)  # fmt: skip
+        caption = ""
+        if s.get("top") and not s.get("distinct_exact", True):  # beyond the exact counts
+            caption = (
+                f' <span class="muted"{attrs(id=_id("sampled", split, feature))} title="the '
+                f'shares of a sample of the values (more distinct values than counted)">'
+                f"sampled</span>"
             )
-        cells.append(chart)
-        rows.append(cells)
-    header = ["string", "type", "missing", "missing rate", "distinct", "length min / mean / max",
-              "top values"]  # fmt: skip
-    return _table(header, rows, numeric=(2, 3, 4))
+        figures.append(_figure(split, index, chart, caption + (more if i == 0 else "")))
+    return figures
 
 
-def _size_table(split: str, features: dict[str, dict]) -> str:
-    rows = []
-    for feature, s in features.items():
-        cells = _common_cells(split, feature, s)
-        size = s.get("size") or {}
-        cells += [_stat_cell(split, feature, f"size_{k}", size.get(k), _bytes(size.get(k)))
-                  for k in ("min", "mean", "max")]  # fmt: skip
-        rows.append(cells)
-    header = ["bytes", "type", "missing", "missing rate", "size min", "size mean", "size max"]
-    return _table(header, rows, numeric=(2, 3, 4, 5, 6))
+def _value_order(stats: list[dict]) -> list[str]:
+    """A string feature's counted values in one order for every split: the most frequent first
+    in the first split (train), then those only later splits count, by their counts."""
+    order: list[str] = []
+    for s in stats:
+        ranked = sorted(s.get("top") or [], key=lambda t: (-t.get("count", 0), str(t["value"])))
+        order += [str(t["value"]) for t in ranked if str(t["value"]) not in order]
+    return order
+
+
+def _figure(split: str, index: dict[str, int], chart: str, caption: str = "") -> str:
+    return (
+        f'<figure class="{split_class(index[split])}"{attrs(data_split=split)}>'
+        f"<figcaption>{escape(split)}{caption}</figcaption>{chart}</figure>"
+    )
+
+
+def _swatch(i: int) -> str:
+    return f'<span class="swatch {split_class(i)}"></span>'
+
+
+def _points(share: float) -> str:
+    return f"{100 * share:g} points"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _label_balance(manifest: Manifest, statistics: dict) -> str:
@@ -370,25 +554,34 @@ def _label_balance(manifest: Manifest, statistics: dict) -> str:
     if not label:
         return ""
     splits = statistics.get("splits") or {}
-    per_split = {
-        split: (splits[split].get("features") or {}).get(label) for split in _in_split_order(splits)
-    }
+    order = in_split_order(splits)
+    index = {split: i for i, split in enumerate(order)}
+    per_split = {split: (splits[split].get("features") or {}).get(label) for split in order}
     per_split = {split: s for split, s in per_split.items() if s is not None}
-    order = _label_order(manifest, per_split)
-    parts = []
-    for split, s in per_split.items():
-        chart_id = _id("label", split, "chart")
-        if s.get("type") in NUMBER_TYPES:
-            last = s.get("max") if s.get("type") == "int" else None
-            chart = histogram(chart_id, s.get("histogram") or [], last)
-        else:
-            counts = {str(t.get("value")): t.get("count", 0) for t in s.get("top") or []}
-            top = [{"value": v, "count": counts.get(v, 0)} for v in order]
-            chart = top_values(chart_id, top, total=s.get("values"))
-        parts.append(f"<div{attrs(id=_id('label', split))}><h3>{escape(split)}</h3>{chart}</div>")
-    if not parts:
+    if not per_split:
         return ""
-    body = f"<p>Label: <code>{escape(label)}</code></p>" + "".join(parts)
+    numeric = next(iter(per_split.values())).get("type") in NUMBER_TYPES
+    if numeric:
+        charts = histograms(
+            [_id("label", split, "chart") for split in per_split],
+            [s.get("histogram") or [] for s in per_split.values()],
+            classes=[split_class(index[split]) for split in per_split],
+            means=[s.get("mean") for s in per_split.values()],
+        )
+    else:
+        order_ = _label_order(manifest, per_split)
+        charts = []
+        for split, s in per_split.items():
+            counts = {str(t.get("value")): t.get("count", 0) for t in s.get("top") or []}
+            top = [{"value": v, "count": counts.get(v, 0)} for v in order_]
+            charts.append(top_values(_id("label", split, "chart"), top, total=s.get("values"),
+                                     css_class=split_class(index[split])))  # fmt: skip
+    parts = [
+        f'<figure class="{split_class(index[split])}"{attrs(id=_id("label", split))}>'
+        f"<figcaption>{escape(split)}</figcaption>{chart}</figure>"
+        for split, chart in zip(per_split, charts)
+    ]
+    body = f'<p>Label: <code>{escape(label)}</code></p><div class="charts">{"".join(parts)}</div>'
     return _section("label-balance", "Label balance", body)
 
 
@@ -425,18 +618,21 @@ def _timings(timings: dict) -> str:
             f'<td class="n"{attrs(id=_id("step", str(i), "seconds"), data_value=seconds)}>'
             f"{escape(_seconds(seconds))}</td></tr>"
         )
+    stages = (
+        '<table><thead><tr><th>stage</th><th class="n">records</th><th class="n">seconds</th>'
+        '<th class="n">records/s</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>"
+    )
+    fixed = ""
+    if steps:
+        fixed = (
+            '<table><thead><tr><th>fixed cost: start-up and finishing step</th><th class="n">'
+            "seconds</th></tr></thead><tbody>" + "".join(steps) + "</tbody></table>"
+        )
     body = (
         f"<p>Runner: {escape(timings.get('runner', ''))}; elapsed "
-        f"{escape(_seconds(timings.get('elapsed_s')))}.</p>"
-        '<table><tr><th>stage</th><th class="n">records</th><th class="n">seconds</th>'
-        '<th class="n">records/s</th></tr>' + "".join(rows) + "</table>"
+        f"{escape(_seconds(timings.get('elapsed_s')))}. Steps the workers timed are summed over "
+        f'them.</p><div class="charts">{stages}{fixed}</div>'
     )
-    if steps:
-        body += (
-            "<p>Fixed costs: the start-up and the finishing steps (the steps the workers timed "
-            "are summed over them).</p>"
-            '<table><tr><th>step</th><th class="n">seconds</th></tr>' + "".join(steps) + "</table>"
-        )
     return _section("timings", "Timings", body)
 
 
@@ -497,7 +693,7 @@ def _table(header: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...
     body = "".join(
         "<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _num_cell(element_id: str, value: Any) -> str:
@@ -514,9 +710,10 @@ def _stat_cell(split: str, feature: str, stat: str, value: Any, text: str | None
     return f'<td class="n"{attrs(id=element_id, data_value=value)}>{escape(shown)}</td>'
 
 
-def _stat_span(split: str, feature: str, stat: str, value: Any) -> str:
+def _stat_span(split: str, feature: str, stat: str, value: Any, text: str | None = None) -> str:
+    shown = text if text is not None else _number(value)
     element_id = _id("stat", split, feature, stat)
-    return f"<span{attrs(id=element_id, data_value=value)}>{escape(_number(value))}</span>"
+    return f"<span{attrs(id=element_id, data_value=value)}>{escape(shown)}</span>"
 
 
 def _number(value: Any) -> str:

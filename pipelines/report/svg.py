@@ -1,5 +1,6 @@
-"""Hand-written inline SVG for the run report (`pipelines.report.page`): histograms, top-value bars
-and the pipeline graph, with the escaping and number formatting they share with the page.
+"""Hand-written inline SVG for the run report (`pipelines.report.page`): histograms of several
+splits on one scale, the splits' shares of a feature's values side by side, top-value bars and
+the pipeline graph, with the escaping and number formatting they share with the page.
 
 No plotting library: the page must open offline and stay small, and these few shapes are
 simpler to draw than to configure. Every text is HTML-escaped (`escape`).
@@ -10,8 +11,11 @@ from __future__ import annotations
 import html
 from typing import Any
 
-BAR_W, BAR_H = 240, 48  # histogram and shard chart area, px
+BAR_W, BAR_H = 240, 48  # shard chart area, px
+HIST_W, HIST_H = 200, 44  # one split's histogram, px (at most; splits side by side)
+HISTOGRAM_MIN_BARS = 40  # a bin of one value is drawn 1/40 of the axis wide
 ROW_H = 16  # one bar of a top-values chart, px
+SHARE_LABEL_W, SHARE_BAR_W = 110, 90  # the values' column and a split's bars (at most), px
 # Of any text from the data (a rejected record, a value, a field name): cut with `clip`.
 MAX_TEXT_CHARS = 400
 
@@ -58,37 +62,124 @@ def short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(n - 1, 1)] + "…"
 
 
-def histogram(chart_id: str, bins: list[dict], last: Any = None) -> str:
-    """Vertical bars, one per bin, heights proportional to the counts; bounds below: the first
-    bin's low and `last` (an int feature's largest value, which the exclusive high bound of the
-    last bin would overstate by one), else the last bin's high."""
-    if not bins:
-        return '<span class="muted">no values</span>'
-    top = max(b.get("count", 0) for b in bins) or 1
-    width = BAR_W / len(bins)
-    bars = []
-    for i, b in enumerate(bins):
-        count = b.get("count", 0)
-        h = round(BAR_H * count / top, 2)
-        tip = f"[{fmt_float(b.get('low'))}, {fmt_float(b.get('high'))}): {fmt_int(count)}"
-        bars.append(
-            f'<rect class="bar"{attrs(data_count=count)} x="{i * width:.2f}" '
-            f'y="{BAR_H - h:.2f}" width="{max(width - 1, 0.5):.2f}" height="{h}">'
-            f"<title>{escape(tip)}</title></rect>"
+def histograms(
+    chart_ids: list[str],
+    bin_lists: list[list[dict]],
+    last: Any = None,
+    classes: list[str] | None = None,
+    means: list[float | None] | None = None,
+    width: int = HIST_W,
+) -> list[str]:
+    """One histogram per split (ids, bins, CSS classes and means in the same order), all on one
+    scale, so that they compare at a glance: one x axis, from the smallest bin's low to the
+    largest bin's high of all splits, each bar where its bin lies on it; bar heights are the
+    share of the split's values per unit of x, on one y scale (a bar's area is its share,
+    whatever the split's size or its bins' widths). The axis ends are labelled with the low and
+    `last` (an int feature's largest value, which the exclusive high bound of the last bin would
+    overstate by one), else the high; a dashed line marks each split's mean. Each is `width`
+    px wide."""
+    drawn = [b for b in bin_lists if b]
+    if not drawn:
+        return ['<span class="muted">no values</span>' for _ in bin_lists]
+    lo = min(b[0].get("low") for b in drawn)
+    hi = max(b[-1].get("high") for b in drawn)
+    span = hi - lo
+    narrowest = span / HISTOGRAM_MIN_BARS  # of a bin of one value, when the axis has a width
+
+    def x(value: float) -> float:
+        return width * (value - lo) / span if span else 0.0
+
+    def density(b: dict, total: int) -> float:
+        width = (b.get("high") - b.get("low")) or narrowest
+        return b.get("count", 0) / total / width if span else b.get("count", 0) / total
+
+    totals = [sum(b.get("count", 0) for b in bins) or 1 for bins in bin_lists]
+    top = max(density(b, t) for bins, t in zip(bin_lists, totals) for b in bins) or 1
+    high_label = fmt_float(hi if last is None else last)
+    out = []
+    for i, (chart_id, bins, total) in enumerate(zip(chart_ids, bin_lists, totals)):
+        if not bins:
+            out.append('<span class="muted">no values</span>')
+            continue
+        bars = []
+        for b in bins:
+            count, low, high = b.get("count", 0), b.get("low"), b.get("high")
+            h = round(HIST_H * density(b, total) / top, 2)
+            left, right = (
+                (x(low), x(high if high > low else low + narrowest)) if span else (0, width)
+            )
+            tip = (
+                f"[{fmt_float(low)}, {fmt_float(high)}): {fmt_int(count)} "
+                f"({100 * count / total:.1f} %)"
+            )
+            bars.append(
+                f'<rect class="bar"{attrs(data_count=count)} x="{left:.2f}" '
+                f'y="{HIST_H - h:.2f}" width="{max(right - left - 1, 0.5):.2f}" height="{h}">'
+                f"<title>{escape(tip)}</title></rect>"
+            )
+        mean = means[i] if means else None
+        if mean is not None and span:
+            bars.append(
+                f'<line class="mean" x1="{x(mean):.2f}" x2="{x(mean):.2f}" y1="0" '
+                f'y2="{HIST_H}"><title>mean {escape(fmt_float(mean))}</title></line>'
+            )
+        labels = (
+            f'<text x="0" y="{HIST_H + 12}">{escape(fmt_float(lo))}</text>'
+            f'<text x="{width}" y="{HIST_H + 12}" text-anchor="end">{escape(high_label)}</text>'
         )
-    low = fmt_float(bins[0].get("low"))
-    high = fmt_float(bins[-1].get("high") if last is None else last)
-    labels = (
-        f'<text x="0" y="{BAR_H + 12}">{escape(low)}</text>'
-        f'<text x="{BAR_W}" y="{BAR_H + 12}" text-anchor="end">{escape(high)}</text>'
-    )
+        css = f"histogram {classes[i]}" if classes else "histogram"
+        out.append(
+            f'<svg class="{escape(css)}" id="{escape(chart_id)}" width="{width}" '
+            f'height="{HIST_H + 16}" viewBox="0 0 {width} {HIST_H + 16}">'
+            f"{''.join(bars)}{labels}</svg>"
+        )
+    return out
+
+
+def share_bars(
+    chart_id: str,
+    rows: list[tuple[str, int | None, float | None]],
+    scale: float,
+    labels: bool,
+    css_class: str = "",
+    bar_w: int = SHARE_BAR_W,
+) -> str:
+    """Horizontal bars of one split's values: a row per (value, count, share of the split's
+    values) in the given order, the share as text; the bars' widths to the scale of `scale`
+    (the largest share of any split shown beside, so that splits compare). A count of None (a
+    value this split's statistics did not count) shows as "–". With `labels`, the values
+    first (the leftmost of the splits shown side by side)."""
+    label_w = SHARE_LABEL_W if labels else 0
+    parts = []
+    for i, (value, count, share) in enumerate(rows):
+        y = i * ROW_H
+        value = clip(value)  # the page stays small whatever the data
+        shown = value or '""'  # the empty string, shown as such
+        if labels:
+            parts.append(
+                f'<text x="{label_w - 4}" y="{y + 12}" text-anchor="end">'
+                f"{escape(short(shown, 18))}<title>{escape(shown)}</title></text>"
+            )
+        w = round(bar_w * share / (scale or 1), 2) if share else 0
+        text = "–" if share is None else f"{100 * share:.1f} %"
+        tip = f"{shown}: " + ("not counted" if count is None else f"{fmt_int(count)} ({text})")
+        parts.append(
+            f'<rect class="bar"{attrs(data_value=value, data_count=count, data_share=share)} '
+            f'x="{label_w}" y="{y + 2}" width="{w}" height="{ROW_H - 4}">'
+            f"<title>{escape(tip)}</title></rect>"
+            f'<text x="{label_w + w + 4}" y="{y + 12}">{escape(text)}</text>'
+        )
+    width, height = label_w + bar_w + 48, ROW_H * len(rows)
+    css = f"shares {css_class}".strip()
     return (
-        f'<svg class="histogram" id="{escape(chart_id)}" width="{BAR_W}" height="{BAR_H + 16}" '
-        f'viewBox="0 0 {BAR_W} {BAR_H + 16}">{"".join(bars)}{labels}</svg>'
+        f'<svg class="{escape(css)}" id="{escape(chart_id)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">{"".join(parts)}</svg>'
     )
 
 
-def top_values(chart_id: str, top: list[dict], total: int | None = None) -> str:
+def top_values(
+    chart_id: str, top: list[dict], total: int | None = None, css_class: str = ""
+) -> str:
     """Horizontal bars, one per value in the given order, with the value and its count."""
     if not top:
         return '<span class="muted">no values</span>'
@@ -109,13 +200,16 @@ def top_values(chart_id: str, top: list[dict], total: int | None = None) -> str:
             f'<text x="{label_w + w + 4}" y="{y + 12}">{escape(text)}</text>'
         )
     width, height = label_w + bar_w + 90, ROW_H * len(top)
+    css = f"top-values {css_class}".strip()
     return (
-        f'<svg class="top-values" id="{escape(chart_id)}" width="{width}" height="{height}" '
+        f'<svg class="{escape(css)}" id="{escape(chart_id)}" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}">{"".join(rows)}</svg>'
     )
 
 
-def bar_chart(chart_id: str, values: list[int], tips: list[str], top: int | None = None) -> str:
+def bar_chart(
+    chart_id: str, values: list[int], tips: list[str], top: int | None = None, css_class: str = ""
+) -> str:
     """Vertical bars of `values` (e.g. shard sizes) in their order, with a tooltip each; their
     heights to the scale of `top` (several charts on one scale), else of the largest value."""
     if not values:
@@ -128,8 +222,9 @@ def bar_chart(chart_id: str, values: list[int], tips: list[str], top: int | None
         f'height="{BAR_H * v / top:.2f}"><title>{escape(tip)}</title></rect>'
         for i, (v, tip) in enumerate(zip(values, tips))
     )
+    css = f"bars {css_class}".strip()
     return (
-        f'<svg class="bars" id="{escape(chart_id)}" width="{BAR_W}" height="{BAR_H}" '
+        f'<svg class="{escape(css)}" id="{escape(chart_id)}" width="{BAR_W}" height="{BAR_H}" '
         f'viewBox="0 0 {BAR_W} {BAR_H}">{bars}</svg>'
     )
 
@@ -234,6 +329,3 @@ def _ports(
         for i, edge in enumerate(node_edges):
             ports[edge] = centre[node][0] + (i - (len(node_edges) - 1) / 2) * step
     return ports
-
-
-# --- small helpers -------------------------------------------------------------------------

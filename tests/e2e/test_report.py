@@ -1,5 +1,6 @@
 """The ETL's run report and statistics for a fixture run: the numbers are the manifest's and the
-shards', and the page renders in headless Chromium."""
+shards', and the page renders in headless Chromium, short, with each feature's splits side by
+side."""
 
 from __future__ import annotations
 
@@ -10,12 +11,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from pipelines.etl import run
+from pipelines.report.page import render
 from tests.services.chromium import distinct_colours
+from transforms.contract.manifest import Manifest
+from transforms.contract.report import COLOURS
 from transforms.progress import FINISHING
 
 ROWS = 400
+# The rendered report of the fixture run, 1,200 px wide, ends above this many px. Measured here
+# (Debian's Chromium 156): 2,770 px; the layout before, each split's statistics listed after the
+# other's, 3,330 px for the same run. The bound leaves ~10 % for other fonts and fails if the
+# features go back to one split after another.
+MAX_REPORT_HEIGHT = 3_100
+WINDOW = (1200, 3600)  # taller than the page, so that its end shows
 
 
 class _Page(HTMLParser):
@@ -136,6 +147,7 @@ def test_the_report_holds_the_manifests_numbers_and_the_graph(dataset):
         assert float(v[f"stat-{split}-size-mean"]) == pytest.approx(mean)
         assert f"hist-{split}-size" in page.ids and f"top-{split}-colour" in page.ids
         assert f"label-{split}" in page.ids  # the label's balance
+    assert {f"feature-{f}" for f in ("id", "size", "colour", "label")} <= page.ids  # a card each
     assert float(v["summary-elapsed"]) > 0
     assert int(v["stage-0-records"]) == ROWS + 2  # read, validated and encoded
     html = (dataset / "report.html").read_text()
@@ -152,7 +164,100 @@ def test_the_report_holds_the_manifests_numbers_and_the_graph(dataset):
     assert len(page.nodes) >= len(steps) and len(page.edges) >= len(steps) - 1
 
 
+def _content_height(png: Path) -> int:
+    """The row below the lowest pixel that is not white: the page's rendered height."""
+    with Image.open(png) as image:
+        grey = image.convert("L").point(lambda v: 255 if v >= 250 else 0)
+        box = Image.eval(grey, lambda v: 255 - v).getbbox()  # of the non-white pixels
+    return box[3] if box else 0
+
+
+def _runs(row: list, colour: tuple, at_least: int) -> list[tuple[int, int]]:
+    """The (first, last) x of each run of at least `at_least` pixels of `colour` in `row`."""
+    runs, start = [], None
+    for x, pixel in enumerate([*row, None]):
+        if pixel == colour and start is None:
+            start = x
+        elif pixel != colour and start is not None:
+            if x - start >= at_least:
+                runs.append((start, x - 1))
+            start = None
+    return runs
+
+
+def _rgb(colour: str) -> tuple[int, int, int]:
+    return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+
+
 @pytest.mark.slow
-def test_the_report_renders_in_headless_chromium(dataset, chromium, tmp_path):
-    png = chromium.screenshot(dataset / "report.html", tmp_path / "report.png", 1200, 2400)
+def test_the_report_renders_in_headless_chromium_and_stays_short(dataset, chromium, tmp_path):
+    png = chromium.screenshot(dataset / "report.html", tmp_path / "report.png", *WINDOW)
+    assert distinct_colours(png) > 16
+    height = _content_height(png)
+    assert 1_000 < height < MAX_REPORT_HEIGHT, height
+
+
+def _side_by_side_page() -> tuple[Manifest, dict]:
+    """A dataset of two splits and two features: a number whose histogram is flat in both
+    splits (every bar the same height), and a string of two values, half and half."""
+    manifest = Manifest.from_dict({
+        "format_version": 1, "name": "side-by-side", "created": "2026-11-26T10:00:00Z",
+        "sources": {"rows": {"format": "csv", "records": 400, "ignored_fields": {}}},
+        "splits": {split: {"records": n, "files": []} for split, n in (("train", 300),
+                                                                        ("eval", 100))},
+        "rejected": {"records": 0, "reasons": {}, "files": []},
+        "duplicates": 0,
+        "features": {"x": {"type": "float", "shape": []}, "s": {"type": "string", "shape": []}},
+        "label": None,
+    })  # fmt: skip
+
+    def split(n: int) -> dict:
+        bins = [{"low": 10.0 * i, "high": 10.0 * (i + 1), "count": n // 4} for i in range(4)]
+        x = {
+            "type": "float",
+            "records": n,
+            "missing": 0,
+            "missing_rate": 0.0,
+            "values": n,
+            "min": 0.0,
+            "max": 40.0,
+            "mean": 20.0,
+            "std": 11.5,
+            "histogram": bins,
+        }
+        s = {
+            "type": "string",
+            "records": n,
+            "missing": 0,
+            "missing_rate": 0.0,
+            "values": n,
+            "distinct": 2,
+            "distinct_exact": True,
+            "length": {"min": 1, "max": 1, "mean": 1.0},
+            "top": [{"value": "a", "count": n // 2}, {"value": "b", "count": n // 2}],
+        }
+        return {"records": n, "features": {"x": x, "s": s}}
+
+    return manifest, {"format_version": 1, "splits": {"train": split(300), "eval": split(100)}}
+
+
+@pytest.mark.slow
+def test_a_feature_s_splits_are_drawn_side_by_side(chromium, tmp_path):
+    manifest, statistics = _side_by_side_page()
+    page = tmp_path / "report.html"
+    page.write_text(render(manifest, statistics))
+    png = chromium.screenshot(page, tmp_path / "report.png", 1200, 1200)
+    train, eval_ = _rgb(COLOURS[0]), _rgb(COLOURS[1])
+    with Image.open(png) as image:
+        rgb = image.convert("RGB")
+        pixels, (width, height) = rgb.load(), rgb.size
+        bands = []  # rows where train's bars and eval's, to their right, are both drawn
+        for y in range(height):
+            row = [pixels[x, y] for x in range(width)]
+            bars = {c: _runs(row, c, at_least=30) for c in (train, eval_)}  # not the swatches
+            if bars[train] and bars[eval_] and bars[eval_][0][0] > bars[train][-1][1]:
+                bands.append(y)
+    # the two histograms (44 px, every bar full height) and the two rows of shares (12 px each),
+    # less a row at an edge that falls between two pixels
+    assert len(bands) >= 44 + 2 * 12 - 3, bands
     assert distinct_colours(png) > 16

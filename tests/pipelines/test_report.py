@@ -8,8 +8,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from pipelines.report.page import render
-from pipelines.report.svg import graph_layers
+from pipelines.report.page import TOP_ROWS, render
+from pipelines.report.shift import shifts
+from pipelines.report.svg import HIST_H, HIST_W, SHARE_BAR_W, graph_layers
 from transforms.contract.manifest import Manifest
 from transforms.contract.report import CSS
 
@@ -106,14 +107,23 @@ def _sized(kind: str, records: int, missing: int, lo: int, hi: int, mean: float)
     }  # fmt: skip
 
 
-def _split_stats(records: int, species: list[tuple[str, int]]) -> dict:
+def _split_stats(
+    records: int,
+    species: list[tuple[str, int]],
+    island: list[tuple[str, int]],
+    sex: tuple[int, list[tuple[str, int]]],
+    comment: tuple[int, list[tuple[str, int]]],
+    flipper: tuple[float, float, float, list[int]] = (172.0, 231.0, 200.9, [5, 50, 30, 80]),
+    bill_mean: float = 43.9,
+) -> dict:
+    lo, hi, mean, counts = flipper
     return {
         "records": records,
         "features": {
             "bill_length_mm": _number(
-                records, records // 80, 32.1, 59.6, 43.9, 5.4, [12, 40, 95, 3, 0, 1]
+                records, records // 80, 32.1, 59.6, bill_mean, 5.4, [12, 40, 95, 3, 0, 1]
             ),
-            "flipper_mm": _number(records, 0, 172.0, 231.0, 200.9, 14.1, [5, 50, 30, 80]),
+            "flipper_mm": _number(records, 0, lo, hi, mean, 14.1, counts),
             "body_mass_g": {
                 "type": "float",
                 "records": records,
@@ -127,11 +137,9 @@ def _split_stats(records: int, species: list[tuple[str, int]]) -> dict:
                 "histogram": [],
             },  # fmt: skip
             "year": _number(records, 0, 2007, 2009, 2008.1, 0.8, [300, 250, 240], kind="int"),
-            "island": _string(records, 0, [("Biscoe", 400), ("Dream", 300), ("Torgersen", 92)]),
-            "sex": _string(records, records // 32, [("male", 390), ("female", 377)]),
-            "comment": _string(
-                records, records * 7 // 8, [(SCRIPT, 50), ("calm", 42)], 61, exact=False
-            ),
+            "island": _string(records, 0, island),
+            "sex": _string(records, sex[0], sex[1]),
+            "comment": _string(records, comment[0], comment[1], 61, exact=False),
             "photo": _sized("image", records, 3, 100, 5000, 1234.5),
             "thumbnail": _sized("image", records, 0, 80, 900, 410.0),
             "raw": _sized("bytes", records, records, 0, 0, 0.0),
@@ -140,11 +148,42 @@ def _split_stats(records: int, species: list[tuple[str, int]]) -> dict:
     }
 
 
+# Two splits alike: no rule of pipelines.report.shift fires.
+TRAIN = _split_stats(
+    792,
+    species=[("Adelie", 350), ("Gentoo", 282), ("Chinstrap", 160)],
+    island=[("Biscoe", 400), ("Dream", 300), ("Torgersen", 92)],
+    sex=(24, [("male", 390), ("female", 378)]),
+    comment=(693, [(SCRIPT, 50), ("calm", 42)]),
+)
 STATISTICS = {
     "format_version": 1,
     "splits": {
-        "train": _split_stats(792, [("Adelie", 350), ("Gentoo", 282), ("Chinstrap", 160)]),
-        "eval": _split_stats(200, [("Gentoo", 90), ("Adelie", 70), ("Chinstrap", 40)]),
+        "train": TRAIN,
+        "eval": _split_stats(
+            200,
+            species=[("Gentoo", 90), ("Adelie", 70), ("Chinstrap", 40)],
+            island=[("Dream", 76), ("Biscoe", 101), ("Torgersen", 23)],
+            sex=(6, [("male", 98), ("female", 96)]),
+            comment=(175, [(SCRIPT, 13), ("calm", 10)]),
+            flipper=(180.0, 231.0, 206.2, [10, 20, 30, 40]),
+        ),
+    },
+}
+# Eval unlike train: bill_length_mm's mean 6.0 (1.1 std) higher, no Torgersen on the island,
+# sex missing in 30 % of the records (3 % in train).
+SHIFTED = {
+    "format_version": 1,
+    "splits": {
+        "train": TRAIN,
+        "eval": _split_stats(
+            200,
+            species=[("Gentoo", 90), ("Adelie", 70), ("Chinstrap", 40)],
+            island=[("Biscoe", 110), ("Dream", 90)],
+            sex=(60, [("male", 71), ("female", 69)]),
+            comment=(175, [(SCRIPT, 13), ("calm", 10)]),
+            bill_mean=49.9,
+        ),
     },
 }
 GRAPH = {
@@ -201,7 +240,7 @@ class _Elements(HTMLParser):
         if tag == "svg":
             self._svg = a.get("id")
         self.tags.append((tag, a, self._svg))
-        if tag not in ("rect", "path", "meta", "br") or "id" in a:
+        if tag not in ("meta", "br"):  # void elements, never closed
             self._open.append((tag, a.get("id")))
             if a.get("id"):
                 self.text.setdefault(a["id"], "")
@@ -341,7 +380,7 @@ def test_top_values_appear_in_order_with_bars(doc):
     assert widths[0] > widths[1] > widths[2] > 0
     assert doc.value("stat-train-island-distinct") == "3"
     assert doc.text["stat-train-comment-distinct"] == "≈ 61"
-    assert doc.text["sampled-train-comment"] == "of a sample of the values"  # not exact
+    assert doc.text["sampled-train-comment"] == "sampled"  # shares of a sample of the values
     assert "sampled-train-island" not in doc.text
     assert doc.text["stat-eval-sex-length_max"] == "6"
 
@@ -487,7 +526,226 @@ def test_an_int_histogram_ends_at_the_largest_value(page):
 
 
 def test_the_empty_string_is_shown_as_such():
-    stats = {"format_version": 1, "splits": {"train": _split_stats(792, [("", 500), ("x", 292)])}}
+    train = _split_stats(792, [("", 500), ("x", 292)], [("a", 792)], (0, [("m", 792)]),
+                         (0, [("c", 792)]))  # fmt: skip
+    stats = {"format_version": 1, "splits": {"train": train}}
     doc = _Elements(render(MANIFEST, stats, GRAPH, TIMINGS))
     labels = doc.text["label-train"]
     assert '""' in labels
+
+
+# --- one card per feature, its splits side by side -------------------------------------------
+
+FEATURE_ORDER = ["bill_length_mm", "flipper_mm", "body_mass_g", "year", "island", "sex",
+                 "comment", "photo", "thumbnail", "raw", "species"]  # fmt: skip
+
+
+def _card(page: str, feature: str) -> _Elements:
+    """The elements of one feature's card."""
+    start = page.index(f'<div class="feature" id="feature-{feature}"')
+    ends = [page.find('<div class="feature"', start + 1), page.find("</section>", start)]
+    ends = [i for i in ends if i > 0]
+    return _Elements(page[start : min(ends)])
+
+
+def _splits_of(card: _Elements, tag: str) -> list[str]:
+    return [a["data-split"] for t, a, _ in card.tags if t == tag and "data-split" in a]
+
+
+def test_each_feature_is_one_card_with_its_splits_side_by_side(page, doc):
+    cards = [a["data-feature"] for t, a, _ in doc.tags if t == "div" and "data-feature" in a]
+    assert cards == FEATURE_ORDER  # the manifest's order
+    for feature in FEATURE_ORDER:
+        card = _card(page, feature)
+        assert _splits_of(card, "tr") == ["train", "eval"], feature  # one table, a row each
+        charts = _splits_of(card, "figure")
+        sized = feature in ("photo", "thumbnail", "raw")
+        assert charts == ([] if sized else ["train", "eval"]), feature  # side by side
+    assert page.count('<div class="feature"') == len(FEATURE_ORDER)
+    assert page.count("<h3>") == 0  # no split after split
+
+
+def test_a_number_s_table_holds_each_split_s_statistics(doc):
+    stats = ("records", "missing", "missing_rate", "mean", "std", "min", "max")
+    assert {s: doc.value(f"stat-eval-flipper_mm-{s}") for s in stats} == {
+        "records": "200", "missing": "0", "missing_rate": "0.0", "mean": "206.2", "std": "14.1",
+        "min": "180.0", "max": "231.0",
+    }  # fmt: skip
+    assert {s: doc.value(f"stat-train-bill_length_mm-{s}") for s in stats} == {
+        "records": "792", "missing": "9", "missing_rate": "0.011363636363636364", "mean": "43.9",
+        "std": "5.4", "min": "32.1", "max": "59.6",
+    }  # fmt: skip
+    assert doc.text["stat-train-bill_length_mm-records"] == "792"
+    assert doc.text["stat-eval-bill_length_mm-missing_rate"] == "1.00 %"  # 2 of 200
+    assert doc.text["stat-eval-flipper_mm-min"] == "180"
+
+
+def _svg_texts(page: str, svg_id: str) -> list[str]:
+    """The `<text>` labels of the svg `svg_id` (not the bars' tooltips)."""
+    svg = page[page.index(f'id="{svg_id}"') :]
+    svg = svg[: svg.index("</svg>")]
+    return [
+        re.sub(r"<title>.*?</title>", "", t) for t in re.findall(r"<text[^>]*>(.*?)</text>", svg)
+    ]
+
+
+def test_a_number_s_histograms_share_one_scale(page, doc):
+    # train: 4 bins over [172, 231], 165 values; eval: 4 bins over [180, 231], 100 values
+    span = 231.0 - 172.0
+    train = [(172.0 + i * 14.75, 14.75, c / 165) for i, c in enumerate([5, 50, 30, 80])]
+    eval_ = [(180.0 + i * 12.75, 12.75, c / 100) for i, c in enumerate([10, 20, 30, 40])]
+    top = max(share / width for _, width, share in train + eval_)  # train's last bar
+    for split, bins in (("train", train), ("eval", eval_)):
+        bars = doc.bars(f"hist-{split}-flipper_mm")
+        assert [float(b["x"]) for b in bars] == pytest.approx(
+            [HIST_W * (low - 172.0) / span for low, _, _ in bins], abs=0.01
+        )
+        assert [float(b["height"]) for b in bars] == pytest.approx(
+            [HIST_H * share / width / top for _, width, share in bins], abs=0.01
+        )
+    assert float(doc.bars("hist-train-flipper_mm")[-1]["height"]) == HIST_H
+    assert float(doc.bars("hist-eval-flipper_mm")[0]["x"]) == pytest.approx(27.12, abs=0.01)
+    for split in ("train", "eval"):  # both axes from 172 to 231
+        assert _svg_texts(page, f"hist-{split}-flipper_mm") == ["172", "231"]
+
+
+def test_a_string_s_values_keep_train_s_order_in_every_split(page, doc):
+    train = doc.bars("top-train-island")
+    eval_ = doc.bars("top-eval-island")  # eval counts Dream first: shown in train's order
+    assert [b["data-value"] for b in eval_] == [b["data-value"] for b in train] == [
+        "Biscoe", "Dream", "Torgersen",
+    ]  # fmt: skip
+    assert [(b["data-count"], b["data-share"]) for b in eval_] == [
+        ("101", "0.505"), ("76", "0.38"), ("23", "0.115"),
+    ]  # fmt: skip
+    widest = 400 / 792  # the largest share of either split: one scale for both
+    assert float(train[0]["width"]) == SHARE_BAR_W
+    assert float(eval_[0]["width"]) == pytest.approx(SHARE_BAR_W * 0.505 / widest, abs=0.01)
+    assert _svg_texts(page, "top-train-island") == [
+        "Biscoe", "50.5 %", "Dream", "37.9 %", "Torgersen", "11.6 %",
+    ]  # fmt: skip
+    assert _svg_texts(page, "top-eval-island") == ["50.5 %", "38.0 %", "11.5 %"]  # no labels
+
+
+def test_values_only_another_split_counts_come_after_train_s():
+    train = _split_stats(792, [("Adelie", 792)], [("Biscoe", 500), ("Dream", 292)],
+                         (0, [("male", 792)]), (0, [("calm", 792)]))  # fmt: skip
+    island = [("Dream", 100), ("Biscoe", 60), ("Torgersen", 40)]
+    eval_ = _split_stats(200, [("Adelie", 200)], island, (0, [("male", 200)]), (0, [("calm", 200)]))
+    # train counts all its values (2 distinct): Torgersen is known absent there
+    doc = _Elements(render(MANIFEST, {"splits": {"eval": eval_, "train": train}}))
+    for split, counts in (("train", ["500", "292", "0"]), ("eval", ["60", "100", "40"])):
+        bars = doc.bars(f"top-{split}-island")
+        assert [b["data-value"] for b in bars] == ["Biscoe", "Dream", "Torgersen"]
+        assert [b["data-count"] for b in bars] == counts
+    # a sample of the values: one it did not count is unknown, neither 0 nor a share
+    train["features"]["island"].update(distinct=40, distinct_exact=False)
+    page = render(MANIFEST, {"splits": {"train": train, "eval": eval_}})
+    unknown = _Elements(page).bars("top-train-island")[2]
+    assert "data-count" not in unknown and "data-share" not in unknown
+    assert _svg_texts(page, "top-train-island")[-2:] == ["Torgersen", "–"]
+
+
+def test_a_string_lists_its_most_frequent_values_only():
+    many = [(f"v{i:02d}", 100 - i) for i in range(15)]
+    train = _split_stats(1395, many, many, (0, many), (0, many))
+    page = render(MANIFEST, {"splits": {"train": train}})
+    bars = _Elements(page).bars("top-train-island")
+    assert [b["data-value"] for b in bars] == [f"v{i:02d}" for i in range(TOP_ROWS)]
+    assert '<figcaption>train <span class="muted">top 10 of 15</span></figcaption>' in page
+
+
+def test_splits_alike_raise_no_flag(page):
+    assert 'class="flagged"' not in page
+    assert 'id="shifts-' not in page
+    assert "Split eval differs" not in page
+
+
+def test_a_split_unlike_train_is_flagged_in_its_cards_and_the_banner():
+    page = render(MANIFEST, SHIFTED, GRAPH, TIMINGS)
+    doc = _Elements(page)
+    flagged = {
+        feature: [a["data-split"] for t, a, _ in _card(page, feature).tags
+                  if t == "tr" and a.get("class") == "flagged"]
+        for feature in FEATURE_ORDER
+    }  # fmt: skip
+    assert {f: splits for f, splits in flagged.items() if splits} == {
+        "bill_length_mm": ["eval"], "island": ["eval"], "sex": ["eval"],  # never train
+    }  # fmt: skip
+    rules = {
+        f: [(a["data-split"], a["data-rule"]) for t, a, _ in _card(page, f).tags if t == "li"]
+        for f in ("bill_length_mm", "island", "sex")
+    }
+    assert rules == {
+        "bill_length_mm": [("eval", "mean")],
+        "island": [("eval", "absent")],
+        "sex": [("eval", "missing")],
+    }
+    assert (
+        doc.text["shifts-bill_length_mm"] == "eval: mean 49.9, 1.1 std from train's 43.9 (std 5.4)"
+    )
+    assert doc.text["shifts-island"] == 'eval: "Torgersen" is absent, 11.6 % of train\'s values'
+    assert doc.text["shifts-sex"] == "eval: 30.0 % of its records have no value, 3.0 % in train"
+    assert doc.by_id("shifts-island")["class"] == "banner"  # the warning style
+    banner = doc.text["warnings"]
+    assert (
+        "Split eval differs a lot from train in 3 features: bill_length_mm, island, sex." in banner
+    )
+    links = [a["href"] for t, a, _ in doc.tags if t == "a" and a.get("href", "").startswith(
+        "#feature-")]  # fmt: skip
+    assert links == ["#feature-bill_length_mm", "#feature-island", "#feature-sex"]
+
+
+SHIFT_CASES = [
+    # (what, train's statistics, eval's, the rules that fire)
+    ("mean 0.51 std away", {"mean": 10.0, "std": 2.0}, {"mean": 11.02}, ["mean"]),
+    ("mean 0.49 std away", {"mean": 10.0, "std": 2.0}, {"mean": 9.02}, []),
+    ("constant train, other mean", {"mean": 3.0, "std": 0.0}, {"mean": 3.5}, ["mean"]),
+    ("constant train, same mean", {"mean": 3.0, "std": 0.0}, {"mean": 3.0}, []),
+    ("missing rate 11 points higher", {"missing_rate": 0.02}, {"missing_rate": 0.13}, ["missing"]),
+    ("missing rate 9 points lower", {"missing_rate": 0.5}, {"missing_rate": 0.41}, []),
+]
+
+
+@pytest.mark.parametrize(("what", "train", "other", "rules"), SHIFT_CASES,
+                         ids=[c[0] for c in SHIFT_CASES])  # fmt: skip
+def test_shift_rules_for_numbers(what, train, other, rules):
+    base = {"type": "float", "missing_rate": 0.0, "mean": 0.0, "std": 1.0}
+    found = shifts("x", {**base, **train}, "eval", {**base, **other})
+    assert [f.rule for f in found] == rules
+
+
+def _values(values: int, top: dict[str, int], distinct=None, exact=True) -> dict:
+    return {
+        "type": "string", "missing_rate": 0.0, "values": values, "distinct_exact": exact,
+        "distinct": len(top) if distinct is None else distinct,
+        "top": [{"value": v, "count": c} for v, c in top.items()],
+    }  # fmt: skip
+
+
+STRING_CASES = [
+    # a value absent from eval (100 values): flagged when train's share predicts 5 or more there
+    ("absent, 5 expected", _values(1000, {"a": 950, "b": 50}), _values(100, {"a": 100}),
+     [("absent", '"b" is absent, 5.0 % of train\'s values')]),
+    ("absent, 4 expected", _values(1000, {"a": 960, "b": 40}), _values(100, {"a": 100}), []),
+    # eval's counts are a sample: "b" may be among the values it did not count
+    ("absent from a sample", _values(1000, {"a": 950, "b": 50}),
+     _values(100, {"a": 100}, distinct=30, exact=False), []),
+    ("absent from more values than listed", _values(1000, {"a": 950, "b": 50}),
+     _values(100, {"a": 100}, distinct=25), []),
+    ("new in eval", _values(1000, {"a": 1000}), _values(100, {"a": 90, "c": 10}),
+     [("absent", '"c" is 10.0 % of its values, absent from train')]),
+    ("share 21 points apart", _values(100, {"a": 50, "b": 50}), _values(100, {"a": 71, "b": 29}),
+     [("share", '"a" is 71.0 % of its values, 50.0 % in train'),
+      ("share", '"b" is 29.0 % of its values, 50.0 % in train')]),
+    ("share 19 points apart", _values(100, {"a": 50, "b": 50}), _values(100, {"a": 69, "b": 31}),
+     []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "train", "other", "expected"), STRING_CASES,
+                         ids=[c[0] for c in STRING_CASES])  # fmt: skip
+def test_shift_rules_for_strings(what, train, other, expected):
+    found = shifts("x", train, "eval", other)
+    assert [(f.rule, f.text) for f in found] == expected
+    assert all((f.split, f.feature, f.train) == ("eval", "x", "train") for f in found)

@@ -429,7 +429,8 @@ def test_report_ids_are_unique_for_every_feature_name_and_point_to_its_numbers()
     manifest = _manifest(
         {n: s["type"] for n, s in features.items()}, ignored={n: i for i, n in enumerate(NAMES)}
     )
-    doc = _Ids(render(manifest, statistics))
+    page = render(manifest, statistics)
+    doc = _Ids(page)
     ids = doc.ids()
     assert [i for i, n in Counter(ids).items() if n > 1] == []
     by_id = {a["id"]: a for _, a, _ in doc.tags if "id" in a}
@@ -438,10 +439,10 @@ def test_report_ids_are_unique_for_every_feature_name_and_point_to_its_numbers()
         assert by_id[f"source-s-ignored-{part}"]["data-value"] == str(i)
         chart = f"{'hist' if i % 2 else 'top'}-train-{part}"
         assert chart in by_id
-    # each number sits in the row of its feature
-    for i, name in enumerate(NAMES):
-        row = next(r for r in doc.rows if r and r[0] == name)
-        assert row[2] == str(i)  # name, type, missing
+    # each number sits in its feature's card
+    for i, (name, part) in enumerate(NAMES.items()):
+        card = page[page.index(f'id="feature-{part}"') :].split('<div class="feature"', 1)[0]
+        assert f'id="stat-train-{part}-missing" data-value="{i}"' in card
 
 
 def test_a_very_long_name_gets_a_short_id_of_its_own():

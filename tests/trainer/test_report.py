@@ -235,3 +235,34 @@ def test_render_lists_the_model_inputs_the_features_left_out_and_the_accelerator
     assert '<td data-key="mixed_precision">bfloat16</td>' in page
     assert 'data-key="steps_per_execution" data-value="32"' in page
     assert "Model inputs" not in render(METRICS, HISTORY, None)  # older metrics.json
+
+
+def test_skipped_corrupt_records_show_in_the_etl_report_s_banner():
+    metrics = {**METRICS, "skipped_records": 3, "corrupt_files": ["/d/train-00001.tfrecord"]}
+
+    page = render(metrics, HISTORY, None)
+
+    banner = re.search(r'<div class="banner" id="warnings">(.*?)</div>', page)[1]
+    assert banner == (
+        "<strong>Check</strong><ul><li>3 corrupt records were skipped, in 1 file: "
+        "/d/train-00001.tfrecord.</li></ul>"
+    )
+    assert page.index('id="warnings"') < page.index("<h2>Run</h2>")
+    assert 'id="warnings"' not in render(METRICS, HISTORY, None)  # none skipped
+
+
+def test_splits_read_train_first_as_in_the_etl_report():
+    metrics = {**METRICS, "test": {"loss": 0.5, "accuracy": 0.75}}
+    summary = {"name": "penguins", "splits": {"eval": 200, "test": 50, "train": 790}}
+
+    page = render(metrics, HISTORY, summary)
+
+    head = re.search(r'<table class="final"><thead>(.*?)</thead>', page)[1]
+    assert re.findall(r"<th[^>]*>(\w+)</th>", head) == ["metric", "train", "eval", "test"]
+    cells = _Cells(page)
+    assert cells.values[(None, "test.loss")] == 0.5
+    assert cells.values[(None, "test.accuracy")] == 0.75
+    assert "<td>train 790, eval 200, test 50</td>" in page
+    assert (
+        "test" not in re.search(r'<table class="final">.*?</table>', render(METRICS, [], None))[0]
+    )
