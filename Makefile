@@ -55,3 +55,12 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) out build *.egg-info
+
+# The documentation site (MkDocs + Material, mkdocs.yml): built strictly into site/; docs-serve
+# serves it on http://127.0.0.1:8000 and rebuilds on every change.
+.PHONY: docs docs-serve
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve --dev-addr 127.0.0.1:8000
