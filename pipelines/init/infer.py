@@ -241,8 +241,10 @@ def _is_label_name(name: str) -> bool:
 
 def guess_key(features: list[Feature], samples: list[Sample]) -> Guess:
     """A feature named like a key (id, *_id, key, ...) that every sampled record holds, with
-    a different value in each: sure when there is one. A key drops duplicate records and
-    drives the split."""
+    a different value in each. A key drops duplicate records and drives the split: it is sure
+    only when named as a record's own key (id, key, uuid, ...) or when every record was read;
+    `user_id` unique in a sample may well repeat in the rest of the data (a reference to
+    another table), which would drop records."""
     named = [
         f
         for f in features
@@ -261,12 +263,20 @@ def guess_key(features: list[Feature], samples: list[Sample]) -> Guess:
                 f"{'repeats' if repeats == 1 else 'repeat'} an earlier value{where}: a key "
                 "drops duplicate records"
             )
-        else:
+        elif f.name.lower() in _KEY_NAMES or all(s.whole for s in samples):
             return Guess(
                 f.name,
                 True,
                 f"a different value in each of the {f.present} sampled records: duplicates of a "
                 "key are dropped, and the split follows the key",
+            )
+        else:
+            return Guess(
+                f.name,
+                False,
+                f"a different value in each of the {f.present} sampled records, but the rest "
+                "of the input was not read and a name like this may refer to another table: a "
+                "key drops records sharing a value",
             )
         first_reason = first_reason or (f.name, reason)
     if first_reason is not None:

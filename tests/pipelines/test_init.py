@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import fastavro
+import jsonschema
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -233,6 +234,11 @@ def files(tmp_path_factory) -> dict[str, Path]:
     return _write_files(tmp_path_factory.mktemp("init-data"))
 
 
+SCHEMA = jsonschema.Draft202012Validator(
+    json.loads((Path(__file__).parents[2] / "docs" / "config.schema.json").read_text())
+)
+
+
 def _init(*argv: str) -> int:
     return main(list(argv))
 
@@ -276,7 +282,9 @@ def test_each_format_gives_its_exact_features_options_key_and_label(name, files,
 
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_each_config_loads_and_accepts_every_record_of_its_file(name, inferred):
-    config_path, _, _ = inferred[name]
+    config_path, config, _ = inferred[name]
+    # what an editor checks the config with (docs/config.schema.json) accepts it too
+    assert list(SCHEMA.iter_errors(config)) == []
     dataset = load_config(str(config_path))
     source = dataset.sources[0]
     assert sample_report(dataset) == [
@@ -371,6 +379,18 @@ def test_a_unique_id_is_the_key_and_a_target_the_label(tmp_path):
     config, text = _written(tmp_path / "v.yaml")
     assert "key" not in config
     assert "\n# key: id " in text and "4 of 9 sampled records repeat an earlier value" in text
+
+
+def test_a_reference_like_key_unique_in_a_part_of_the_input_is_only_suggested(tmp_path):
+    # user_id is unique in the first 30 records sampled, but the file holds more: a key named
+    # like a reference to another table may repeat further on, and a key drops duplicates
+    rows = "".join(f"{i},{i % 3}\n" for i in range(5000))
+    (tmp_path / "events.csv").write_text("user_id,kind\n" + rows)
+    assert _init("--source", str(tmp_path / "events.csv"), "--sample", "30", "--output",
+                 str(tmp_path / "e.yaml")) == 0  # fmt: skip
+    config, text = _written(tmp_path / "e.yaml")
+    assert "key" not in config
+    assert "\n# key: user_id " in text and "the rest of the input was not read" in text
 
 
 def test_files_a_shell_expanded_become_one_glob_source(tmp_path, monkeypatch):

@@ -20,7 +20,8 @@ from pipelines.etl import run
 from tests.pipelines.test_every_source_workers import FIELDS, write_inputs
 from transforms.contract.manifest import Manifest, ManifestError
 from transforms.records import RawChunk, rejection
-from transforms.sources.read import ReadSource, first
+from transforms.sink.output import holds_dataset
+from transforms.sources.read import FirstRecords, ReadSource, first
 
 # a.csv: records at lines 2-7, the one at line 3 rejected (one field); b.csv: lines 2-5
 A_CSV = "id,name\n1,ann\n2\n3,cid\n4,dee\n5,eve\n6,fay\n"
@@ -78,26 +79,34 @@ def _chunk(*lines: int) -> RawChunk:
     return RawChunk("s", "f", {"x": [str(n) for n in lines]}, list(lines))
 
 
-def test_first_asks_a_reader_for_no_item_after_the_first_records():
+def _bad(line: int) -> dict:
+    return rejection("s", f"f:{line}", "bad", "x")
+
+
+@pytest.mark.parametrize(
+    "items, limit, taken",
+    [
+        # the rejected records of a chunk's stretch after it: the chunk at 5-6 says stop
+        ([_chunk(1, 2, 4), _bad(3), _chunk(5, 6), _chunk(7, 8)], 3, 2),
+        # rejected records met before the good ones of their stretch, which come with their
+        # chunk: 3 and 4 are not the first two records; the chunk at 7-8 says stop
+        ([_bad(3), _bad(4), _bad(5), _chunk(1, 2, 6), _chunk(7, 8), _chunk(9)], 2, 4),
+        # never a stop at a rejected record
+        ([_bad(1), _bad(2), _bad(3)], 1, 3),
+    ],
+    ids=["rejected after", "rejected before", "only rejected"],
+)
+def test_first_asks_a_reader_for_no_chunk_after_the_first_records(items, limit, taken):
     asked = []
 
     def reader():
-        for item in (
-            _chunk(1, 2, 4),
-            rejection("s", "f:3", "bad", "x"),  # of the chunk's stretch, after it
-            _chunk(5, 6),
-            _chunk(7, 8),
-        ):
+        for item in items:
             asked.append(item)
             yield item
 
-    got = list(first(reader(), 3))
-    assert [i.lines if isinstance(i, RawChunk) else i["location"] for i in got] == [
-        [1, 2, 4],
-        "f:3",
-    ]
-    assert len(asked) == 3  # the chunk at lines 5-6 told it to stop; 7-8 was never read
-    assert list(first(iter([_chunk(1), _chunk(2)]), None)) == [_chunk(1), _chunk(2)]
+    assert list(first(reader(), limit)) == items[:taken]
+    assert len(asked) == min(taken + 1, len(items))  # the item that said stop, never more
+    assert list(first(iter(items), None)) == items
 
 
 def test_the_manifest_limit_is_a_positive_integer():
@@ -112,6 +121,58 @@ def test_the_manifest_limit_is_a_positive_integer():
     for bad in (0, -1, "5", 2.0, True):
         with pytest.raises(ManifestError, match="limit: .* must be a positive integer"):
             Manifest.from_dict({**raw, "limit": bad})
+
+
+def test_a_partial_dataset_is_not_complete_for_skip_complete_and_backfills(tmp_path):
+    raw = {"format_version": 1, "name": "t", "features": {"a": {"type": "int"}}, "sources": {},
+           "splits": {}}  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(raw))
+    assert holds_dataset(str(tmp_path))
+    (tmp_path / "manifest.json").write_text(json.dumps({**raw, "limit": 5}))
+    assert not holds_dataset(str(tmp_path))
+
+
+def test_of_records_sharing_the_last_key_just_enough_are_kept():
+    # a BigQuery row's number is a hash of its content: identical rows share it
+    a = RawChunk("s", "bq", {"x": ["e", "s", "s"]}, [5, 7, 7])
+    b = RawChunk("s", "bq", {"x": ["s", "n"]}, [7, 9])
+    with TestPipeline(runner="FnApiRunner") as p:
+        chunks = p | "Chunks" >> beam.Create([a, b])
+        rejected = p | "Rejected" >> beam.Create([rejection("s", "bq:7", "bad", "s")])
+        kept, bad, counts = (chunks, rejected) | FirstRecords("s", 3)
+        rows = kept | beam.FlatMap(lambda c: list(zip(c.lines, c.values("x"))))
+        assert_that(rows, equal_to([(5, "e"), (7, "s"), (7, "s")]), label="Rows")
+        assert_that(bad, equal_to([]), label="Rejected")
+        assert_that(counts, equal_to([("read/s", 3)]), label="Counts")
+
+
+# b.jsonl: good records at lines 1, 2 and 6, bad ones at 3-5: met before the good ones are
+# handed over (their chunk comes later)
+B_JSONL = '{"id": 1}\n{"id": 2}\nx\ny\nz\n{"id": 6}\n'
+
+
+@pytest.mark.parametrize("split_bytes", [1 << 20, 12], ids=["whole files", "ranges"])
+@pytest.mark.parametrize(
+    "limit, lines, rejected", [(2, [1, 2], []), (4, [1, 2], [3, 4]), (6, [1, 2, 6], [3, 4, 5])]
+)
+def test_rejected_records_met_first_do_not_hide_the_first_good_ones(
+    tmp_path, split_bytes, limit, lines, rejected
+):
+    (tmp_path / "b.jsonl").write_text(B_JSONL)
+    raw = {
+        "name": "t",
+        "sources": [{"name": "s", "format": "jsonl", "path": "b.jsonl"}],
+        "features": {"id": {"type": "int"}},
+        "splits": {"train": 1.0},
+        "output": {"path": "out"},
+    }
+    source = parse_config(raw, base_dir=str(tmp_path)).sources[0]
+    with TestPipeline(runner="FnApiRunner") as p:
+        chunks, bad, counts = p | ReadSource(source, split_bytes, limit=limit)
+        assert_that(chunks | beam.FlatMap(lambda c: c.lines), equal_to(lines), label="Lines")
+        where = bad | beam.Map(lambda r: int(r["location"].rsplit(":", 1)[1]))
+        assert_that(where, equal_to(rejected), label="Rejected")
+        assert_that(counts, equal_to([("read/s", limit)]), label="Counts")
 
 
 @pytest.mark.slow

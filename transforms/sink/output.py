@@ -37,10 +37,12 @@ class PublishConflict(OutputError):
 class OutputState:
     """What OUTPUT holds: a dataset (its manifest's sha256 and `created`) or none; on object
     stores also the marker of a publication under way or killed (its text names the publisher's
-    staging folder) and the marker's generation (0: no marker)."""
+    staging folder) and the marker's generation (0: no marker). `partial`: the dataset is the
+    trial of `etl --limit` (its manifest's `limit`)."""
 
     dataset: str | None = None
     created: str | None = None
+    partial: bool = False
     marker: str | None = None
     marker_generation: int = 0
 
@@ -72,11 +74,13 @@ def check_output(output: str) -> None:
 
 
 def holds_dataset(output: str) -> bool:
-    """True when OUTPUT holds a complete shardflow dataset (its manifest.json)."""
+    """True when OUTPUT holds a complete shardflow dataset (its manifest.json): not the partial
+    one of `etl --limit`, which `--skip-complete` and a backfill do not skip."""
     try:
-        return output_state(output).dataset is not None
+        state = output_state(output)
     except OutputError:
         return False
+    return state.dataset is not None and not state.partial
 
 
 def output_state(output: str) -> OutputState:
@@ -125,8 +129,9 @@ def _dataset_state(output: str, data: bytes, **marker: Any) -> OutputState:
     problem = manifest_problem(data)
     if problem is not None:
         raise _not_ours(output, problem)
-    created = json.loads(data).get("created")
-    return OutputState(hashlib.sha256(data).hexdigest(), str(created), **marker)
+    raw = json.loads(data)
+    partial = raw.get("limit") is not None
+    return OutputState(hashlib.sha256(data).hexdigest(), str(raw.get("created")), partial, **marker)
 
 
 def remote_state(output: str) -> OutputState:

@@ -64,17 +64,20 @@ def first(items, limit: int | None):
     """A reader's chunks and rejected records of one file or range, until they hold the first
     `limit` records of it (None: all); the reader is not asked for more.
 
-    A reader yields its records in file order, except that it may yield the rejected records of
-    a chunk's stretch of the file after the chunk: items are taken until one holds only records
-    after the `limit` first ones seen. `FirstRecords` makes the exact cut.
+    A reader yields a rejected record when it meets it, but the good records before it only
+    with their chunk, later; or a whole chunk first and then the rejected records of its stretch
+    of the file. Either way, once a chunk holds only records after the first `limit` positions
+    seen, every record before them has been yielded: the reading stops there (never at a
+    rejected record). `FirstRecords` makes the exact cut.
     """
     if limit is None:
         yield from items
         return
     smallest: list[int] = []  # the first `limit` positions seen, once there are that many
     for item in items:
-        lines = item.lines if isinstance(item, RawChunk) else [record_key(item)[1]]
-        if len(smallest) == limit and lines and min(lines) > smallest[-1]:
+        is_chunk = isinstance(item, RawChunk)
+        lines = item.lines if is_chunk else [record_key(item)[1]]
+        if is_chunk and len(smallest) == limit and lines and min(lines) > smallest[-1]:
             return
         yield item
         smallest.extend(lines)
@@ -100,6 +103,9 @@ class FirstRecords(beam.PTransform):
     Each file or range hands over at most `limit` records (`first`), so a record among the first
     `limit` of the source is among the first `limit` of its file or range: every one of them is
     here, and the cut is the same whatever the ranges and workers.
+
+    Keys are unique but for BigQuery rows, numbered by a hash of their content: of the records
+    that share the last key kept (identical rows), just enough are kept to make `limit`.
     """
 
     def __init__(self, source_name: str, limit: int):
@@ -113,38 +119,79 @@ class FirstRecords(beam.PTransform):
             chunks | "ChunkKeys" >> beam.FlatMap(lambda c: [(c.path, n) for n in c.lines]),
             rejected | "RejectedKeys" >> beam.Map(record_key),
         ) | "AllKeys" >> beam.Flatten()
-        limit = self._limit
         last = (
             keys
-            | "FirstKeys" >> beam.combiners.Top.Smallest(limit)
-            | "LastKey" >> beam.Map(lambda top: top[-1] if len(top) >= limit else None)
+            | "FirstKeys" >> beam.combiners.Top.Smallest(self._limit)
+            | "LastKey" >> beam.Map(_last_key, self._limit)
         )
         last_key = beam.pvalue.AsSingleton(last)
-        kept = chunks | "KeepChunks" >> beam.FlatMap(_kept_chunk, last_key)
-        kept_rejected = rejected | "KeepRejected" >> beam.Filter(
-            lambda item, last: last is None or record_key(item) <= last, last_key
+        kept = chunks | "KeepChunks" >> beam.FlatMap(_kept_chunk, last_key).with_outputs(
+            _TIED, main="kept"
         )
+        kept_rejected = rejected | "KeepRejected" >> beam.FlatMap(
+            _kept_rejected, last_key
+        ).with_outputs(_TIED, main="kept")
+        tied = (
+            (kept[_TIED], kept_rejected[_TIED])
+            | "Tied" >> beam.Flatten()
+            | "AllTied" >> beam.combiners.ToList()
+            | "EnoughTied"
+            >> beam.FlatMap(_enough_tied, last_key).with_outputs(REJECTED, main="chunks")
+        )
+        all_chunks = (kept.kept, tied.chunks) | "KeptChunks" >> beam.Flatten()
+        all_rejected = (kept_rejected.kept, tied[REJECTED]) | "KeptRejected" >> beam.Flatten()
         counts = (
             (
-                kept | "ChunkSizes" >> beam.Map(len),
-                kept_rejected | "OneEach" >> beam.Map(lambda _: 1),
+                all_chunks | "ChunkSizes" >> beam.Map(len),
+                all_rejected | "OneEach" >> beam.Map(lambda _: 1),
             )
             | "Kept" >> beam.Flatten()
             | "CountKept" >> beam.CombineGlobally(sum)
             | "ReadCount" >> beam.Map(lambda n, name: (read_counter(name), n), self._name)
         )
-        return kept, kept_rejected, counts
+        return all_chunks, all_rejected, counts
 
 
-def _kept_chunk(chunk: RawChunk, last: tuple[str, int] | None):
+_TIED = "tied"
+
+
+def _last_key(top: list, limit: int):
+    """The last key kept and how many records of that key are kept; None: keep everything."""
+    return (top[-1], top.count(top[-1])) if len(top) >= limit else None
+
+
+def _kept_chunk(chunk: RawChunk, last):
+    """The chunk's records before the last key; those of the last key, one by one, tagged."""
     if last is None:
         yield chunk
         return
-    rows = [i for i, n in enumerate(chunk.lines) if (chunk.path, n) <= last]
-    if len(rows) == len(chunk):
+    key = last[0]
+    before = [i for i, n in enumerate(chunk.lines) if (chunk.path, n) < key]
+    if len(before) == len(chunk):
         yield chunk
-    elif rows:
-        yield chunk.take(rows)
+    elif before:
+        yield chunk.take(before)
+    for i, n in enumerate(chunk.lines):
+        if (chunk.path, n) == key:
+            yield beam.pvalue.TaggedOutput(_TIED, chunk.take([i]))
+
+
+def _kept_rejected(item: dict, last):
+    if last is None or record_key(item) < last[0]:
+        yield item
+    elif record_key(item) == last[0]:
+        yield beam.pvalue.TaggedOutput(_TIED, item)
+
+
+def _enough_tied(tied: list, last):
+    """As many of the records of the last key as are kept, in a stable order (they are the same
+    row, for a BigQuery source, or one record)."""
+    if last is None:
+        return
+    order = sorted(tied, key=lambda t: (isinstance(t, dict), t.raw(0) if isinstance(t, RawChunk)
+                                        else t["record"]))  # fmt: skip
+    for item in order[: last[1]]:
+        yield item if isinstance(item, RawChunk) else beam.pvalue.TaggedOutput(REJECTED, item)
 
 
 _PIECES = "pieces"
