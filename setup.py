@@ -25,6 +25,8 @@ COMMON = [
     "pillow",
     "pg8000>=1.31",
     "fastavro>=1.9",
+    # the statistics and schema in TFDV's formats (statistics.pb, schema.pbtxt): protos only
+    "tensorflow-metadata==1.21.0",
 ]
 ETL = [BEAM, TFT, TFX_BSL, TENSORFLOW]
 TRAINER = [TENSORFLOW, "tf-keras==2.21.0", "tensorboard==2.21.0"]

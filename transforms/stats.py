@@ -16,9 +16,12 @@ that merge by addition, so any runner can combine them in any order:
   hashes (`ValueSample`): every value while a feature has at most that many in a split;
   beyond, a uniform sample of its distinct values, from which the distinct count is estimated
   (`distinct_exact` is false) and the top values are taken. Which values are kept depends only
-  on the values, so samples merge in any order and grouping to the same result. And lengths; a
-  value longer than `MAX_VALUE_BYTES` bytes is kept as its start, its length and a digest
-  (`clip_value`), so that statistics.json and the report stay small whatever the data;
+  on the values, so samples merge in any order and grouping to the same result. While a feature
+  has at most `COUNTED_VALUES` distinct values in a split (of at most `COUNTED_BYTES` in all),
+  every value's count is written (`counts`: what data validation compares, value by value).
+  And lengths; a value longer than `MAX_VALUE_BYTES` bytes is kept as its start, its length
+  and a digest (`clip_value`), so that statistics.json and the report stay small whatever the
+  data;
 - bytes and images: sizes.
 
 The statistics describe the records validated into each split, before the writer drops the
@@ -47,6 +50,8 @@ from transforms.contract.layout import STATISTICS_FORMAT_VERSION
 MAX_DISTINCT = 10_000  # strings: values counted per feature and split (a sample beyond)
 NUMBER_DISTINCT = 1_000  # numbers: exact counts (even histograms) up to this many values
 TOP_VALUES = 20
+COUNTED_VALUES = 1_000  # strings: every value's count is written up to this many distinct values
+COUNTED_BYTES = 100_000  # ... whose text (as kept) is at most this long in all
 MAX_VALUE_BYTES = 200  # of a string value, as the statistics keep it
 HISTOGRAM_BARS = 20
 _BUCKETS_PER_UNIT = 8  # buckets per unit of asinh(x)
@@ -136,12 +141,23 @@ class FeatureStats:
                 out["distinct"] = len(self.counts)
         elif self.type in _TEXT_TYPES:
             sample = self.sample or ValueSample.empty()
+            counted = (
+                not sample.dropped
+                and len(sample.hashes) <= COUNTED_VALUES
+                and (pc.sum(pc.binary_length(sample.words)).as_py() or 0) <= COUNTED_BYTES
+            )
+            ranked = [
+                {"value": v, "count": c}
+                for v, c in sample.top(COUNTED_VALUES if counted else TOP_VALUES)
+            ]
             out.update(
                 distinct=sample.distinct(),
                 distinct_exact=not sample.dropped,
-                top=[{"value": v, "count": c} for v, c in sample.top(TOP_VALUES)],
+                top=ranked[:TOP_VALUES],
                 length=self._sizes(),
             )
+            if counted:
+                out["counts"] = ranked
         else:
             out["size"] = self._sizes()
         return out

@@ -12,7 +12,15 @@ import pyarrow as pa
 import pytest
 from xxhash import xxh3_64_intdigest
 
-from transforms.stats import MAX_DISTINCT, DatasetStats, chunk_stats, column_stats, exact_sum
+from transforms.stats import (
+    COUNTED_BYTES,
+    COUNTED_VALUES,
+    MAX_DISTINCT,
+    DatasetStats,
+    chunk_stats,
+    column_stats,
+    exact_sum,
+)
 
 
 def _lists(values, kind) -> pa.Array:
@@ -36,6 +44,7 @@ def test_numbers_strings_and_bytes():
     assert s["top"] == [{"value": "b", "count": 2}, {"value": "a", "count": 1},
                         {"value": "ccc", "count": 1}]  # fmt: skip
     assert (s["distinct"], s["distinct_exact"]) == (3, True)
+    assert s["counts"] == s["top"]  # every value's count: at most COUNTED_VALUES values
     assert s["length"] == {"min": 1, "max": 3, "mean": 1.5}
 
     b = column_stats("image", _lists([b"x" * 10, b"y" * 30], pa.binary())).to_json()
@@ -108,6 +117,32 @@ def test_strings_are_counted_exactly_up_to_the_bound_and_sampled_beyond():
     assert abs(out["distinct"] - len(truth)) < 0.03 * len(truth)
     assert all(t["count"] == truth[t["value"]] for t in out["top"])  # counts of kept values
     assert out["values"] == len(values) and len(out["top"]) == 20
+
+
+def test_every_string_count_is_written_up_to_the_counted_bound():
+    values = [f"v{i}" for i in range(COUNTED_VALUES) for _ in range(1 + i % 3)] + ["ключ"] * 2
+    values = values[2:]  # without v0 (and one v1): COUNTED_VALUES distinct values with "ключ"
+    truth = collections.Counter(values)
+    assert len(truth) == COUNTED_VALUES
+    out = column_stats("string", _strings(values)).to_json()
+    expected = sorted(truth.items(), key=lambda item: (-item[1], item[0]))
+    assert out["counts"] == [{"value": v, "count": c} for v, c in expected]
+    assert out["top"] == out["counts"][:20]
+    # merged from parts in another order: the same list
+    merged = column_stats("string", _strings(values[::2]))
+    merged.merge(column_stats("string", _strings(values[1::2][::-1])))
+    assert merged.to_json()["counts"] == out["counts"]
+
+    beyond = column_stats("string", _strings(values + ["one more"])).to_json()
+    assert (beyond["distinct"], beyond["distinct_exact"]) == (COUNTED_VALUES + 1, True)
+    assert "counts" not in beyond and len(beyond["top"]) == 20
+    sampled = column_stats("string", _strings([f"s{i}" for i in range(MAX_DISTINCT + 1)]))
+    assert "counts" not in sampled.to_json()
+    long = [f"{i:03d}".encode() * 40 for i in range(COUNTED_BYTES // 120 + 1)]  # 120 bytes each
+    assert "counts" not in column_stats("string", _lists(long, pa.binary())).to_json()
+    assert "counts" in column_stats("string", _lists(long[:-1], pa.binary())).to_json()
+    nothing = column_stats("string", _lists([None, None], pa.binary())).to_json()
+    assert (nothing["counts"], nothing["top"], nothing["values"]) == ([], [], 0)
 
 
 def test_merged_samples_are_exact_while_the_union_has_at_most_the_bound():

@@ -15,6 +15,11 @@ STATISTICS_FORMAT_VERSION = 1  # of statistics.json
 
 MANIFEST = "manifest.json"
 STATISTICS = "statistics.json"
+# statistics.json as TFDV's DatasetFeatureStatisticsList (binary), and the schema inferred from
+# the config and the statistics (text format): what `tfdv.load_stats_binary` and
+# `tfdv.load_schema_text` read (transforms.validation).
+STATISTICS_PROTO = "statistics.pb"
+SCHEMA = "schema.pbtxt"
 REPORT = "report.html"  # written after publication, from the published dataset
 TRANSFORM_DIR = "transform"  # tf.Transform output: transform_fn/, transformed_metadata/
 RECORD_SUFFIX = ".tfrecord"
