@@ -20,6 +20,8 @@ from transforms.contract.suggest import did_you_mean
 COMMANDS = {
     "etl": ("pipelines.etl", "run", "pipelines.flags:build_parser",
             "read sources, write sharded TFRecords and a manifest"),
+    "validate": ("pipelines.validate", "main", "pipelines.validate:build_parser",
+                 "recompute a dataset's anomalies against a schema and a baseline"),
     "train": ("trainer.task", "main", "trainer.flags:build_parser",
               "train and export a model on a dataset"),
     "inspect": ("trainer.inspect", "main", "trainer.flags:inspect_parser",

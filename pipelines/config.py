@@ -42,6 +42,7 @@ from pipelines.fields import (
     value_of,
 )
 from pipelines.preprocessing import parse_transform
+from pipelines.validation import parse_validation
 from transforms import schema
 from transforms.contract import reference
 from transforms.contract.config import (
@@ -220,6 +221,7 @@ def parse_config(raw: Any, base_dir: str, output: str | None = None) -> DatasetS
     transform = value_of(raw, "transform", "", None)
     if transform is not None:
         transform = parse_transform(transform, features, label, splits, base_dir)
+    validation = parse_validation(value_of(raw, "validation", "", None), names, base_dir, read_text)
     return DatasetSpec(
         name=name,
         sources=sources,
@@ -230,6 +232,7 @@ def parse_config(raw: Any, base_dir: str, output: str | None = None) -> DatasetS
         combine=combine,
         label=label,
         transform=transform,
+        validation=validation,
     )
 
 

@@ -54,6 +54,7 @@ from transforms.sink.write import SPILL_BYTES, WRITE_THREADS, WriteShards
 from transforms.sources import ranges, registry
 from transforms.sources.read import FirstRecords, ReadSource
 from transforms.stats import MergeStats
+from transforms.validation.check import Baseline, read_dataset
 
 logger = logging.getLogger(__name__)
 # The DirectRunner of Beam 2.77 first tries the Prism runner, which downloads a binary (no
@@ -69,10 +70,12 @@ def build_etl(
     staging: str,
     expected: Expected = Expected(),
     tuning: Tuning = Tuning(),
+    baseline: Baseline | None = None,
 ) -> beam.PCollection:
     """Wires the ETL graph; returns the PCollection holding the published manifest.
 
     `expected`: what publication may replace at OUTPUT (`check_inputs`); by default nothing.
+    `baseline`: the dataset the statistics are compared with for drift.
     """
     chunks, rejected, counts = [], [], []
     for source in dataset.sources:
@@ -125,6 +128,7 @@ def build_etl(
         transform,
         statistics,
         expected=expected,
+        baseline=baseline,
     )
 
 
@@ -240,6 +244,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
             print(f"shardflow etl: {dataset.output.path} is complete; skipped")
             return 0
         inputs, expected = check_inputs(dataset, args.overwrite)
+        baseline = None if args.validate_only else find_baseline(args, dataset)
     except ConfigError as e:
         print(f"shardflow etl: error: {e}", file=sys.stderr)
         return 2
@@ -252,7 +257,35 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
             return 1
         print("\n".join(lines))
         return 0
-    return _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args), started)
+    return _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args), started, baseline)
+
+
+def find_baseline(args: argparse.Namespace, dataset: DatasetSpec) -> Baseline | None:
+    """The dataset compared with for drift: --baseline, else the config's
+    `validation.baseline`, else the previous date's dataset of a date-partitioned output when
+    it is complete; None without one. ConfigError when a named one cannot be read."""
+    uri = args.baseline or dataset.validation.baseline
+    where = "--baseline" if args.baseline else "validation.baseline"
+    if uri is None and dataset.date is not None:
+        day = datetime.date.fromisoformat(dataset.date) - datetime.timedelta(days=1)
+        previous = load_config(args.config, args.output, day).output.path
+        if previous != dataset.output.path and holds_dataset(previous):
+            uri = previous
+    if uri is None:
+        return None
+    try:
+        _, statistics, schema = read_dataset(_read_or_none, uri)
+    except ValueError as e:
+        raise ConfigError(where, str(e)) from None
+    print(f"shardflow etl: {dataset.name}: drift against {uri}", flush=True)
+    return Baseline(uri.rstrip("/"), statistics, schema)
+
+
+def _read_or_none(path: str) -> bytes | None:
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path) as f:
+        return f.read()
 
 
 def _limited(dataset: DatasetSpec, args: argparse.Namespace) -> DatasetSpec:
@@ -283,6 +316,7 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
                 skipped += 1
                 continue
             inputs, expected = check_inputs(dataset, args.overwrite)
+            baseline = None if args.validate_only else find_baseline(args, dataset)
         except ConfigError as e:
             print(f"shardflow etl: {day}: error: {e}", file=sys.stderr)
             failed.append(day)
@@ -291,7 +325,10 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
             print(f"shardflow etl: {day}: config valid; {len(inputs)} input file(s)")
             done += 1
             continue
-        if _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args), started) == 0:
+        ran = _run_dataset(
+            dataset, inputs, beam_args, expected, tuning_from(args), started, baseline
+        )
+        if ran == 0:
             done += 1
         else:
             failed.append(day)
@@ -311,6 +348,7 @@ def _run_dataset(
     expected: Expected,
     tuning: Tuning,
     started: float,
+    baseline: Baseline | None = None,
 ) -> int:
     """Runs the job of one dataset, checked since `started` (time.monotonic()), and reports."""
     options = pipeline_options(beam_args)
@@ -342,7 +380,7 @@ def _run_dataset(
     try:
         with reporter, workers.local_workers():
             with beam.Pipeline(options=options) as p:
-                build_etl(p, dataset, staging, expected, tuning)
+                build_etl(p, dataset, staging, expected, tuning, baseline)
                 graph = pipeline_graph(p)
     except BaseException as e:  # failed or interrupted: leave nothing half-written
         discard(staging)

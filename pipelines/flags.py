@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
   shardflow etl --config penguins.yaml --validate-only
   shardflow etl --config penguins.yaml --output out/trial --limit 1000
   shardflow etl --config daily.yaml --from 2026-11-01 --to 2026-11-26
+  shardflow etl --config penguins.yaml --output out/v2 --baseline out/v1
   shardflow etl --config big.yaml --direct_num_workers 8 --direct_running_mode multi_processing
   shardflow etl --config gs://b/c.yaml --runner DataflowRunner --project P --region R \\
                 --temp_location gs://b/tmp""",
@@ -75,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=positive_int, metavar="N",
         help="read only the first N records of each source (files in name order): a real, "
         "small dataset, marked partial in its manifest (`limit`)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--baseline", metavar="DATASET_URI",
+        help="the dataset to compare this run's statistics with for drift (default: the "
+        "config's validation.baseline, else the previous date's dataset of a date-partitioned "
+        "output)",
     )  # fmt: skip
     parser.add_argument(
         "--skip-complete",

@@ -10,6 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.contract.config import DatasetSpec
 from transforms.contract.layout import MANIFEST
 from transforms.contract.manifest import Manifest
+from transforms.validation.check import describe
 
 _TOP_REASONS = 5
 
@@ -59,6 +60,18 @@ def print_summary(dataset: DatasetSpec, seconds: float) -> None:
             f"{transform.analyzed_split} records; the shards hold "
             f"{transform.materialize} examples"
         )
+    validation = manifest.validation
+    if validation is not None:
+        against = f"; drift against {validation.baseline}" if validation.baseline else ""
+        found = len(validation.anomalies)
+        print(
+            f"  validation: {found} anomal{'y' if found == 1 else 'ies'} (schema: "
+            f"{validation.schema_from}{against})"
+        )
+        for anomaly in validation.anomalies[:_TOP_REASONS]:
+            print(f"      {_short(describe(anomaly), 160)}")
+        if found > _TOP_REASONS:
+            print(f"      ({found - _TOP_REASONS} more: see the manifest or report.html)")
     print(f"  dataset: {dataset.output.path}")
     if manifest.limit is not None:
         print(

@@ -30,6 +30,7 @@ FINISHING = (
     "delete spill files",
     "rejected records",
     "manifest and checks",
+    "validation",
     "publish",
 )
 

@@ -53,6 +53,7 @@ from pipelines.report.svg import (
 )
 from transforms.contract.manifest import Manifest
 from transforms.contract.report import in_split_order, page, split_class
+from transforms.validation.check import describe
 
 NUMBER_TYPES = ("int", "float")
 SIZE_TYPES = ("bytes", "image")
@@ -120,13 +121,27 @@ def render(
 
 
 def _warnings(manifest: Manifest, found: list[Shift]) -> str:
-    """A banner of what a reader should not miss: rejected records, an empty dataset or split,
-    fields no feature reads, splits whose features differ a lot from train's (`found`). Empty
-    when there is none."""
+    """A banner of what a reader should not miss: a partial dataset, the anomalies of data
+    validation, rejected records, an empty dataset or split, fields no feature reads, splits
+    whose features differ a lot from train's (`found`). Empty when there is none."""
     read = sum(s.records for s in manifest.sources.values())
     written = sum(s.records for s in manifest.splits.values())
     rejected = manifest.rejected.records
     items = []
+    if manifest.limit is not None:
+        items.append(
+            f"A partial dataset: the first {fmt_int(manifest.limit)} records of each source "
+            "at most (<code>etl --limit</code>)."
+        )
+    validation = manifest.validation
+    for i, anomaly in enumerate(validation.anomalies if validation is not None else ()):
+        feature = str(anomaly.get("feature", ""))
+        link = f'<a href="#{_id("feature", feature)}">{escape(clip(feature))}</a>'
+        items.append(
+            f'<span class="anomaly" id="anomaly-{i}" data-kind="{escape(str(anomaly["kind"]))}">'
+            f"Anomaly of {link} in {escape(str(anomaly.get('split', '')))}: "
+            f"{escape(clip(describe(anomaly)))}</span>"
+        )
     if not written:
         items.append("No record was written: the dataset is empty.")
     if rejected:

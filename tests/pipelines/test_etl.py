@@ -119,7 +119,9 @@ def test_join_run_publishes_a_balanced_manifest(tmp_path):
         "eval",
         "manifest.json",
         "rejected",
+        "schema.pbtxt",
         "statistics.json",
+        "statistics.pb",
         "train",
     ]
 

@@ -11,7 +11,7 @@ import pytest
 from pipelines.report.page import TOP_ROWS, render
 from pipelines.report.shift import shifts
 from pipelines.report.svg import HIST_H, HIST_W, SHARE_BAR_W, graph_layers
-from transforms.contract.manifest import Manifest
+from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
 from transforms.contract.report import CSS
 
 SCRIPT = "<script>alert(1)</script>"
@@ -505,6 +505,33 @@ def test_a_banner_tells_what_a_reader_should_not_miss(doc, page):
         sources={n: dataclasses.replace(e, ignored_fields={}) for n, e in MANIFEST.sources.items()},
     )
     assert 'id="warnings"' not in render(quiet, STATISTICS, GRAPH, TIMINGS)
+
+
+def test_the_banner_opens_with_a_partial_dataset_and_the_anomalies_of_validation():
+    anomaly = {
+        "feature": "island", "split": "eval", "kind": "drift", "measure": "l_infinity",
+        "value": 0.25, "threshold": 0.1, "blocking": False, "examples": [],
+        "at_value": "Dream", "approximate": False,
+        "description": "High Linfty distance between current and previous (<script>)",
+    }  # fmt: skip
+    validation = ValidationEntry(
+        schema=FileEntry("schema.pbtxt", None, 10, "ab" * 32),
+        statistics=FileEntry("statistics.pb", None, 20, "cd" * 32),
+        schema_from="baseline",
+        baseline="out/previous",
+        anomalies=(anomaly,),
+    )
+    manifest = dataclasses.replace(MANIFEST, limit=100, validation=validation)
+    page = render(manifest, STATISTICS, GRAPH, TIMINGS)
+    doc = _Elements(page)
+    assert doc.text["warnings"].startswith(
+        "CheckA partial dataset: the first 100 records of each source at most (etl --limit)."
+        "Anomaly of island in eval: island (eval): drift: l_infinity 0.25 (threshold 0.1): "
+        "High Linfty distance between current and previous (<script>)"
+    )
+    assert '<span class="anomaly" id="anomaly-0" data-kind="drift">' in page
+    assert 'Anomaly of <a href="#feature-island">island</a>' in page
+    assert "(<script>)" not in page  # the description is the data's: escaped
 
 
 def test_train_comes_first_everywhere(page):

@@ -64,6 +64,24 @@ TRAIN_SPLIT = "train"  # tf.Transform analyzes this split only
 PRESENT_SUFFIX = "__present"
 # What `output.allow` may let through although it looks like a mistake (transforms.quality).
 ALLOWANCES = ("empty_source", "empty_split", "missing_field")
+# The kinds of anomaly data validation finds (transforms.validation.anomalies), and those that
+# fail a run unless the config's `validation.block` says otherwise: the schema's rules broken,
+# but for values outside a string domain, which a schema inferred from data (a domain of the
+# values one train split held) meets in every open-ended feature: a warning by default.
+ANOMALY_KINDS = (
+    "feature_missing",
+    "feature_new",
+    "type_mismatch",
+    "missing_rate",
+    "out_of_domain",
+    "out_of_range",
+    "drift",
+    "skew",
+)
+DEFAULT_BLOCKING = ("feature_missing", "type_mismatch", "missing_rate", "out_of_range")
+# The limits of `validation:` (and of `validation.features.<name>`): (drift|skew).(measure) and
+# max_missing_rate, as `transforms.validation.anomalies.Thresholds` names them.
+MEASURES = {"l_infinity": "linf", "jensen_shannon": "js"}
 
 
 class OptionError(ValueError):
@@ -150,6 +168,25 @@ class TransformSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class ValidationSpec:
+    """The `validation:` section: what a run's statistics are checked against, and the limits.
+
+    `schema`: a curated schema's path (`schema_text` its text, read with the config); None: the
+    baseline's schema, else one inferred from this run. `baseline`: the dataset compared with
+    for drift (`etl --baseline` overrides it). `limits` and each of `features`' map a
+    `Thresholds` field (`drift_linf`, `skew_js`, `max_missing_rate`, ...) to its value.
+    `block`: the anomaly kinds that fail a run.
+    """
+
+    schema: str | None = None
+    schema_text: str | None = None
+    baseline: str | None = None
+    limits: tuple[tuple[str, float], ...] = ()
+    features: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
+    block: tuple[str, ...] = DEFAULT_BLOCKING
+
+
+@dataclasses.dataclass(frozen=True)
 class DatasetSpec:
     """The whole validated config."""
 
@@ -165,6 +202,7 @@ class DatasetSpec:
     config_sha256: str = ""
     date: str | None = None  # the partition date (YYYY-MM-DD) of a date-templated config
     limit: int | None = None  # records of each source read at most (`etl --limit`): partial
+    validation: ValidationSpec = ValidationSpec()
 
     @property
     def source_names(self) -> tuple[str, ...]:

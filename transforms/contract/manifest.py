@@ -360,12 +360,69 @@ class TransformEntry:
         )
 
 
+SCHEMA_FROM = ("config", "baseline", "inferred")
+
+
+@dataclass(frozen=True)
+class ValidationEntry:
+    """The data validation of a run: the schema checked against (schema.pbtxt; `schema_from`
+    says whose it is: the config's `validation.schema`, the baseline's, or inferred from this
+    run), the statistics in TFDV's format (statistics.pb), the baseline dataset compared with
+    for drift, and the anomalies found (`transforms.validation.anomalies.Anomaly.to_dict()`,
+    none of them blocking: a blocking one fails the run)."""
+
+    schema: FileEntry
+    statistics: FileEntry
+    schema_from: str = "inferred"
+    baseline: str | None = None
+    anomalies: tuple[Mapping[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema.to_dict(),
+            "schema_from": self.schema_from,
+            "statistics": self.statistics.to_dict(),
+            "baseline": self.baseline,
+            "anomalies": [dict(a) for a in self.anomalies],
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Any, where: str) -> ValidationEntry | None:
+        if raw is None:
+            return None
+        _check(isinstance(raw, dict), where, "validation", "must be an object")
+        schema_from = raw.get("schema_from", "inferred")
+        _check(
+            schema_from in SCHEMA_FROM,
+            where,
+            "validation.schema_from",
+            f"{schema_from!r} is not one of {', '.join(SCHEMA_FROM)}",
+        )
+        anomalies = raw.get("anomalies") or []
+        _check(
+            isinstance(anomalies, list) and all(isinstance(a, dict) for a in anomalies),
+            where,
+            "validation.anomalies",
+            "must be a list of objects",
+        )
+        return cls(
+            schema=FileEntry.from_dict(raw.get("schema"), where, "validation.schema", False),
+            statistics=FileEntry.from_dict(
+                raw.get("statistics"), where, "validation.statistics", False
+            ),
+            schema_from=schema_from,
+            baseline=raw.get("baseline"),
+            anomalies=tuple(anomalies),
+        )
+
+
 @dataclass(frozen=True)
 class Manifest:
     """A dataset's manifest.json. The sections after `transform` are written only when set:
     `joined` (records joined into others, with `combine: join`), `date` (of a date-templated
-    config), `statistics` (the statistics.json file) and `limit` (a partial dataset: at most
-    this many records were read from each source, `shardflow etl --limit`)."""
+    config), `statistics` (the statistics.json file), `limit` (a partial dataset: at most
+    this many records were read from each source, `shardflow etl --limit`) and `validation`
+    (the schema, statistics.pb and anomalies of data validation)."""
 
     name: str
     features: Mapping[str, ManifestFeature]
@@ -385,10 +442,14 @@ class Manifest:
     date: str | None = None
     statistics: FileEntry | None = None
     limit: int | None = None
+    validation: ValidationEntry | None = None
     format_version: int = FORMAT_VERSION
 
     def with_statistics(self, entry: FileEntry) -> Manifest:
         return replace(self, statistics=entry)
+
+    def with_validation(self, entry: ValidationEntry) -> Manifest:
+        return replace(self, validation=entry)
 
     def to_dict(self) -> dict[str, Any]:
         """The decoded JSON of the manifest, keys in the order of the file."""
@@ -417,6 +478,8 @@ class Manifest:
             out["statistics"] = self.statistics.to_dict()
         if self.limit is not None:
             out["limit"] = self.limit
+        if self.validation is not None:
+            out["validation"] = self.validation.to_dict()
         return out
 
     def to_json(self) -> str:
@@ -505,6 +568,7 @@ class Manifest:
             if statistics is None
             else FileEntry.from_dict(statistics, where, "statistics", records=False),
             limit=limit,
+            validation=ValidationEntry.from_dict(raw.get("validation"), where),
         )
 
 

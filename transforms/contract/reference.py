@@ -19,6 +19,8 @@ from typing import Any, Mapping
 
 from transforms.contract.config import (
     ALLOWANCES,
+    ANOMALY_KINDS,
+    DEFAULT_BLOCKING,
     FEATURE_TYPES,
     MATERIALIZE,
     SOURCE_FORMATS,
@@ -225,6 +227,13 @@ TOP = Part(
             "mapping",
             "Where and how the dataset is written (see Output).",
             {"path": "out/penguins"},
+        ),
+        Key(
+            "validation",
+            "mapping",
+            "What the run's statistics are checked against (a schema, a baseline dataset, the "
+            "train split) and the limits; which anomalies fail the run (see Validation).",
+            {"drift": {"l_infinity": 0.1}},
         ),
     ),
     example="""\
@@ -1245,7 +1254,116 @@ transform:
 )
 
 # The reference, in the order of the reference page.
-PARTS: tuple[Part, ...] = (TOP, SOURCE, *OPTIONS, FEATURE, SPLITS, OUTPUT, TRANSFORM, OPS)
+
+
+def _limit(name: str, what: str, example: float, maximum: float | None = 1) -> Key:
+    return Key(name, "number", what, example, default_text="not checked", minimum=0,
+               maximum=maximum)  # fmt: skip
+
+
+_DISTANCES = (
+    ("drift", "a split and the same split of the baseline dataset"),
+    ("skew", "each split but `train` and `train`"),
+)
+
+
+def _limits(prefix: str, whose: str) -> tuple[Key, ...]:
+    keys = [
+        _limit(
+            f"{prefix}max_missing_rate",
+            f"The largest share of records without a value{whose} (default: the schema's "
+            "presence: a required feature may miss none).",
+            0.05,
+        )
+    ]
+    for check, between in _DISTANCES:
+        keys += [
+            Key(
+                f"{prefix}{check}",
+                "mapping",
+                f"Limits of the distance between {between}.",
+                {"l_infinity": 0.1},
+            ),  # fmt: skip
+            _limit(
+                f"{prefix}{check}.l_infinity",
+                f"The largest L-infinity distance of a string feature's value shares{whose}: "
+                "the largest difference in one value's share, 0 to 1.",
+                0.1,
+            ),
+            _limit(
+                f"{prefix}{check}.jensen_shannon",
+                f"The largest Jensen-Shannon divergence (base 2, 0 to 1) of a number feature's "
+                f"histograms{whose}.",
+                0.05,
+            ),
+        ]
+    return tuple(keys)
+
+
+VALIDATION = Part(
+    title="Validation",
+    path="validation",
+    intro=(
+        "Data validation: every run checks its statistics against a schema (a curated one, "
+        "the baseline's, or one inferred from the run's train split), against a baseline "
+        "dataset (drift) and against its own train split (skew), and lists the anomalies in "
+        "the manifest and the report. Distances are checked only where a limit is set; the "
+        "kinds in `block` fail the run, publishing nothing."
+    ),
+    keys=(
+        Key(
+            "schema",
+            "string",
+            "A curated schema (TFDV's `schema.pbtxt`, text format) to check against, local "
+            "(relative to the config's folder) or `gs://`.",
+            "schema.pbtxt",
+            default_text="the baseline's schema, else one inferred from this run",
+        ),
+        Key(
+            "baseline",
+            "string",
+            "The dataset the run is compared with for drift; `etl --baseline` overrides it.",
+            "out/penguins-2026-11-25",
+            default_text="the previous date's dataset of a date-partitioned output, if any",
+        ),
+        *_limits("", ""),
+        Key(
+            "features",
+            "mapping",
+            "Limits of single features, over the defaults above.",
+            {"island": {"drift": {"l_infinity": 0.05}}},
+        ),
+        Key(
+            "features.<name>",
+            "mapping",
+            "A feature's own limits: `max_missing_rate`, `drift`, `skew`.",
+            {"max_missing_rate": 0.0},
+        ),
+        *_limits("features.<name>.", " of this feature"),
+        Key(
+            "block",
+            "list of strings",
+            "The kinds of anomaly that fail the run; the others are warnings.",
+            ["feature_missing", "type_mismatch", "drift"],
+            default=list(DEFAULT_BLOCKING),
+            allowed=ANOMALY_KINDS,
+        ),
+    ),
+    example="""\
+validation:
+  baseline: out/penguins-previous
+  max_missing_rate: 0.1
+  drift: {l_infinity: 0.1, jensen_shannon: 0.05}
+  skew: {l_infinity: 0.2}
+  features:
+    species: {max_missing_rate: 0, drift: {l_infinity: 0.05}}
+  block: [feature_missing, type_mismatch, missing_rate, out_of_domain, out_of_range, drift]
+""",
+)
+
+PARTS: tuple[Part, ...] = (
+    TOP, SOURCE, *OPTIONS, FEATURE, SPLITS, OUTPUT, TRANSFORM, OPS, VALIDATION,
+)  # fmt: skip
 
 
 def part(path: str, format: str | None = None) -> Part:

@@ -1,5 +1,6 @@
 """The last step of a run: the staged dataset completed (rejected records, statistics,
-manifest), checked against what its config asked for (`transforms.quality`) and published
+manifest), checked against what its config asked for (`transforms.quality`) and its data
+validated (`transforms.validation`: schema, anomalies), then published
 (`transforms.sink.publish`). Each of these steps is timed for the run report
 (`transforms.progress.timed`)."""
 
@@ -14,15 +15,22 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 
 from transforms.contract.config import DatasetSpec
-from transforms.contract.layout import REJECTED_FILE, STATISTICS, shard_name
-from transforms.contract.manifest import FileEntry
+from transforms.contract.layout import (
+    REJECTED_FILE,
+    SCHEMA,
+    STATISTICS,
+    STATISTICS_PROTO,
+    shard_name,
+)
+from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
 from transforms.progress import timed
-from transforms.quality import check_dataset, check_rejections
+from transforms.quality import QualityError, check_dataset, check_rejections
 from transforms.sink.manifest import build_manifest
 from transforms.sink.output import Expected
 from transforms.sink.publish import publish
 from transforms.sink.spill import spill_folder
 from transforms.sink.storage import create_file, delete_folder
+from transforms.validation.check import describe, validate
 
 
 def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, Any]:
@@ -47,9 +55,42 @@ def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, An
 def write_json(staging: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
     """Writes one JSON file of the dataset; returns its manifest entry (path, bytes, sha256)."""
     data = (json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-    with create_file(f"{staging}/{name}", "application/json") as f:
+    return write_bytes(staging, name, data, "application/json")
+
+
+def write_bytes(staging: str, name: str, data: bytes, content_type: str) -> dict[str, Any]:
+    """Writes one file of the dataset; returns its manifest entry (path, bytes, sha256)."""
+    with create_file(f"{staging}/{name}", content_type) as f:
         f.write(data)
     return {"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def validated(
+    dataset: DatasetSpec, staging: str, manifest: Manifest, statistics: dict, baseline
+) -> Manifest:
+    """The manifest with its data validation (schema.pbtxt and statistics.pb written); raises
+    QualityError naming the first blocking anomaly."""
+    result = validate(dataset.validation, manifest, statistics, baseline)
+    schema = write_bytes(staging, SCHEMA, result.schema_text.encode("utf-8"), "text/plain")
+    proto = write_bytes(
+        staging, STATISTICS_PROTO, result.statistics_proto, "application/octet-stream"
+    )
+    blocking = result.blocking
+    if blocking:
+        more = f" (and {len(blocking) - 1} more)" if len(blocking) > 1 else ""
+        raise QualityError(
+            f"validation: {describe(blocking[0])}{more}; blocking anomalies "
+            f"({', '.join(dataset.validation.block)}) fail the run; no dataset published"
+        )
+    return manifest.with_validation(
+        ValidationEntry(
+            schema=FileEntry(**schema),
+            statistics=FileEntry(**proto),
+            schema_from=result.schema_from,
+            baseline=None if baseline is None else baseline.uri,
+            anomalies=tuple(a.to_dict() for a in result.anomalies),
+        )
+    )
 
 
 def _location_key(loc: str) -> tuple:
@@ -59,10 +100,11 @@ def _location_key(loc: str) -> tuple:
 
 
 class _PublishFn(beam.DoFn):
-    def __init__(self, dataset: DatasetSpec, staging: str, expected: Expected):
+    def __init__(self, dataset: DatasetSpec, staging: str, expected: Expected, baseline=None):
         self._dataset = dataset
         self._staging = staging
         self._expected = expected
+        self._baseline = baseline
 
     def process(self, _, shards, shard_count, rejected, counts, transform=None, statistics=None):
         out = self._dataset.output
@@ -96,6 +138,10 @@ class _PublishFn(beam.DoFn):
         with timed("manifest and checks"):
             check_dataset(self._dataset, manifest, counts, rejected)
             check_rejections(self._dataset, manifest)
+        if statistics is not None:
+            with timed("validation"):  # as statistics.json reads back
+                body = json.loads(json.dumps(body))
+                manifest = validated(self._dataset, self._staging, manifest, body, self._baseline)
         with timed("publish"):
             publish(self._staging, out.path, manifest, self._expected)
         yield manifest
@@ -122,11 +168,13 @@ class PublishDataset(beam.PTransform):
         transform=None,
         statistics=None,
         expected: Expected = Expected(),
+        baseline=None,
     ):
         super().__init__()
         self._dataset = dataset
         self._staging = staging
         self._expected = expected
+        self._baseline = baseline
         self._inputs = (shards, shard_count, rejected, counts, transform, statistics)
 
     def expand(self, pbegin):
@@ -146,7 +194,7 @@ class PublishDataset(beam.PTransform):
         if pbegin.pipeline.options.view_as(GoogleCloudOptions).template_location:
             # a template runs later, maybe many times: what OUTPUT holds now binds none of them
             expected = expected.unpinned()
-        publish_fn = _PublishFn(self._dataset, self._staging, expected)
+        publish_fn = _PublishFn(self._dataset, self._staging, expected, self._baseline)
         return (
             pbegin
             | "Start" >> beam.Create([None])

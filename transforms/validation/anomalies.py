@@ -47,23 +47,14 @@ from typing import Any, Mapping
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from transforms.contract.config import ANOMALY_KINDS
+from transforms.contract.config import DEFAULT_BLOCKING as CONTRACT_BLOCKING
 from transforms.validation.measures import jensen_shannon_divergence, linf_distance
 
-KINDS = (
-    "feature_missing",
-    "feature_new",
-    "type_mismatch",
-    "missing_rate",
-    "out_of_domain",
-    "out_of_range",
-    "drift",
-    "skew",
-)
+KINDS = ANOMALY_KINDS
 # The kinds that break a rule the schema states; distribution changes and new features are
 # reported without failing a run unless named in `Thresholds.blocking`.
-DEFAULT_BLOCKING = frozenset(
-    {"feature_missing", "type_mismatch", "missing_rate", "out_of_domain", "out_of_range"}
-)
+DEFAULT_BLOCKING = frozenset(CONTRACT_BLOCKING)
 TRAIN = "train"  # the split the others are compared with for skew
 MAX_EXAMPLES = 20  # out-of-domain values listed in an anomaly
 

@@ -160,13 +160,16 @@ def _feature(
     max_string_domain_size: int,
 ) -> None:
     out = schema.feature.add(name=name, type=_TYPES[spec.type])
-    always = spec.required or spec.default is not None
-    seen = stats is not None and stats["records"] > stats["missing"]
-    out.presence.min_count = 1 if always or seen else 0
+    # An optional feature may hold no value in a split (a small one, say): only a required one
+    # must (TFDV would require one value of every feature it has seen). The statistics count
+    # the values read: a value filled in from `default` is not one; and a required list of
+    # variable length may be empty.
+    variable = spec.shape == (None,)
+    always = spec.required and not variable
+    out.presence.min_count = 1 if always else 0
     if always:
         out.presence.min_fraction = 1.0
-    variable = spec.shape == (None,)
-    if always and not variable:
+    if always:
         out.shape.SetInParent()
         for size in spec.shape:
             out.shape.dim.add(size=size)

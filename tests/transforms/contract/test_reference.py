@@ -22,6 +22,7 @@ from pipelines.fields import ConfigError
 from pipelines.preprocessing import MAX_IMAGE_SIDE
 from transforms.contract import configdoc, reference
 from transforms.contract.config import (
+    ANOMALY_KINDS,
     FEATURE_TYPES,
     SOURCE_FORMATS,
     TRANSFORM_OPS,
@@ -234,7 +235,48 @@ UNKNOWN_KEY_PLACES = {
     "transform": lambda c: c.update(
         transform={"features": {"island": "vocabulary"}, "not_a_key": 1}
     ),
+    "validation": lambda c: c.update(validation={"not_a_key": 1}),
 }
+
+
+@pytest.mark.parametrize(
+    "place, limits",
+    [
+        ("validation.drift", {"drift": {"not_a_key": 1}}),
+        ("validation.skew", {"skew": {"not_a_key": 1}}),
+        ("validation.features.<name>", {"features": {"island": {"not_a_key": 1}}}),
+        ("validation.features.<name>.drift", {"features": {"island": {"drift": {"not_a_key": 1}}}}),
+    ],
+)
+def test_the_parser_accepts_exactly_the_validation_limits_of_the_reference(place, limits, tmp_path):
+    error = _refused(_config(validation=limits), tmp_path)
+    assert error.field.endswith("not_a_key")
+    prefix = place.removeprefix("validation.") + "."
+    documented = {
+        k.name.removeprefix(prefix)
+        for k in reference.VALIDATION.keys
+        if k.name.startswith(prefix) and "." not in k.name.removeprefix(prefix)
+    }
+    assert _allowed_in(str(error)) == documented
+    assert _errors(_config(validation=limits)), "the schema accepts the unknown key too"
+
+
+def test_the_validation_limits_and_defaults_are_the_parsers(tmp_path):
+    spec = parse_config(_config(validation={}), base_dir=str(tmp_path)).validation
+    assert list(spec.block) == reference.VALIDATION.key("block").default
+    assert reference.VALIDATION.key("block").allowed == ANOMALY_KINDS
+    assert (spec.schema, spec.baseline, spec.limits, spec.features) == (None, None, (), ())
+    every = {
+        "max_missing_rate": 0.5,
+        "drift": {"l_infinity": 0.1, "jensen_shannon": 0.2},
+        "skew": {"l_infinity": 0.3, "jensen_shannon": 0.4},
+    }
+    spec = parse_config(
+        _config(validation={**every, "features": {"island": every}}), base_dir=str(tmp_path)
+    ).validation
+    limits = (("drift_js", 0.2), ("drift_linf", 0.1), ("max_missing_rate", 0.5),
+              ("skew_js", 0.4), ("skew_linf", 0.3))  # fmt: skip
+    assert spec.limits == limits and spec.features == (("island", limits),)
 
 
 @pytest.mark.parametrize("path", UNKNOWN_KEY_PLACES)
@@ -312,6 +354,7 @@ MAPPINGS = {
     "splits": lambda c: c["splits"],
     "output": lambda c: c["output"],
     "transform": _with_transform,
+    "validation": lambda c: c.setdefault("validation", {}),
 }
 
 

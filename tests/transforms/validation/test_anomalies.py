@@ -163,7 +163,7 @@ def test_a_new_category_is_out_of_domain_and_drifts(base):
         in_split(species, split, 0), in_split(columns["species"][1], split, 0)
     )
     assert facts(found) == [
-        ("species", "train", "out_of_domain", "out_of_domain_rate", 37 / 1600, 0.0, True),
+        ("species", "train", "out_of_domain", "out_of_domain_rate", 37 / 1600, 0.0, False),
         ("species", "train", "drift", "l_infinity", distance, 0.01, False),
     ]
     domain, drift = found
@@ -184,7 +184,7 @@ def test_a_new_category_is_out_of_domain_and_drifts(base):
         "measure": "out_of_domain_rate",
         "value": 37 / 1600,
         "threshold": 0.0,
-        "blocking": True,
+        "blocking": False,
         "description": domain.description,
         "examples": [{"value": "Emperor", "count": 37}],
         "at_value": None,
@@ -325,7 +325,7 @@ def test_out_of_domain_values_of_a_sample_are_approximate():
     split = np.zeros(1050, np.int16)
     found = find_anomalies(statistics({"code": ("string", codes + ["NEW"] * 50)}, split), out)
     assert facts(found) == [
-        ("code", "train", "out_of_domain", "out_of_domain_rate", 50 / 1050, 0.0, True)
+        ("code", "train", "out_of_domain", "out_of_domain_rate", 50 / 1050, 0.0, False)
     ]
     assert (found[0].examples, found[0].approximate) == ((("NEW", 50),), True)
     assert found[0].description.endswith("(approximate: only the top values are known)")

@@ -110,20 +110,21 @@ feature {
     is_categorical: true
   }
   presence {
-    min_count: 1
+    min_count: 0
   }
 }
 feature {
   name: "score"
+  value_count {
+    min: 0
+    max: 1
+  }
   type: FLOAT
   float_domain {
     disallow_nan: true
   }
   presence {
-    min_fraction: 1.0
-    min_count: 1
-  }
-  shape {
+    min_count: 0
   }
 }
 feature {
@@ -139,7 +140,7 @@ feature {
     disallow_nan: true
   }
   presence {
-    min_count: 1
+    min_count: 0
   }
 }
 feature {
@@ -166,7 +167,7 @@ feature {
   }
   type: INT
   presence {
-    min_count: 1
+    min_count: 0
   }
 }
 feature {
@@ -177,19 +178,18 @@ feature {
   type: BYTES
   domain: "tags"
   presence {
-    min_count: 1
+    min_count: 0
   }
 }
 feature {
   name: "labels"
   value_count {
-    min: 1
+    min: 0
   }
   type: BYTES
   domain: "labels"
   presence {
-    min_fraction: 1.0
-    min_count: 1
+    min_count: 0
   }
 }
 feature {
@@ -212,7 +212,7 @@ feature {
   type: BYTES
   domain: "island"
   presence {
-    min_count: 1
+    min_count: 0
   }
 }
 feature {
@@ -233,7 +233,7 @@ feature {
   }
   type: BYTES
   presence {
-    min_count: 1
+    min_count: 0
   }
 }
 feature {
@@ -255,7 +255,7 @@ feature {
   }
   type: BYTES
   presence {
-    min_count: 1
+    min_count: 0
   }
 }
 feature {

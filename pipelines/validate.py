@@ -1,0 +1,103 @@
+"""`shardflow validate DATASET`: the anomalies of an existing dataset, recomputed from its
+statistics against a schema and a baseline dataset, without running the ETL again.
+
+The schema is `--schema`, else the config's `validation.schema` (`--config`), else the
+baseline's, else the dataset's own schema.pbtxt; the limits and the anomaly kinds that block
+are the config's `validation:` section (defaults without `--config`). Prints one line per
+anomaly; exit 1 when one of them blocks, 0 otherwise, 2 for a bad command line or dataset.
+This module holds the command line only: `--help` imports neither Beam nor TensorFlow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from transforms.contract import suggest
+
+_PROG = "shardflow validate"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = suggest.ArgumentParser(
+        prog=_PROG,
+        description="Recompute the anomalies of a dataset (schema, drift, skew) from its "
+        "statistics,\nwithout running the ETL again. Exit 1 when an anomaly blocks.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  shardflow validate out/penguins
+  shardflow validate gs://b/events/2026-11-26 --baseline gs://b/events/2026-11-25
+  shardflow validate out/penguins --config penguins.yaml --schema curated/schema.pbtxt --json""",
+    )
+    p.add_argument("dataset", metavar="DATASET_URI", help="the dataset folder, local or gs://")
+    p.add_argument(
+        "--baseline", metavar="DATASET_URI",
+        help="the dataset to compare with for drift (default: the config's validation.baseline)",
+    )  # fmt: skip
+    p.add_argument(
+        "--config", metavar="CONFIG.yaml",
+        help="the dataset config whose `validation:` section gives the limits and what blocks",
+    )  # fmt: skip
+    p.add_argument(
+        "--schema", metavar="SCHEMA.pbtxt",
+        help="a curated schema (TFDV text format) to check against",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the anomalies as a JSON list")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from pipelines.fields import ConfigError
+
+    try:
+        return _validate(args)
+    except (ConfigError, ValueError, OSError) as e:
+        print(f"{_PROG}: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines.config import load_config
+    from pipelines.validation import schema_text_of
+    from transforms.contract.config import ValidationSpec
+    from transforms.validation.check import Baseline, describe, read_dataset, validate
+
+    def read(path: str) -> bytes | None:
+        if not FileSystems.exists(path):
+            return None
+        with FileSystems.open(path) as f:
+            return f.read()
+
+    dataset = args.dataset.rstrip("/")
+    manifest, statistics, own_schema = read_dataset(read, dataset)
+    spec = ValidationSpec()
+    if args.config is not None:
+        spec = load_config(args.config, output=dataset).validation
+    if args.schema is not None:
+        text = schema_text_of(args.schema, read, "--schema")
+        spec = dataclasses.replace(spec, schema=args.schema, schema_text=text)
+    baseline = None
+    uri = args.baseline or spec.baseline
+    if uri is not None:
+        _, base_statistics, base_schema = read_dataset(read, uri)
+        baseline = Baseline(uri.rstrip("/"), base_statistics, base_schema)
+    result = validate(spec, manifest, statistics, baseline, own_schema)
+    blocking = result.blocking
+    if args.json:
+        print(json.dumps([a.to_dict() for a in result.anomalies], indent=1, sort_keys=True))
+    else:
+        against = f", drift against {baseline.uri}" if baseline is not None else ""
+        found = len(result.anomalies)
+        print(
+            f"{dataset}: {found} anomal{'y' if found == 1 else 'ies'} ({len(blocking)} "
+            f"blocking; schema: {result.schema_from}{against})"
+        )
+        for anomaly in result.anomalies:
+            mark = "BLOCKING " if anomaly.blocking else ""
+            print(f"  {mark}{describe(anomaly)}")
+    return 1 if blocking else 0

@@ -1,0 +1,212 @@
+"""Data validation in the ETL run and in `shardflow validate`, on datasets written for real.
+
+A first run (v1) infers and publishes its schema; a run on changed data (v2: a new species, a
+heavier mass, a note missing twice as often) against v1 as its baseline finds each change with
+its kind, measure and value; with the default blocking kinds the missing-rate jump fails the
+run and nothing is published; a rerun of v1's data against v1 finds nothing and writes the same
+statistics.pb and schema.pbtxt bytes. `shardflow validate` recomputes the same anomalies.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+
+from pipelines.etl import run
+from pipelines.validate import main as validate_main
+from transforms.contract.manifest import Manifest
+from transforms.validation.measures import jensen_shannon_divergence
+
+pytestmark = pytest.mark.slow
+
+ROWS = 600
+LIMITS = {"drift": {"l_infinity": 0.05, "jensen_shannon": 0.05}, "skew": {"l_infinity": 0.2}}
+# note's own: its share of calm and loud moves by chance in a split of ~60 values
+NOTE_LIMITS = {"max_missing_rate": 0.3, "drift": {"l_infinity": 0.5}}
+
+
+def _rows(changed: bool) -> str:
+    rng = random.Random(7)
+    lines = ["id,species,mass,note"]
+    for i in range(ROWS):
+        species = rng.choice(["Adelie", "Adelie", "Gentoo", "Chinstrap"])
+        if changed and i % 10 == 0:
+            species = "Emperor"
+        mass = round(rng.gauss(4000 + (800 if changed else 0), 300), 1)
+        note = "" if i % (2 if changed else 4) == 0 else rng.choice(["calm", "loud"])
+        lines.append(f"{i},{species},{mass},{note}")
+    return "\n".join(lines) + "\n"
+
+
+def _config(folder: Path, name: str, changed: bool, **validation) -> Path:
+    (folder / f"{name}.csv").write_text(_rows(changed))
+    config = {
+        "name": "birds",
+        "sources": [{"name": "birds", "format": "csv", "path": f"{name}.csv"}],
+        "key": "id",
+        "features": {
+            "id": {"type": "int"},
+            "species": {"type": "string"},
+            "mass": {"type": "float"},
+            "note": {"type": "string", "required": False},
+        },
+        "splits": {"train": 0.8, "eval": 0.2},
+        "output": {"path": name},
+        "validation": {**LIMITS, "features": {"note": NOTE_LIMITS}, **validation},
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """v1; v2 against v1 (nothing blocks); v2 with the default blocking kinds; v1 again."""
+    folder = tmp_path_factory.mktemp("validation")
+    v1 = _config(folder, "v1", changed=False)
+    assert run(["--config", str(v1)]) == 0
+    v2 = _config(folder, "v2", changed=True, block=[])
+    assert run(["--config", str(v2), "--baseline", str(folder / "v1")]) == 0
+    blocked = _config(folder, "v2b", changed=True)
+    code = run(["--config", str(blocked), "--baseline", str(folder / "v1")])
+    rerun = _config(folder, "v1again", changed=False, baseline="v1")
+    assert run(["--config", str(rerun)]) == 0
+    return folder, code
+
+
+def _manifest(folder: Path, name: str) -> Manifest:
+    return Manifest.from_json((folder / name / "manifest.json").read_text())
+
+
+def _statistics(folder: Path, name: str) -> dict:
+    return json.loads((folder / name / "statistics.json").read_text())["splits"]
+
+
+def _shares(feature: dict) -> dict[str, float]:
+    counts = {c["value"]: c["count"] for c in feature["counts"]}
+    total = sum(counts.values())
+    return {v: n / total for v, n in counts.items()}
+
+
+def test_the_first_run_publishes_its_inferred_schema_and_tfdv_statistics(runs):
+    folder, _ = runs
+    manifest = _manifest(folder, "v1")
+    validation = manifest.validation
+    assert (validation.schema_from, validation.baseline, validation.anomalies) == (
+        "inferred",
+        None,
+        (),
+    )
+    schema = schema_pb2.Schema()
+    from google.protobuf import text_format
+
+    text_format.Parse((folder / "v1" / "schema.pbtxt").read_text(), schema)
+    features = {f.name: f for f in schema.feature}
+    assert set(features) == {"id", "species", "mass", "note"}
+    assert features["species"].domain == "species"
+    domains = {d.name: sorted(d.value) for d in schema.string_domain}
+    assert domains == {"species": ["Adelie", "Chinstrap", "Gentoo"], "note": ["calm", "loud"]}
+    assert features["mass"].presence.min_fraction == 1.0
+    proto = statistics_pb2.DatasetFeatureStatisticsList.FromString(
+        (folder / "v1" / "statistics.pb").read_bytes()
+    )
+    splits = _statistics(folder, "v1")
+    assert {d.name: d.num_examples for d in proto.datasets} == {
+        name: split["records"] for name, split in splits.items()
+    }
+
+
+def test_each_planted_change_is_found_with_its_measure_and_value(runs):
+    folder, _ = runs
+    validation = _manifest(folder, "v2").validation
+    assert (validation.schema_from, validation.baseline) == ("baseline", str(folder / "v1"))
+    found = {(a["feature"], a["split"], a["kind"]): a for a in validation.anomalies}
+    assert sorted(found) == [
+        ("mass", "eval", "drift"),
+        ("mass", "train", "drift"),
+        ("note", "eval", "missing_rate"),
+        ("note", "train", "missing_rate"),
+        ("species", "eval", "drift"),
+        ("species", "eval", "out_of_domain"),
+        ("species", "train", "drift"),
+        ("species", "train", "out_of_domain"),
+    ]
+    now, before = _statistics(folder, "v2"), _statistics(folder, "v1")
+    for split in ("train", "eval"):
+        # a new species: its count, and the L-infinity distance of the shares
+        species = now[split]["features"]["species"]
+        emperor = next(c["count"] for c in species["counts"] if c["value"] == "Emperor")
+        domain = found[("species", split, "out_of_domain")]
+        assert domain["examples"] == [{"value": "Emperor", "count": emperor}]
+        assert domain["value"] == pytest.approx(emperor / species["values"], abs=0)
+        a, b = _shares(species), _shares(before[split]["features"]["species"])
+        linf = max(abs(a.get(v, 0) - b.get(v, 0)) for v in set(a) | set(b))
+        drift = found[("species", split, "drift")]
+        assert (drift["measure"], drift["threshold"]) == ("l_infinity", 0.05)
+        assert drift["value"] == pytest.approx(linf, abs=1e-12)
+        # a heavier mass: the Jensen-Shannon divergence of the two histograms
+        js = jensen_shannon_divergence(
+            now[split]["features"]["mass"]["histogram"],
+            before[split]["features"]["mass"]["histogram"],
+        )
+        mass = found[("mass", split, "drift")]
+        assert (mass["measure"], mass["value"], mass["threshold"]) == ("jensen_shannon", js, 0.05)
+        assert js > 0.3  # 800 g on a spread of 300 g
+        # a note missing twice as often, above the feature's own limit
+        note = found[("note", split, "missing_rate")]
+        stats = now[split]["features"]["note"]
+        assert note["value"] == stats["missing"] / stats["records"] > 0.4
+        assert note["threshold"] == 0.3
+    assert not any(a["blocking"] for a in validation.anomalies)  # block: []
+
+
+def test_a_blocking_anomaly_fails_the_run_and_publishes_nothing(runs, capsys):
+    folder, code = runs
+    assert code == 1
+    assert not (folder / "v2b").exists()
+    assert not list(folder.glob(".v2b.incomplete-*"))
+
+
+def test_a_rerun_on_the_same_data_finds_nothing_and_writes_the_same_bytes(runs):
+    folder, _ = runs
+    validation = _manifest(folder, "v1again").validation
+    assert (validation.schema_from, validation.anomalies) == ("baseline", ())
+    for name in ("statistics.pb", "schema.pbtxt", "statistics.json"):
+        assert (folder / "v1again" / name).read_bytes() == (folder / "v1" / name).read_bytes()
+
+
+def test_validate_recomputes_the_anomalies_of_a_dataset(runs, capsys):
+    folder, _ = runs
+    v2 = str(folder / "v2")
+    args = [v2, "--baseline", str(folder / "v1"), "--config", str(folder / "v2.yaml")]
+    assert validate_main([*args, "--json"]) == 0  # the config blocks nothing
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == [dict(a) for a in _manifest(folder, "v2").validation.anomalies]
+    # with the default blocking kinds (v2b's config), the missing rate of note blocks: exit 1
+    blocking = [v2, "--baseline", str(folder / "v1"), "--config", str(folder / "v2b.yaml")]
+    assert validate_main(blocking) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{v2}: 8 anomalies (2 blocking; schema: baseline, drift against {folder}/v1)"
+    assert [line.split(":")[0] for line in out if "BLOCKING" in line] == [
+        "  BLOCKING note (eval)",
+        "  BLOCKING note (train)",
+    ]
+    # without a config: no limits, so only the values outside the baseline schema's domain
+    assert validate_main([v2, "--baseline", str(folder / "v1")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[1] for line in out[1:]] == [" out_of_domain"] * 2
+    # no baseline, no config: its own schema, nothing against it (no limits are set)
+    assert validate_main([str(folder / "v1")]) == 0
+    assert capsys.readouterr().out == f"{folder}/v1: 0 anomalies (0 blocking; schema: dataset)\n"
+
+
+def test_validate_names_what_it_cannot_read(tmp_path, capsys):
+    assert validate_main([str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err
+    expected = f"{tmp_path}/nothing: no manifest.json: not a dataset (or not complete)"
+    assert err == f"shardflow validate: error: {expected}\n"

@@ -1,0 +1,117 @@
+"""The data validation of one dataset: its statistics checked against a schema, a baseline and
+its own train split, as a run does it before publishing and `shardflow validate` does it
+afterwards.
+
+The schema is the config's curated one (`validation.schema`), else the baseline dataset's (the
+schema published with it: the first run's schema carries on, as with TFX's SchemaGen and
+ExampleValidator), else one inferred from this dataset. `validate` returns what a dataset
+publishes: the schema, the statistics in TFDV's format and the anomalies, sorted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Mapping
+
+from transforms.contract.config import ValidationSpec
+from transforms.contract.layout import MANIFEST, SCHEMA, STATISTICS
+from transforms.contract.manifest import Manifest
+from transforms.validation import statistics_proto
+from transforms.validation.anomalies import Anomaly, FeatureThresholds, Thresholds, find_anomalies
+from transforms.validation.schema import infer_schema, read_schema, schema_text
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """A dataset compared with: where it is, its statistics.json and its schema.pbtxt (None
+    when it has none)."""
+
+    uri: str
+    statistics: Mapping[str, Any]
+    schema: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Validated:
+    schema_text: str
+    schema_from: str  # config | baseline | dataset | inferred
+    statistics_proto: bytes  # statistics.pb
+    anomalies: tuple[Anomaly, ...]
+
+    @property
+    def blocking(self) -> tuple[Anomaly, ...]:
+        return tuple(a for a in self.anomalies if a.blocking)
+
+
+def thresholds(spec: ValidationSpec) -> Thresholds:
+    """The `Thresholds` of a config's `validation:` section."""
+    return Thresholds(
+        **dict(spec.limits),
+        features={name: FeatureThresholds(**dict(limits)) for name, limits in spec.features},
+        blocking=frozenset(spec.block),
+    )
+
+
+def validate(
+    spec: ValidationSpec,
+    manifest: Manifest,
+    statistics: Mapping[str, Any],
+    baseline: Baseline | None = None,
+    own_schema: str | None = None,
+) -> Validated:
+    """The schema, statistics.pb and anomalies of a dataset (its manifest and statistics.json).
+    `own_schema`: the dataset's published schema, checked against when there is neither a
+    curated schema nor a baseline's (`shardflow validate`); else one is inferred."""
+    if spec.schema_text is not None:
+        schema, whose = read_schema(spec.schema_text.encode("utf-8")), "config"
+    elif baseline is not None and baseline.schema is not None:
+        schema, whose = read_schema(baseline.schema.encode("utf-8")), "baseline"
+    elif own_schema is not None:
+        schema, whose = read_schema(own_schema.encode("utf-8")), "dataset"
+    else:
+        schema, whose = infer_schema(statistics, manifest), "inferred"
+    anomalies = find_anomalies(
+        dict(statistics),
+        schema,
+        thresholds(spec),
+        dict(baseline.statistics) if baseline is not None else None,
+    )
+    proto = statistics_proto.serialize(statistics_proto.to_proto(statistics, manifest))
+    return Validated(schema_text(schema), whose, proto, tuple(anomalies))
+
+
+def describe(anomaly: Anomaly | Mapping[str, Any]) -> str:
+    """One line: `FEATURE (SPLIT): KIND: MEASURE VALUE (threshold THRESHOLD): DESCRIPTION`."""
+    a = anomaly.to_dict() if isinstance(anomaly, Anomaly) else anomaly
+    measure = ""
+    if a.get("measure") and isinstance(a.get("value"), (int, float)):
+        measure = f"{a['measure']} {_number(a['value'])}"
+        if isinstance(a.get("threshold"), (int, float)):
+            measure += f" (threshold {_number(a['threshold'])})"
+        measure += ": "
+    return f"{a['feature']} ({a['split']}): {a['kind']}: {measure}{a['description']}"
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def read_dataset(read: Any, uri: str) -> tuple[Manifest, dict, str | None]:
+    """A dataset's manifest, statistics.json and schema.pbtxt (None when it has none);
+    `read(path) -> bytes | None` reads a file (None: it does not exist). ValueError naming the
+    file when the dataset is not there or has no statistics."""
+    uri = uri.rstrip("/")
+    data = read(f"{uri}/{MANIFEST}")
+    if data is None:
+        raise ValueError(f"{uri}: no {MANIFEST}: not a dataset (or not complete)")
+    manifest = Manifest.from_json(data, where=f"{uri}/{MANIFEST}")
+    stats = read(f"{uri}/{STATISTICS}")
+    if stats is None:
+        raise ValueError(f"{uri}: no {STATISTICS}: nothing to compare with")
+    try:
+        statistics = json.loads(stats)
+    except ValueError as e:
+        raise ValueError(f"{uri}/{STATISTICS}: not valid JSON: {e}") from None
+    schema = read(f"{uri}/{SCHEMA}")
+    return manifest, statistics, None if schema is None else schema.decode("utf-8")
