@@ -131,12 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     notes = [
-        f"- every run: {', '.join(f'{w:.1f} s / {s:.3f} s' for w, s in rows)} (wall / validation)",
-        f"- target: validation under 10% of the ETL's time: "
+        f"every run: {', '.join(f'{w:.1f} s / {s:.3f} s' for w, s in rows)} (wall / validation)",
+        f"target: validation under 10% of the ETL's time: "
         f"{'PASS' if share < 0.10 else 'FAIL'} ({share:.2%})",
     ]
     print(table)
-    print("\n".join(notes))
+    print("\n".join(f"- {n}" for n in notes))
     if args.record:
         command = "python benchmarks/validation_cost.py"
         command += f" --rows {args.rows} --repeats {args.repeats} --record"

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
+from pipelines.config import ConfigError, parse_config
 from pipelines.etl import run
 from pipelines.validate import main as validate_main
 from transforms.contract.manifest import Manifest
@@ -43,7 +44,7 @@ def _rows(changed: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _config(folder: Path, name: str, changed: bool, **validation) -> Path:
+def _config(folder: Path, name: str, changed: bool, mass: str = "float", **validation) -> Path:
     (folder / f"{name}.csv").write_text(_rows(changed))
     config = {
         "name": "birds",
@@ -52,7 +53,7 @@ def _config(folder: Path, name: str, changed: bool, **validation) -> Path:
         "features": {
             "id": {"type": "int"},
             "species": {"type": "string"},
-            "mass": {"type": "float"},
+            "mass": {"type": mass},
             "note": {"type": "string", "required": False},
         },
         "splits": {"train": 0.8, "eval": 0.2},
@@ -76,6 +77,9 @@ def runs(tmp_path_factory):
     code = run(["--config", str(blocked), "--baseline", str(folder / "v1")])
     rerun = _config(folder, "v1again", changed=False, baseline="v1")
     assert run(["--config", str(rerun)]) == 0
+    # the same data with mass read as text: its type is not the baseline schema's
+    retyped = _config(folder, "v1text", changed=False, mass="string", baseline="v1")
+    assert run(["--config", str(retyped)]) == 1
     return folder, code
 
 
@@ -170,6 +174,36 @@ def test_a_blocking_anomaly_fails_the_run_and_publishes_nothing(runs, capsys):
     assert code == 1
     assert not (folder / "v2b").exists()
     assert not list(folder.glob(".v2b.incomplete-*"))
+
+
+def test_a_type_change_fails_the_run(runs, capsys):
+    folder, _ = runs
+    assert not (folder / "v1text").exists()
+    # what the run said, recomputed on v1 against a schema that says mass is text
+    schema = (folder / "v1" / "schema.pbtxt").read_text()
+    retyped = schema.replace('name: "mass"\n  type: FLOAT', 'name: "mass"\n  type: BYTES')
+    assert retyped != schema
+    (folder / "text.pbtxt").write_text(retyped)
+    assert validate_main([str(folder / "v1"), "--schema", str(folder / "text.pbtxt")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{folder}/v1: 2 anomalies (2 blocking; schema: config)"
+    assert out[1] == (
+        "  BLOCKING mass (eval): type_mismatch: Expected data of type: BYTES but got FLOAT (float)"
+    )
+
+
+def test_a_curated_schema_that_does_not_parse_is_a_config_error(runs):
+    folder, _ = runs
+    (folder / "bad.pbtxt").write_text('feature {\n  name: "x"\n  type: NUMBER\n}\n')
+    with pytest.raises(ConfigError) as e:
+        parse_config(
+            {**yaml.safe_load((folder / "v1.yaml").read_text()),
+             "validation": {"schema": "bad.pbtxt"}},
+            base_dir=str(folder),
+        )  # fmt: skip
+    assert e.value.field == "validation.schema"
+    assert str(e.value).startswith(f"validation.schema: {folder}/bad.pbtxt: ")
+    assert ":3:" in str(e.value)  # the line of the problem
 
 
 def test_a_rerun_on_the_same_data_finds_nothing_and_writes_the_same_bytes(runs):
