@@ -244,3 +244,24 @@ def test_validate_names_what_it_cannot_read(tmp_path, capsys):
     err = capsys.readouterr().err
     expected = f"{tmp_path}/nothing: no manifest.json: not a dataset (or not complete)"
     assert err == f"shardflow validate: error: {expected}\n"
+
+
+def test_a_date_partitioned_run_drifts_against_the_previous_date_by_default(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    for day, changed in (("2026-11-25", False), ("2026-11-26", True)):
+        (tmp_path / "in" / f"{day}.csv").write_text(_rows(changed))
+    config = yaml.safe_load(_config(tmp_path, "unused", changed=False).read_text())
+    config["sources"][0]["path"] = "in/{date}.csv"
+    config["output"]["path"] = "out/{date}"
+    config["validation"]["block"] = []
+    (tmp_path / "daily.yaml").write_text(yaml.safe_dump(config))
+    assert run(["--config", str(tmp_path / "daily.yaml"), "--date", "2026-11-25"]) == 0
+    first = _manifest(tmp_path / "out", "2026-11-25").validation
+    assert (first.baseline, first.schema_from) == (None, "inferred")  # no day before it
+    capsys.readouterr()
+    assert run(["--config", str(tmp_path / "daily.yaml"), "--date", "2026-11-26"]) == 0
+    previous = f"{tmp_path}/out/2026-11-25"
+    assert f"shardflow etl: birds: drift against {previous}" in capsys.readouterr().out
+    second = _manifest(tmp_path / "out", "2026-11-26").validation
+    assert (second.baseline, second.schema_from) == (previous, "baseline")
+    assert {a["kind"] for a in second.anomalies} >= {"drift", "out_of_domain"}
