@@ -49,12 +49,13 @@ from transforms.prepare import ENCODE_THREADS, PrepareRecords
 from transforms.quality import CountFields, QualityError
 from transforms.sink.finalize import PublishDataset
 from transforms.sink.output import Expected, OutputError, holds_dataset
-from transforms.sink.storage import discard, staging_path
+from transforms.sink.storage import discard, read_if_exists, staging_path
 from transforms.sink.write import SPILL_BYTES, WRITE_THREADS, WriteShards
 from transforms.sources import ranges, registry
 from transforms.sources.read import FirstRecords, ReadSource
 from transforms.stats import MergeStats
-from transforms.validation.check import Baseline, read_dataset
+from transforms.validation.check import read_dataset
+from transforms.validation.schema import read_schema
 
 logger = logging.getLogger(__name__)
 # The DirectRunner of Beam 2.77 first tries the Prism runner, which downloads a binary (no
@@ -70,12 +71,12 @@ def build_etl(
     staging: str,
     expected: Expected = Expected(),
     tuning: Tuning = Tuning(),
-    baseline: Baseline | None = None,
+    baseline: str | None = None,
 ) -> beam.PCollection:
     """Wires the ETL graph; returns the PCollection holding the published manifest.
 
     `expected`: what publication may replace at OUTPUT (`check_inputs`); by default nothing.
-    `baseline`: the dataset the statistics are compared with for drift.
+    `baseline`: the dataset (URI) the statistics are compared with for drift.
     """
     chunks, rejected, counts = [], [], []
     for source in dataset.sources:
@@ -244,7 +245,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
             print(f"shardflow etl: {dataset.output.path} is complete; skipped")
             return 0
         inputs, expected = check_inputs(dataset, args.overwrite)
-        baseline = None if args.validate_only else find_baseline(args, dataset)
+        baseline = find_baseline(args, dataset)
     except ConfigError as e:
         print(f"shardflow etl: error: {e}", file=sys.stderr)
         return 2
@@ -260,32 +261,50 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     return _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args), started, baseline)
 
 
-def find_baseline(args: argparse.Namespace, dataset: DatasetSpec) -> Baseline | None:
+LOOK_BACK_DAYS = 31  # a date-partitioned run's default baseline: the latest complete date
+
+
+def find_baseline(args: argparse.Namespace, dataset: DatasetSpec) -> str | None:
     """The dataset compared with for drift: --baseline, else the config's
-    `validation.baseline`, else the previous date's dataset of a date-partitioned output when
-    it is complete; None without one. ConfigError when a named one cannot be read."""
+    `validation.baseline`, else the latest complete dataset of the 31 dates before a
+    date-partitioned output's; None without one. Checked here, before the job (the job reads
+    it again where it validates): ConfigError when a named one cannot be read or its schema
+    does not parse; a date's that cannot be is left out, with a note."""
     uri = args.baseline or dataset.validation.baseline
     where = "--baseline" if args.baseline else "validation.baseline"
     if uri is None and dataset.date is not None:
-        day = datetime.date.fromisoformat(dataset.date) - datetime.timedelta(days=1)
-        previous = load_config(args.config, args.output, day).output.path
-        if previous != dataset.output.path and holds_dataset(previous):
-            uri = previous
+        uri = _previous_dataset(args, dataset)
+        where = None
     if uri is None:
         return None
     try:
-        _, statistics, schema = read_dataset(_read_or_none, uri)
-    except ValueError as e:
-        raise ConfigError(where, str(e)) from None
-    print(f"shardflow etl: {dataset.name}: drift against {uri}", flush=True)
-    return Baseline(uri.rstrip("/"), statistics, schema)
-
-
-def _read_or_none(path: str) -> bytes | None:
-    if not FileSystems.exists(path):
+        _, _, schema = read_dataset(read_if_exists, uri)
+        if schema is not None:
+            read_schema(schema.encode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        if where is not None:
+            raise ConfigError(where, str(e)) from None
+        print(f"shardflow etl: {dataset.name}: no drift: the previous date's {e}", flush=True)
         return None
-    with FileSystems.open(path) as f:
-        return f.read()
+    print(f"shardflow etl: {dataset.name}: drift against {uri}", flush=True)
+    return uri.rstrip("/")
+
+
+def _previous_dataset(args: argparse.Namespace, dataset: DatasetSpec) -> str | None:
+    today = datetime.date.fromisoformat(dataset.date)
+    for back in range(1, LOOK_BACK_DAYS + 1):
+        day = today - datetime.timedelta(days=back)
+        path = load_config(args.config, args.output, day).output.path
+        if path == dataset.output.path:
+            return None  # no date in the output's path
+        if holds_dataset(path):
+            return path
+    print(
+        f"shardflow etl: {dataset.name}: no drift: no complete dataset in the "
+        f"{LOOK_BACK_DAYS} dates before {dataset.date}",
+        flush=True,
+    )
+    return None
 
 
 def _limited(dataset: DatasetSpec, args: argparse.Namespace) -> DatasetSpec:
@@ -316,7 +335,7 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
                 skipped += 1
                 continue
             inputs, expected = check_inputs(dataset, args.overwrite)
-            baseline = None if args.validate_only else find_baseline(args, dataset)
+            baseline = find_baseline(args, dataset)
         except ConfigError as e:
             print(f"shardflow etl: {day}: error: {e}", file=sys.stderr)
             failed.append(day)
@@ -348,7 +367,7 @@ def _run_dataset(
     expected: Expected,
     tuning: Tuning,
     started: float,
-    baseline: Baseline | None = None,
+    baseline: str | None = None,
 ) -> int:
     """Runs the job of one dataset, checked since `started` (time.monotonic()), and reports."""
     options = pipeline_options(beam_args)

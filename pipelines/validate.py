@@ -2,8 +2,10 @@
 statistics against a schema and a baseline dataset, without running the ETL again.
 
 The schema is `--schema`, else the config's `validation.schema` (`--config`), else the
-baseline's, else the dataset's own schema.pbtxt; the limits and the anomaly kinds that block
-are the config's `validation:` section (defaults without `--config`). Prints one line per
+dataset's config with what the baseline's schema learned from data, else the dataset's own
+schema.pbtxt; the baseline is `--baseline`, else the config's, else the one the run compared
+with; the limits and the anomaly kinds that block are the config's `validation:` section
+(defaults without `--config`). Prints one line per
 anomaly; exit 1 when one of them blocks, 0 otherwise, 2 for a bad command line or dataset.
 This module holds the command line only: `--help` imports neither Beam nor TensorFlow.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
 import sys
 
@@ -34,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", metavar="DATASET_URI", help="the dataset folder, local or gs://")
     p.add_argument(
         "--baseline", metavar="DATASET_URI",
-        help="the dataset to compare with for drift (default: the config's validation.baseline)",
+        help="the dataset to compare with for drift (default: the config's validation.baseline, "
+        "else the one the run compared with)",
     )  # fmt: skip
     p.add_argument(
         "--config", metavar="CONFIG.yaml",
@@ -60,29 +64,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from apache_beam.io.filesystems import FileSystems
-
     from pipelines.config import load_config
     from pipelines.validation import schema_text_of
     from transforms.contract.config import ValidationSpec
+    from transforms.sink.storage import read_if_exists as read
     from transforms.validation.check import Baseline, describe, read_dataset, validate
-
-    def read(path: str) -> bytes | None:
-        if not FileSystems.exists(path):
-            return None
-        with FileSystems.open(path) as f:
-            return f.read()
 
     dataset = args.dataset.rstrip("/")
     manifest, statistics, own_schema = read_dataset(read, dataset)
     spec = ValidationSpec()
-    if args.config is not None:
-        spec = load_config(args.config, output=dataset).validation
+    if args.config is not None:  # a date-partitioned config: the dataset's date
+        day = None if manifest.date is None else datetime.date.fromisoformat(manifest.date)
+        spec = load_config(args.config, output=dataset, date=day).validation
     if args.schema is not None:
         text = schema_text_of(args.schema, read, "--schema")
         spec = dataclasses.replace(spec, schema=args.schema, schema_text=text)
     baseline = None
-    uri = args.baseline or spec.baseline
+    recorded = manifest.validation.baseline if manifest.validation is not None else None
+    uri = args.baseline or spec.baseline or recorded
     if uri is not None:
         _, base_statistics, base_schema = read_dataset(read, uri)
         baseline = Baseline(uri.rstrip("/"), base_statistics, base_schema)

@@ -248,7 +248,8 @@ def test_validate_names_what_it_cannot_read(tmp_path, capsys):
 
 def test_a_date_partitioned_run_drifts_against_the_previous_date_by_default(tmp_path, capsys):
     (tmp_path / "in").mkdir()
-    for day, changed in (("2026-11-25", False), ("2026-11-26", True)):
+    for day, changed in (("2026-11-25", False), ("2026-11-26", True), ("2026-11-28", True),
+                         ("2026-11-29", True)):  # fmt: skip
         (tmp_path / "in" / f"{day}.csv").write_text(_rows(changed))
     config = yaml.safe_load(_config(tmp_path, "unused", changed=False).read_text())
     config["sources"][0]["path"] = "in/{date}.csv"
@@ -265,3 +266,25 @@ def test_a_date_partitioned_run_drifts_against_the_previous_date_by_default(tmp_
     second = _manifest(tmp_path / "out", "2026-11-26").validation
     assert (second.baseline, second.schema_from) == (previous, "baseline")
     assert {a["kind"] for a in second.anomalies} >= {"drift", "out_of_domain"}
+    # no dataset of the 27th: the 28th drifts against the latest complete date, the 26th
+    assert run(["--config", str(tmp_path / "daily.yaml"), "--date", "2026-11-28"]) == 0
+    assert _manifest(tmp_path / "out", "2026-11-28").validation.baseline == (
+        f"{tmp_path}/out/2026-11-26"
+    )
+    # a previous date without statistics: a note, and no drift; not an error
+    (tmp_path / "out" / "2026-11-28" / "statistics.json").unlink()
+    capsys.readouterr()
+    assert run(["--config", str(tmp_path / "daily.yaml"), "--date", "2026-11-29"]) == 0
+    assert "no drift: the previous date's " in capsys.readouterr().out
+    last = _manifest(tmp_path / "out", "2026-11-29").validation
+    assert (last.baseline, last.schema_from) == (None, "inferred")
+
+
+def test_a_named_baseline_that_is_not_a_dataset_is_refused_before_the_run(tmp_path, capsys):
+    config = _config(tmp_path, "x", changed=False)
+    code = run(["--config", str(config), "--validate-only", "--baseline", str(tmp_path / "no")])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"shardflow etl: error: --baseline: {tmp_path}/no: no manifest.json: not a dataset "
+        "(or not complete)\n"
+    )

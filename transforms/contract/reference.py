@@ -1357,7 +1357,7 @@ validation:
   skew: {l_infinity: 0.2}
   features:
     species: {max_missing_rate: 0, drift: {l_infinity: 0.05}}
-  block: [feature_missing, type_mismatch, missing_rate, out_of_domain, out_of_range, drift]
+  block: [feature_missing, type_mismatch, missing_rate, out_of_range, drift]
 """,
 )
 

@@ -29,8 +29,8 @@ from transforms.sink.manifest import build_manifest
 from transforms.sink.output import Expected
 from transforms.sink.publish import publish
 from transforms.sink.spill import spill_folder
-from transforms.sink.storage import create_file, delete_folder
-from transforms.validation.check import describe, validate
+from transforms.sink.storage import create_file, delete_folder, read_if_exists
+from transforms.validation.check import Baseline, describe, read_dataset, validate
 
 
 def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, Any]:
@@ -141,7 +141,11 @@ class _PublishFn(beam.DoFn):
         if statistics is not None:
             with timed("validation"):  # as statistics.json reads back
                 body = json.loads(json.dumps(body))
-                manifest = validated(self._dataset, self._staging, manifest, body, self._baseline)
+                baseline = None
+                if self._baseline is not None:  # read here: its statistics may be megabytes
+                    _, base_statistics, base_schema = read_dataset(read_if_exists, self._baseline)
+                    baseline = Baseline(self._baseline, base_statistics, base_schema)
+                manifest = validated(self._dataset, self._staging, manifest, body, baseline)
         with timed("publish"):
             publish(self._staging, out.path, manifest, self._expected)
         yield manifest

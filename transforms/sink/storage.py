@@ -143,3 +143,11 @@ def read_object(path: str) -> tuple[bytes, int] | None:
         except PreconditionFailed:
             continue
     raise OSError(f"{path} keeps changing; could not read it")
+
+
+def read_if_exists(path: str) -> bytes | None:
+    """The bytes of a local or remote file; None when there is none."""
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return f.read()

@@ -375,7 +375,10 @@ def _compare(add, name, split, kind, feature, stats, control, thresholds) -> Non
             return
         counts, complete = _value_counts(stats)
         reference, reference_complete = _value_counts(control)
-        distance, at = linf_distance(counts, reference)
+        if complete and reference_complete:
+            distance, at = linf_distance(counts, reference)
+        else:  # a value left out of one side's top values is not a share of 0 there
+            distance, at = _shared_linf(counts, reference, stats["values"], control["values"])
         if distance > limit:
             note = "" if complete and reference_complete else "; approximate: top values only"
             message = (
@@ -388,6 +391,8 @@ def _compare(add, name, split, kind, feature, stats, control, thresholds) -> Non
         limit = _limit(thresholds, name, f"{kind}_js", comparator, "jensen_shannon_divergence")
         if limit is None:
             return
+        if not stats.get("histogram") or not control.get("histogram"):
+            return  # values, but no finite one (all infinite): nothing to compare
         divergence = jensen_shannon_divergence(stats["histogram"], control["histogram"])
         if divergence > limit:
             message = (
@@ -395,6 +400,20 @@ def _compare(add, name, split, kind, feature, stats, control, thresholds) -> Non
                 f"{divergence:.6g}, above the threshold {limit:.6g}"
             )
             add(name, split, kind, message, "jensen_shannon", divergence, limit)
+
+
+def _shared_linf(
+    a: Mapping[str, int], b: Mapping[str, int], total_a: int, total_b: int
+) -> tuple[float, str | None]:
+    """The L-infinity distance over the values both sides list, each count a share of its
+    side's values: where a side lists only its top values, a value it leaves out has an
+    unknown share, not 0. Ties go to the largest value, as in `linf_distance`."""
+    best, at = 0.0, None
+    for value in sorted(set(a) & set(b)):
+        distance = abs(a[value] / total_a - b[value] / total_b)
+        if distance > 0 and distance >= best:
+            best, at = distance, value
+    return best, at
 
 
 def _limit(thresholds, name, limit, comparator, field) -> float | None:

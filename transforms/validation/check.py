@@ -2,9 +2,10 @@
 its own train split, as a run does it before publishing and `shardflow validate` does it
 afterwards.
 
-The schema is the config's curated one (`validation.schema`), else the baseline dataset's (the
-schema published with it: the first run's schema carries on, as with TFX's SchemaGen and
-ExampleValidator), else one inferred from this dataset. `validate` returns what a dataset
+The schema is the config's curated one (`validation.schema`), else this dataset's config with
+what the baseline's schema learned from the data (`schema.carry_over`: its string domains carry
+on from run to run, as with TFX's SchemaGen and ExampleValidator), else one inferred from this
+dataset. `validate` returns what a dataset
 publishes: the schema, the statistics in TFDV's format and the anomalies, sorted.
 """
 
@@ -19,7 +20,7 @@ from transforms.contract.layout import MANIFEST, SCHEMA, STATISTICS
 from transforms.contract.manifest import Manifest
 from transforms.validation import statistics_proto
 from transforms.validation.anomalies import Anomaly, FeatureThresholds, Thresholds, find_anomalies
-from transforms.validation.schema import infer_schema, read_schema, schema_text
+from transforms.validation.schema import carry_over, infer_schema, read_schema, schema_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,12 +66,17 @@ def validate(
     curated schema nor a baseline's (`shardflow validate`); else one is inferred."""
     if spec.schema_text is not None:
         schema, whose = read_schema(spec.schema_text.encode("utf-8")), "config"
+        published = schema
     elif baseline is not None and baseline.schema is not None:
-        schema, whose = read_schema(baseline.schema.encode("utf-8")), "baseline"
+        previous = read_schema(baseline.schema.encode("utf-8"))
+        schema, published = carry_over(infer_schema(statistics, manifest), previous, manifest)
+        whose = "baseline"
     elif own_schema is not None:
         schema, whose = read_schema(own_schema.encode("utf-8")), "dataset"
+        published = schema
     else:
         schema, whose = infer_schema(statistics, manifest), "inferred"
+        published = schema
     anomalies = find_anomalies(
         dict(statistics),
         schema,
@@ -78,7 +84,7 @@ def validate(
         dict(baseline.statistics) if baseline is not None else None,
     )
     proto = statistics_proto.serialize(statistics_proto.to_proto(statistics, manifest))
-    return Validated(schema_text(schema), whose, proto, tuple(anomalies))
+    return Validated(schema_text(published), whose, proto, tuple(anomalies))
 
 
 def describe(anomaly: Anomaly | Mapping[str, Any]) -> str:
@@ -94,7 +100,7 @@ def describe(anomaly: Anomaly | Mapping[str, Any]) -> str:
 
 
 def _number(value: float) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def read_dataset(read: Any, uri: str) -> tuple[Manifest, dict, str | None]:

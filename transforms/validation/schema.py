@@ -6,11 +6,11 @@ what the config declares is the schema, and the data fills in only what the conf
 those guesses. Per feature, in config order:
 
 - `type`: INT, FLOAT, or BYTES for strings, bytes and images (the schema has no STRING type);
-- `presence`: `min_fraction: 1` when every record has a value: the feature is required, or has a
-  default that fills its missing values; `min_count: 1` when it is required, has a default, or
-  has a value in the reference split's statistics (TFDV's rule), else 0. TFDV also sets
-  `min_fraction: 1` for an optional feature that happened never to miss; here the config's
-  `required: false` wins: a later record without it is valid;
+- `presence`: `min_fraction: 1` and `min_count: 1` for a required feature (but a list of
+  variable length, which may be empty), else `min_count: 0`. TFDV requires a value of every
+  feature it has seen and sets `min_fraction: 1` for one that happened never to miss; here the
+  config's `required: false` wins: a later record without it, or a small split without any,
+  is valid;
 - the values per record: a feature present in every record with a fixed shape gets `shape`
   with the config's dims (a scalar `shape {}`, as tf.Transform writes a `FixedLenFeature([])`;
   TFDV would infer a dim of 1); any other gets `value_count` with `min: 1` when present in every
@@ -161,15 +161,13 @@ def _feature(
 ) -> None:
     out = schema.feature.add(name=name, type=_TYPES[spec.type])
     # An optional feature may hold no value in a split (a small one, say): only a required one
-    # must (TFDV would require one value of every feature it has seen). The statistics count
-    # the values read: a value filled in from `default` is not one; and a required list of
+    # must (TFDV would require one value of every feature it has seen); a required list of
     # variable length may be empty.
     variable = spec.shape == (None,)
     always = spec.required and not variable
     out.presence.min_count = 1 if always else 0
     if always:
         out.presence.min_fraction = 1.0
-    if always:
         out.shape.SetInParent()
         for size in spec.shape:
             out.shape.dim.add(size=size)
@@ -244,3 +242,73 @@ def _check_references(schema: schema_pb2.Schema, where: str) -> None:
                 f"{where}: feature {feature.name!r}: domain {feature.domain!r} names no "
                 "string_domain of the schema"
             )
+
+
+def carry_over(
+    current: schema_pb2.Schema, previous: schema_pb2.Schema, features: Features
+) -> tuple[schema_pb2.Schema, schema_pb2.Schema]:
+    """(checked, published): this run's schema, inferred from its config (`current`), with
+    what an earlier run's schema (`previous`, the baseline's) learned from the data.
+
+    Published, for the next run: `current`, but a string feature the config gives no `values`
+    takes the previous schema's domain (or none, where it had none) instead of one from this
+    run's data, and a feature keeps the previous drift and skew comparators. The config stays
+    the schema: a feature made optional, a wider range, a new feature need no other change.
+
+    Checked, for this run: the published schema, plus what the config changed since: a
+    feature of the previous schema the config no longer has (`feature_missing`), and the
+    previous type of a feature whose type changed (`type_mismatch`). Such a change blocks the
+    run that makes it (by default) and no later one: the published schema is the new one.
+    """
+    specs = _feature_specs(features)
+    published = schema_pb2.Schema()
+    published.CopyFrom(current)
+    before = {f.name: f for f in previous.feature}
+    domains = {d.name: d for d in previous.string_domain}
+    for feature in published.feature:
+        old = before.get(feature.name)
+        spec = specs.get(feature.name)
+        if old is None or spec is None:
+            continue
+        if spec.type == "string" and spec.values is None:
+            _drop_domain(published, feature)
+            if old.HasField("domain") and old.domain in domains:
+                published.string_domain.add().CopyFrom(domains[old.domain])
+                published.string_domain[-1].name = feature.name
+                feature.domain = feature.name
+            elif old.HasField("string_domain"):
+                feature.string_domain.CopyFrom(old.string_domain)
+        for comparator in ("drift_comparator", "skew_comparator"):
+            if old.HasField(comparator) and not feature.HasField(comparator):
+                getattr(feature, comparator).CopyFrom(getattr(old, comparator))
+    # the domains in the order of their features, as `infer_schema` writes them
+    order = {f.domain: i for i, f in enumerate(published.feature) if f.HasField("domain")}
+    ordered = sorted(published.string_domain, key=lambda d: order.get(d.name, len(order)))
+    ordered = [_copy(schema_pb2.StringDomain(), d) for d in ordered]
+    del published.string_domain[:]
+    published.string_domain.extend(ordered)
+    checked = schema_pb2.Schema()
+    checked.CopyFrom(published)
+    now = {f.name: f for f in checked.feature}
+    for name, old in before.items():
+        if name not in now:
+            checked.feature.add().CopyFrom(old)
+            checked.feature[-1].ClearField("domain")  # its values are no longer checked
+        elif now[name].type != old.type:
+            now[name].type = old.type
+    return checked, published
+
+
+def _copy(into, message):
+    into.CopyFrom(message)
+    return into
+
+
+def _drop_domain(schema: schema_pb2.Schema, feature: schema_pb2.Feature) -> None:
+    """Removes the string domain a feature refers to (and the reference)."""
+    if feature.HasField("domain"):
+        kept = [d for d in schema.string_domain if d.name != feature.domain]
+        del schema.string_domain[:]
+        schema.string_domain.extend(kept)
+        feature.ClearField("domain")
+    feature.ClearField("string_domain")

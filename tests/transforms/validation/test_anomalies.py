@@ -388,3 +388,30 @@ def test_an_empty_split_has_nothing_to_check(base):
     stats = statistics(columns, split)
     stats["splits"]["test"] = {"records": 0, "features": {}}
     assert find_anomalies(stats, schema(), CHECKED, baseline=stats) == []
+
+
+def test_values_left_out_of_top_values_are_not_counted_as_absent():
+    # train lists only its 20 most frequent values (1,500 distinct); eval lists all of its own:
+    # the same shares must not look like skew
+    def zipf(n_values: int, scale: int) -> list[tuple[str, int]]:
+        return [(f"v{i:04d}", scale * 10_000 // (i + 1)) for i in range(n_values)]
+
+    train, eval_ = zipf(1500, 10), zipf(800, 1)
+    feature = lambda pairs, listed, exact_all: {  # noqa: E731
+        "type": "string", "records": sum(c for _, c in pairs), "missing": 0,
+        "values": sum(c for _, c in pairs), "distinct": len(pairs), "distinct_exact": True,
+        "top": [{"value": v, "count": c} for v, c in pairs[:20]],
+        **({"counts": [{"value": v, "count": c} for v, c in listed]} if exact_all else {}),
+    }  # fmt: skip
+    statistics = {"format_version": 1, "splits": {
+        "train": {"records": 1, "features": {"s": feature(train, train, False)}},
+        "eval": {"records": 1, "features": {"s": feature(eval_, eval_, True)}},
+    }}  # fmt: skip
+    schema = schema_pb2.Schema()
+    schema.feature.add(name="s", type=schema_pb2.BYTES)
+    found = find_anomalies(statistics, schema, Thresholds(skew_linf=0.01))
+    # each listed count a share of its side's values: v0000 differs most
+    top = eval_[0][1] / sum(c for _, c in eval_) - train[0][1] / sum(c for _, c in train)
+    assert [(a.kind, a.at_value, a.approximate) for a in found] == [("skew", "v0000", True)]
+    assert found[0].value == pytest.approx(top, rel=1e-12)
+    assert found[0].value < 0.02  # normalized by each side's own 20 values, it was 0.14

@@ -17,6 +17,7 @@ from transforms.contract.manifest import Manifest, ManifestFeature
 from transforms.stats import chunk_stats
 from transforms.validation.schema import (
     SchemaError,
+    carry_over,
     infer_schema,
     read_schema,
     schema_text,
@@ -418,3 +419,40 @@ def test_a_schema_that_breaks_its_own_references_is_refused(tmp_path):
         read_schema(tmp_path / "missing.pbtxt")
     assert str(e.value) == f"{tmp_path / 'missing.pbtxt'}: No such file or directory"
     assert issubclass(SchemaError, ValueError)
+
+
+def test_a_baseline_schema_carries_its_data_domains_and_the_config_stays_the_schema():
+    before = {
+        "island": ManifestFeature("string"),
+        "year": ManifestFeature("int", min=2000, max=2010),
+        "gone": ManifestFeature("string"),
+    }
+    island = {
+        "type": "string", "records": 3, "missing": 0, "values": 3, "distinct": 2,
+        "distinct_exact": True, "length": {"min": 5, "max": 6, "mean": 5.5}, "top": [],
+        "counts": [{"value": "Biscoe", "count": 2}, {"value": "Dream", "count": 1}],
+    }  # fmt: skip
+    stats = {"splits": {"train": {"records": 3, "features": {"island": island}}}}
+    previous = infer_schema(stats, before)
+    assert [list(d.value) for d in previous.string_domain] == [["Biscoe", "Dream"]]
+    now = {
+        # its values now: Torgersen too, which the carried domain will report
+        "island": ManifestFeature("string"),
+        "year": ManifestFeature("float", required=False, max=2030.0),  # retyped, wider
+        "new": ManifestFeature("string", values=("a", "b")),
+    }
+    stats["splits"]["train"]["features"]["island"]["counts"].append(
+        {"value": "Torgersen", "count": 1}
+    )
+    checked, published = carry_over(infer_schema(stats, now), previous, now)
+    by_name = {f.name: f for f in published.feature}
+    assert list(by_name) == ["island", "year", "new"]  # the config's features
+    domains = {d.name: list(d.value) for d in published.string_domain}
+    assert domains == {"island": ["Biscoe", "Dream"], "new": ["a", "b"]}  # island's carried
+    assert by_name["year"].type == schema_pb2.FLOAT and by_name["year"].float_domain.max == 2030
+    assert by_name["year"].presence.min_count == 0  # made optional: no longer required
+    # checked: also the feature the config dropped, and year's previous type
+    check = {f.name: f for f in checked.feature}
+    assert list(check) == ["island", "year", "new", "gone"]
+    assert check["year"].type == schema_pb2.INT and check["gone"].type == schema_pb2.BYTES
+    assert not check["gone"].HasField("domain")
