@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -438,6 +439,9 @@ def test_an_existing_config_is_replaced_only_with_force(files, tmp_path, capsys)
     assert _init("--source", str(files["csv"]), "--output", str(config), "--force") == 0
     assert yaml.safe_load(config.read_text())["name"] == "c"
     assert [p.name for p in tmp_path.iterdir()] == ["c.yaml"]  # no temporary file left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert config.stat().st_mode & 0o777 == 0o666 & ~umask  # as any file the user writes
 
 
 def test_bad_sources_are_refused_naming_the_file(tmp_path, capsys):
