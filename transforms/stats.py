@@ -50,6 +50,7 @@ from transforms.contract.layout import STATISTICS_FORMAT_VERSION
 MAX_DISTINCT = 10_000  # strings: values counted per feature and split (a sample beyond)
 NUMBER_DISTINCT = 1_000  # numbers: exact counts (even histograms) up to this many values
 TOP_VALUES = 20
+POINT_VALUES = 100  # numbers: every value's count is written up to this many distinct values
 COUNTED_VALUES = 1_000  # strings: every value's count is written up to this many distinct values
 COUNTED_BYTES = 100_000  # ... whose text (as kept) is at most this long in all
 MAX_VALUE_BYTES = 200  # of a string value, as the statistics keep it
@@ -139,6 +140,10 @@ class FeatureStats:
             )
             if self.counts and not self.truncated:
                 out["distinct"] = len(self.counts)
+                if len(self.counts) <= POINT_VALUES:  # compared as exact masses (drift, skew)
+                    out["counts"] = [
+                        {"value": cast(v), "count": c} for v, c in sorted(self.counts.items())
+                    ]
         elif self.type in _TEXT_TYPES:
             sample = self.sample or ValueSample.empty()
             counted = (

@@ -219,6 +219,12 @@ def test_few_distinct_numbers_get_even_bars_many_get_log_buckets():
         {"low": 2007, "high": 2008, "count": 3},
     ]
     assert years["distinct"] == 3
+    # few values: each one's exact count too (drift and skew compare them as exact masses)
+    assert years["counts"] == [
+        {"value": 2005, "count": 1}, {"value": 2006, "count": 1}, {"value": 2007, "count": 3},
+    ]  # fmt: skip
+    hundred_one = column_stats("int", _lists(list(range(101)), pa.int64())).to_json()
+    assert hundred_one["distinct"] == 101 and "counts" not in hundred_one
     many = np.linspace(-1000, 1000, 5000).astype(np.float32).tolist()
     wide = column_stats("float", _lists(many, pa.float32()))
     merged = column_stats("float", _lists([1.0, 2.0], pa.float32()))

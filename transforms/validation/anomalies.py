@@ -49,7 +49,11 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from transforms.contract.config import ANOMALY_KINDS
 from transforms.contract.config import DEFAULT_BLOCKING as CONTRACT_BLOCKING
-from transforms.validation.measures import jensen_shannon_divergence, linf_distance
+from transforms.validation.measures import (
+    jensen_shannon_divergence,
+    jensen_shannon_points,
+    linf_distance,
+)
 
 KINDS = ANOMALY_KINDS
 # The kinds that break a rule the schema states; distribution changes and new features are
@@ -393,13 +397,20 @@ def _compare(add, name, split, kind, feature, stats, control, thresholds) -> Non
             return
         if not stats.get("histogram") or not control.get("histogram"):
             return  # values, but no finite one (all infinite): nothing to compare
-        divergence = jensen_shannon_divergence(stats["histogram"], control["histogram"])
+        if "counts" in stats and "counts" in control:  # few distinct values: exact masses
+            divergence = jensen_shannon_points(_number_counts(stats), _number_counts(control))
+        else:
+            divergence = jensen_shannon_divergence(stats["histogram"], control["histogram"])
         if divergence > limit:
             message = (
                 f"High approximate Jensen-Shannon divergence between {between}: "
                 f"{divergence:.6g}, above the threshold {limit:.6g}"
             )
             add(name, split, kind, message, "jensen_shannon", divergence, limit)
+
+
+def _number_counts(stats: dict) -> dict[float, int]:
+    return {float(c["value"]): c["count"] for c in stats["counts"]}
 
 
 def _shared_linf(

@@ -21,7 +21,7 @@ from transforms.validation.anomalies import (
     Thresholds,
     find_anomalies,
 )
-from transforms.validation.measures import jensen_shannon_divergence
+from transforms.validation.measures import jensen_shannon_divergence, jensen_shannon_points
 
 SPLITS = ["train", "eval"]
 SPECIES = ["Adelie", "Chinstrap", "Gentoo"]
@@ -415,3 +415,27 @@ def test_values_left_out_of_top_values_are_not_counted_as_absent():
     assert [(a.kind, a.at_value, a.approximate) for a in found] == [("skew", "v0000", True)]
     assert found[0].value == pytest.approx(top, rel=1e-12)
     assert found[0].value < 0.02  # normalized by each side's own 20 values, it was 0.14
+
+
+def test_numbers_with_few_values_drift_as_exact_masses():
+    def stats(counts: dict[int, int]) -> dict:
+        total = sum(counts.values())
+        return {"format_version": 1, "splits": {"train": {"records": total, "features": {"code": {
+            "type": "int", "records": total, "missing": 0, "values": total,
+            "min": min(counts), "max": max(counts), "distinct": len(counts),
+            "histogram": [{"low": min(counts), "high": max(counts) + 1, "count": total}],
+            "counts": [{"value": v, "count": c} for v, c in sorted(counts.items())],
+        }}}}}  # fmt: skip
+
+    schema = schema_pb2.Schema()
+    schema.feature.add(name="code", type=schema_pb2.INT)
+    codes = {1: 40, 2: 30, 5: 10, 10: 10, 100: 10}
+    limits = Thresholds(drift_js=0.05)
+    # one more record of a new largest value is no drift (its bars would all have moved)
+    assert find_anomalies(stats({**codes, 101: 1}), schema, limits, stats(codes)) == []
+    moved = {1: 10, 2: 60, 5: 10, 10: 10, 100: 10}
+    (found,) = find_anomalies(stats(moved), schema, limits, stats(codes))
+    expected = jensen_shannon_points(
+        {float(v): c for v, c in moved.items()}, {float(v): c for v, c in codes.items()}
+    )
+    assert (found.kind, found.measure, found.value) == ("drift", "jensen_shannon", expected)

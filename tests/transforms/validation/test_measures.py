@@ -9,7 +9,11 @@ import random
 import numpy as np
 import pytest
 
-from transforms.validation.measures import jensen_shannon_divergence, linf_distance
+from transforms.validation.measures import (
+    jensen_shannon_divergence,
+    jensen_shannon_points,
+    linf_distance,
+)
 
 
 def _bars(counts, edges) -> list[dict]:
@@ -196,3 +200,26 @@ def test_jensen_shannon_divergence_does_not_depend_on_bar_order():
 def test_jensen_shannon_divergence_rejects_malformed_bars(histogram, message):
     with pytest.raises(ValueError, match=message):
         jensen_shannon_divergence(histogram, [bar(0, 1, 1)])
+
+
+def test_the_divergence_of_exact_values_is_numpy_s_and_does_not_move_with_the_bars():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        values = rng.choice(
+            [1.0, 2.0, 5.0, 10.0, 100.0], size=(2, 500), p=[0.4, 0.3, 0.1, 0.1, 0.1]
+        )
+        a = dict(zip(*np.unique(values[0], return_counts=True)))
+        b = dict(zip(*np.unique(values[1], return_counts=True)))
+        support = sorted(set(a) | set(b))
+        p = np.array([a.get(v, 0) for v in support], float)
+        q = np.array([b.get(v, 0) for v in support], float)
+        p, q = p / p.sum(), q / q.sum()
+        m = (p + q) / 2
+        kl = lambda x: float(np.sum(np.where(x > 0, x * np.log2(np.where(x > 0, x, 1) / m), 0)))  # noqa: E731
+        assert jensen_shannon_points(a, b) == pytest.approx((kl(p) + kl(q)) / 2, abs=1e-12)
+    codes = {1.0: 40, 2.0: 30, 5.0: 10, 10.0: 10, 100.0: 10}
+    # one more record of a new largest value: the bars of an even histogram all move
+    assert jensen_shannon_points(codes, {**codes, 101.0: 1}) < 0.01
+    assert jensen_shannon_points(codes, codes) == 0.0
+    assert jensen_shannon_points({1.0: 3}, {2.0: 3}) == 1.0
+    assert jensen_shannon_points({}, {}) == 0.0 and jensen_shannon_points({}, {1.0: 1}) == 1.0
