@@ -8,7 +8,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from pipelines.report.page import TOP_ROWS, render
+from pipelines.report.features import TOP_ROWS
+from pipelines.report.page import render
 from pipelines.report.shift import shifts
 from pipelines.report.svg import HIST_H, HIST_W, SHARE_BAR_W, graph_layers
 from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
