@@ -117,6 +117,12 @@ def _predict_input(args: argparse.Namespace) -> int:
         model = ServedModel(args.model_dir)
     except PredictError as e:
         raise _Refused(str(e)) from None
+    mismatch = model.mismatch({f.name: (f.type, f.shape) for f in dataset.features})
+    if mismatch:
+        raise _Refused(
+            f"--config {args.config} does not describe the records the model in "
+            f"{args.model_dir} was trained on: {mismatch}"
+        )
     counts = {"predicted": 0, "rejected": 0}
     try:
         with _output(args.output, sys.stdout) as out, _output(args.rejected, None) as rejects:
@@ -137,8 +143,9 @@ def _predict_input(args: argparse.Namespace) -> int:
         print(f"{_PROG}: {e.filename or args.input}: {e.strerror or e}", file=sys.stderr)
         return 1
     except tf.errors.InvalidArgumentError as e:
-        reason = e.message.strip().splitlines()[0]
-        print(f"{_PROG}: the model cannot serve these records: {reason}", file=sys.stderr)
+        from trainer.errors import first_line
+
+        print(f"{_PROG}: the model cannot serve these records: {first_line(e)}", file=sys.stderr)
         return 1
     where = f" (in {args.rejected})" if args.rejected and counts["rejected"] else ""
     print(

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from trainer.paths import join, normalize_root
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
-CACHES = ("none", "memory", "disk")
+CACHES = ("auto", "none", "memory", "disk")
+CLASS_WEIGHTS = ("none", "balanced")
 PRECISIONS = ("float32", "bfloat16", "float16")
 DEFAULT_SHUFFLE_BUFFER = 10_000
 DEFAULT_READ_BATCH = 32
@@ -22,14 +23,14 @@ DEFAULT_READ_BATCH = 32
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Model hyperparameters."""
+    """Model hyperparameters (trainer.recipe and trainer.model say how each is used)."""
 
-    hidden_units: tuple[int, ...] = (64, 32)
+    hidden_units: tuple[int, ...] = (256, 256)
     learning_rate: float = 1e-3
-    embedding_dim: int = 8
+    embedding_dim: int = 32  # the widest embedding of a category (trainer.recipe.embedding_width)
     hash_bins: int = 1000
-    one_hot_max: int = 16  # vocabularies up to this size are one-hot, larger ones embedded
-    vocabulary_size: int = 10_000  # a string list's tokens kept from train; 0: hash them
+    one_hot_max: int = 16  # categories of up to this many values are one-hot, larger embedded
+    vocabulary_size: int = 10_000  # values (tokens) of a string kept from train; 0: hash them
     text_features: tuple[str, ...] = ()  # scalar strings read as free text: their words
 
 
@@ -62,10 +63,10 @@ class InputFlags:
     """The input flags of `shardflow train`; None: derive from the dataset."""
 
     shuffle_buffer: int | None = None
-    read_batch: int = DEFAULT_READ_BATCH
+    read_batch: int | None = None  # None: trainer.plan.default_read_batch
     cycle_length: int | None = None
     block_length: int = 1
-    cache: str = "none"  # none | memory | disk
+    cache: str = "auto"  # auto | none | memory | disk (trainer.plan)
     ram_budget_mb: int | None = None
 
 
@@ -75,8 +76,8 @@ class TrainConfig:
 
     data: str
     model_dir: str | None
-    epochs: int
-    batch_size: int
+    epochs: int | None  # None: until the validation loss stops improving (trainer.fit)
+    batch_size: int | None  # None: sized to the dataset (trainer.model.Sizing)
     strategy: str
     deterministic: bool
     seed: int
@@ -94,6 +95,9 @@ class TrainConfig:
     exclude_features: tuple[str, ...] = ()  # features that are not model inputs
     model_module: str | None = None  # a file defining build_model(spec); None: the built-in
     more_data: tuple[str, ...] = ()  # --data's further datasets, read with `data` as one
+    include_features: tuple[str, ...] = ()  # features the rules leave out, taken anyway
+    class_weight: str | None = None  # "balanced": classes weighed by their train records
+    fresh: bool = False  # start anew, whatever MODEL_DIR holds
 
     @property
     def datasets(self) -> tuple[str, ...]:

@@ -11,7 +11,9 @@
 
 It is the pipeline `shardflow train` feeds its model (trainer/input.py: interleaved reads,
 runs of records, vectorized parsing, the host preprocessing of trainer/preprocess.py, prefetch),
-with the same label classes (trainer/classes.py) and model inputs.
+with the same recipe (trainer/recipe.py: the label's classes or scale, what each feature
+becomes) and model inputs. For a regression the labels are standardized as the model learns
+them (`model_spec(...).label.scale`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from trainer.classes import from_data
 from trainer.config import ModelConfig
 from trainer.dataset import Inputs, check_dataset
 from trainer.manifest import load_manifest
@@ -33,7 +34,6 @@ def inputs(
     """How the trainer reads the dataset at `dataset_uri` (see trainer.dataset.Inputs)."""
     manifest = load_manifest(dataset_uri)
     check_dataset(manifest)
-    manifest, _ = from_data(manifest, model)
     return Inputs.of(manifest, model=model, exclude=exclude_features)
 
 
@@ -68,7 +68,5 @@ def model_spec(
 ) -> ModelSpec:
     """The spec a `--model-module`'s build_model(spec) receives for this dataset."""
     read = inputs(dataset_uri, exclude_features=exclude_features, model=model)
-    label = read.model_spec.label
-    return user_spec(
-        read.host.inputs, read.moments(), label.name, read.model_spec.task, label.values
-    )
+    label = read.recipe.label
+    return user_spec(read.recipe.inputs, label.name, read.recipe.task, label.classes, label.scale)

@@ -1,15 +1,18 @@
 """The dataset as the model reads it: the checks before a run, the model inputs and the readers.
 
-`check_dataset` refuses a dataset that cannot be trained on (exit status 2). `Inputs` decides,
-once per run, what the model reads: the parse spec, the preprocessing (the manifest's features,
-or a tf.Transform output: trainer.transform, then the host preprocessing of trainer.preprocess:
-the model receives numbers only), the features that are model inputs and the label's task;
-everything downstream (moments, model, fit, profile, export) takes them from it. `scan_corrupt`
-finds the shards that --skip-corrupt skips, and `corrupt_message` names them when a read fails.
+`check_dataset` refuses a dataset that cannot be trained on (exit status 2). `Inputs.of` makes,
+once per run, everything the model reads: the facts of the data (trainer.facts), the recipe
+(trainer.recipe: what each feature becomes, the label's classes or scale), the parse spec, the
+preprocessing (the manifest's features, or a tf.Transform output: trainer.transform, then the
+host preprocessing of trainer.preprocess: the model receives numbers only) and the moments of
+the numbers; everything downstream (model, fit, profile, export, predict) takes them from it.
+`scan_corrupt` finds the shards that --skip-corrupt skips, and `corrupt_message` names them
+when a read fails.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -19,21 +22,23 @@ import tensorflow as tf
 
 from trainer.config import ModelConfig, TrainConfig
 from trainer.errors import first_line
+from trainer.facts import SAMPLE_RECORDS, gather
 from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
 from trainer.input import make_dataset
 from trainer.integrity import CorruptShard, find_corrupt
 from trainer.manifest import InputFeature, Manifest, ManifestError, missing_files
-from trainer.model import ModelSpec, Moments, compute_moments, model_spec
+from trainer.model import compute_moments
 from trainer.paths import join
 from trainer.plan import InputPlan
 from trainer.preprocess import HostPreprocessing
+from trainer.recipe import Recipe, decide, with_classes, with_text
 from trainer.transform import Transform, load_transform
 
 logger = logging.getLogger(__name__)
 
-# Normalization moments come from the first MOMENT_BATCHES x MOMENT_BATCH_SIZE train examples.
-MOMENT_BATCHES = 20
-MOMENT_BATCH_SIZE = 256
+# Normalization moments come from the first SAMPLE_RECORDS train examples, in file order (so a
+# resumed run normalizes exactly as before), the records the recipe's rules looked at.
+MOMENT_BATCH_SIZE = 1024
 
 
 def check_dataset(manifest: Manifest) -> None:
@@ -43,6 +48,11 @@ def check_dataset(manifest: Manifest) -> None:
     label = manifest.features[manifest.label]
     if label.type != "string" or label.values is not None:  # else: classes from the data
         label_task(label)
+    if not label.always_full and manifest.transform is not None:
+        raise ManifestError(
+            f"label {label.name!r}: optional (required: false) in a dataset with a tf.Transform: "
+            "declare it required, so that the ETL rejects the records without it"
+        )
     load_transform(manifest)
     if not manifest.has_split("train"):
         raise ManifestError(f"{manifest.root}: split 'train' has no files or no records")
@@ -58,18 +68,19 @@ def check_dataset(manifest: Manifest) -> None:
 
 @dataclass(frozen=True)
 class Inputs:
-    """How to read the dataset for the model: spec, preprocessing and label encoding.
+    """How to read the dataset for the model: the recipe, the parse spec, the preprocessing
+    and the label encoding.
 
-    `features` are the model's features: the manifest's, or the transform's outputs;
-    `model_spec` says which of them are model inputs and what the label's task is, decided here
-    once for the run and passed on to the model and the export.
+    `features` are the model's features: the manifest's, or the transform's outputs; the
+    `recipe` says which of them are model inputs and how each is made, and what the label is,
+    decided here once for the run and passed on to the model and the export.
     """
 
     manifest: Manifest
     spec: dict
     label: str
     features: Mapping[str, InputFeature]
-    model_spec: ModelSpec
+    recipe: Recipe
     preprocess: Callable[[dict], dict]  # a parsed batch -> the model inputs (on the host)
     host: HostPreprocessing
     transform: Transform | None = None
@@ -82,43 +93,66 @@ class Inputs:
         skip_corrupt: bool = False,
         model: ModelConfig = ModelConfig(),
         exclude: Sequence[str] = (),
+        include: Sequence[str] = (),
+        class_weight: str | None = None,
     ) -> Inputs:
-        """The inputs of `manifest`; ManifestError for a label that cannot be learned. `model`
-        sets the host preprocessing (hash buckets); the dataset's key and the features of
-        `exclude` are not model inputs."""
-        label = manifest.label
+        """The inputs of `manifest`: its facts gathered, the recipe decided (`model`: the
+        vocabulary size and hash buckets; `exclude`/`include`: the features left out or taken
+        anyway; `class_weight`), the moments of the numbers computed. ManifestError for a
+        label that cannot be learned or a name that is no feature. Reads the train split:
+        in a run, after the strategy is made (a multi-worker strategy must be made before
+        TensorFlow runs anything)."""
+        manifest = with_text(manifest, model.text_features)
+        facts = gather(manifest, text=model.text_features, skip_corrupt=skip_corrupt)
+        manifest, classes_from = with_classes(manifest, facts)
         transform = load_transform(manifest)
+        features = transform.features if transform is not None else manifest.features
+        recipe = decide(
+            manifest,
+            facts,
+            features,
+            model,
+            exclude=exclude,
+            include=include,
+            transformed=transform is not None,
+            class_weight=class_weight,
+            classes_from=classes_from,
+        )
+        host = HostPreprocessing(recipe.inputs)
         if transform is not None:
-            spec = model_spec(transform.features, label, manifest.key, exclude)
-            host = HostPreprocessing(spec.used, model)
-            return cls(
-                manifest=manifest,
-                spec=transform.read_spec(),
-                label=label,
-                features=transform.features,
-                model_spec=spec,
-                preprocess=_then(transform.preprocess, host),
-                host=host,
-                transform=transform,
-                skip_corrupt=skip_corrupt,
-            )
-        spec = model_spec(manifest.features, label, manifest.key, exclude)
-        host = HostPreprocessing(spec.used, model)
-        return cls(
+            transform = dataclasses.replace(transform, used=tuple(f.name for f in recipe.used))
+            spec = transform.read_spec()
+            preprocess = _then(transform.preprocess, host)
+        else:
+            sources = {i.feature.name for i in recipe.inputs}
+            spec = parse_spec(manifest, only=sources)
+            preprocess = _then(functools.partial(dense_inputs, features=manifest.features), host)
+        inputs = cls(
             manifest=manifest,
-            spec=parse_spec(manifest, only=[f.name for f in spec.used]),
-            label=label,
-            features=manifest.features,
-            model_spec=spec,
-            preprocess=_then(functools.partial(dense_inputs, features=manifest.features), host),
+            spec=spec,
+            label=manifest.label,
+            features=features,
+            recipe=recipe,
+            preprocess=preprocess,
             host=host,
+            transform=transform,
             skip_corrupt=skip_corrupt,
         )
+        return dataclasses.replace(inputs, recipe=recipe.with_moments(inputs._moments()))
 
     def dataset(
-        self, split: str, batch_size: int, *, encode_label: bool = True, **options
+        self,
+        split: str,
+        batch_size: int,
+        *,
+        encode_label: bool = True,
+        weighted: bool = False,
+        **options,
     ) -> tf.data.Dataset:
-        """Batches of (model inputs, label) of `split`; `options` go to make_dataset."""
+        """Batches of (model inputs, label) of `split` (with `weighted` and class weights:
+        (model inputs, label, weight)); records without the label are left out; `options` go to
+        make_dataset."""
+        label = self.recipe.label
         return make_dataset(
             self.manifest.split_files(split),
             self.spec,
@@ -127,18 +161,27 @@ class Inputs:
             split=split,
             label=self.label,
             preprocess=self.preprocess,
-            label_fn=label_encoder(self.manifest.features[self.label]) if encode_label else None,
+            label_fn=label_encoder(label.feature, label.scale) if encode_label else None,
             skip_corrupt=self.skip_corrupt,
+            labelled_only=not label.feature.always_full,
+            class_weights=label.weights if weighted and encode_label else None,
             **options,
         )
 
-    def moments(self, batch_size: int = MOMENT_BATCH_SIZE) -> dict[str, Moments]:
-        """Normalization moments of the numeric model inputs."""
-        # The first batches in file order, so a resumed run normalizes exactly as before.
+    def labelled_records(self, split: str) -> int:
+        """The records of `split` that hold the label (all of them for a required label)."""
+        if not self.manifest.has_split(split):
+            return 0
+        return self.manifest.split_records(split) - self.recipe.label.missing.get(split, 0)
+
+    def _moments(self) -> dict:
+        """Normalization moments of the NUMBER model inputs, over the records the recipe's
+        rules looked at (trainer.facts)."""
         sample = self.dataset(
-            "train", batch_size, encode_label=False, shuffle=False, deterministic=True
+            "train", MOMENT_BATCH_SIZE, encode_label=False, shuffle=False, deterministic=True
         )
-        return compute_moments(sample, self.model_spec.used, MOMENT_BATCHES)
+        batches = -(-SAMPLE_RECORDS // MOMENT_BATCH_SIZE)
+        return compute_moments(sample, self.recipe.inputs, batches)
 
 
 def _then(first: Callable[[dict], dict], host: HostPreprocessing) -> Callable[[dict], dict]:
@@ -187,12 +230,16 @@ def train_dataset(
     batch_size: int,
     input_context: tf.distribute.InputContext | None = None,
     skip_batches: int = 0,
+    holdout: tuple[int, bool] | None = None,
 ) -> tf.data.Dataset:
     """The repeated, shuffled training input, as configured by the flags; `skip_batches`:
-    the steps a resumed run has already trained on (`resume_step`)."""
+    the steps a resumed run has already trained on (`resume_step`); `holdout`: the records
+    left out for validation (trainer.input.make_dataset)."""
     return inputs.dataset(
         "train",
         batch_size,
+        weighted=True,
+        holdout=holdout,
         seed=cfg.seed,
         deterministic=cfg.deterministic,
         repeat=True,

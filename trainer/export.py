@@ -6,7 +6,10 @@ label, densifies them with `trainer.features.dense_inputs`, applies the host pre
 `trainer.preprocess` (lookups, hashing) and calls the model: training and serving share one code
 path and cannot drift apart.
 Classification returns `probabilities` [batch, classes] and `classes` [batch] (the predicted
-value of the label's `values`); regression returns `predictions` [batch].
+value of the label's `values`); regression returns `predictions` [batch] in the label's own
+units: the model predicts the standardized label (trainer.recipe.LabelScale), which the
+signature brings back (un-standardized, exponentiated on a log scale, kept within the train
+range widened by a tenth: trainer.model.to_label_units).
 
 With a tf.Transform output, `examples` are parsed with the transform's raw feature spec (minus
 the label) and go through its `transform_features_layer()` before the model. The layer is an
@@ -16,8 +19,10 @@ signature, `transform_features`, takes the same `examples` and returns the dense
 the transform yields: what the model sees, for checking training/serving skew.
 
 What the outputs mean travels with the export in `assets.extra/label.json` (`LABEL_FILE`): the
-label's name, the task and, for classification, the class names in the order of
-`probabilities`' columns. `served_label(export_dir)` reads it back.
+label's name, the task, for classification the class names in the order of `probabilities`'
+columns, for regression the label's scale; and the raw features the signature parses (`inputs`:
+name, type and shape), which `shardflow predict` compares with a config's.
+`served_label(export_dir)` reads it back.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import tf_keras
 from trainer.dataset import Inputs
 from trainer.features import CLASSIFICATION, ParseSpec, dense_inputs, dtype_of, parse_spec
 from trainer.manifest import InputFeature
+from trainer.model import to_label_units
+from trainer.recipe import LabelScale
 from trainer.transform import Transform
 
 SIGNATURE = "serving_default"
@@ -48,6 +55,7 @@ class _Serving:
     classes: tuple[str | int, ...] | None
     classes_dtype: tf.DType
     transform: Transform | None
+    scale: LabelScale | None  # regression
 
 
 class ServingModule(tf.Module):
@@ -61,9 +69,11 @@ class ServingModule(tf.Module):
         self.model = model
         # Tracked as an attribute: saving keeps its vocabularies.
         self.host_preprocessing = inputs.host.model
-        used, label, transform = inputs.model_spec.used, inputs.model_spec.label, inputs.transform
+        recipe, transform = inputs.recipe, inputs.transform
+        label = recipe.label
         if transform is None:
-            spec = parse_spec(inputs.manifest, include_label=False, only=[f.name for f in used])
+            sources = {i.feature.name for i in recipe.inputs}
+            spec = parse_spec(inputs.manifest, include_label=False, only=sources)
         else:
             # Tracked as an attribute: saving copies the transform graph and its assets.
             self.transform_layer = transform.layer
@@ -71,10 +81,11 @@ class ServingModule(tf.Module):
             self.transform_features = tf.function(self._model_inputs, input_signature=[_EXAMPLES])
         self._serving = _Serving(
             spec=spec,
-            features={f.name: f for f in used},
-            classes=label.values if inputs.model_spec.task == CLASSIFICATION else None,
-            classes_dtype=dtype_of(label),
+            features=dict(inputs.manifest.features),
+            classes=label.classes,
+            classes_dtype=dtype_of(label.feature),
             transform=transform,
+            scale=label.scale,
         )
 
     def _model_inputs(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -96,6 +107,8 @@ class ServingModule(tf.Module):
         if serving.classes is None:
             if outputs.shape.rank == 2:  # a model of your own may predict [batch, 1]
                 outputs = tf.squeeze(outputs, axis=-1)
+            if serving.scale is not None:
+                outputs = to_label_units(outputs, serving.scale)
             return {"predictions": outputs}
         classes = tf.constant(list(serving.classes), dtype=serving.classes_dtype)
         return {
@@ -118,14 +131,27 @@ def export_model(model: tf_keras.Model, inputs: Inputs, export_dir: str) -> str:
         tf.io.gfile.rmtree(export_dir)
     module = ServingModule(model, inputs)
     tf.saved_model.save(module, export_dir, signatures=module.signatures())
-    spec = inputs.model_spec
-    label = {"name": spec.label.name, "task": spec.task}
-    if spec.task == CLASSIFICATION:
-        label["classes"] = list(spec.label.values)
+    recipe = inputs.recipe
+    label = {"name": recipe.label.name, "task": recipe.task}
+    if recipe.task == CLASSIFICATION:
+        label["classes"] = list(recipe.label.classes)
+    else:
+        label["scale"] = recipe.label.scale.to_dict()
+    label["inputs"] = served_inputs(module._serving.spec, inputs.manifest.features)
     tf.io.gfile.makedirs(f"{export_dir}/{LABEL_FILE.rsplit('/', 1)[0]}")
     with tf.io.gfile.GFile(f"{export_dir}/{LABEL_FILE}", "w") as f:
         f.write(json.dumps(label, indent=1) + "\n")
     return export_dir
+
+
+def served_inputs(spec: ParseSpec, features: Mapping[str, InputFeature]) -> dict:
+    """The raw features a serving signature parses: name -> {"type", "shape"}."""
+    out = {}
+    for name in sorted(spec):
+        feature = features.get(name)
+        if feature is not None:
+            out[name] = {"type": feature.type, "shape": list(feature.shape)}
+    return out
 
 
 def served_label(export_dir: str) -> dict | None:

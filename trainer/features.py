@@ -112,12 +112,12 @@ def dense_inputs(
 
 
 def label_task(feature: InputFeature) -> str:
-    """`classification` (a string or int label with `values`) or `regression` (numeric)."""
-    if feature.shape != () or not feature.always_full:
+    """`classification` (a string or int label with `values`) or `regression` (numeric). The
+    label is a scalar; records without it (an optional label) are left out of training and
+    evaluation (trainer.input)."""
+    if feature.shape != ():
         raise ManifestError(
-            f"label {feature.name!r}: must be a scalar that every example holds "
-            f"(shape [], required or with a default), got shape {list(feature.shape)}, "
-            f"required {str(feature.required).lower()}"
+            f"label {feature.name!r}: must be a scalar (shape []), got shape {list(feature.shape)}"
         )
     if feature.values is not None:
         return CLASSIFICATION
@@ -128,14 +128,25 @@ def label_task(feature: InputFeature) -> str:
     )
 
 
-def label_encoder(feature: InputFeature) -> Callable[[tf.Tensor], tf.Tensor]:
+def label_encoder(
+    feature: InputFeature, scale: object | None = None
+) -> Callable[[tf.Tensor], tf.Tensor]:
     """Maps a [batch] label tensor to the training target.
 
     Classification: the index of the value in `values` (int32); an unknown label fails the
-    step. Regression: the value as float32.
+    step. Regression: the value as float32, standardized with `scale` (trainer.recipe.
+    LabelScale: (y - mean) / std, of log(y) on a log scale) when given.
     """
     if label_task(feature) == REGRESSION:
-        return lambda y: tf.cast(y, tf.float32)
+        if scale is None:
+            return lambda y: tf.cast(y, tf.float32)
+
+        def standardize(y: tf.Tensor) -> tf.Tensor:
+            y = tf.cast(y, tf.float32)
+            y = tf.math.log(y) if scale.log else y
+            return (y - scale.mean) / scale.std
+
+        return standardize
     classes = tf.constant(list(feature.values), dtype=dtype_of(feature))
     name = feature.name
 

@@ -1,11 +1,18 @@
 """The training loop of `shardflow train`: model.fit on a tf.distribute strategy.
 
-Trains on the `train` split and validates on `eval` when the dataset has one. BackupAndRestore
-checkpoints every epoch (or every --checkpoint-every steps) and keeps its checkpoint, so that a
-killed run, or a rerun with more --epochs, resumes. The chief keeps the per-epoch history
-(MODEL_DIR/history.csv, trainer.report) and, when tensorboard is installed, TensorBoard logs;
-other workers write to a temporary folder of their own. `train` returns the trained model and
-the run's metrics; exporting them is the caller's (trainer.task).
+Trains on the `train` split and validates on `eval` (or, without one, on a slice of train held
+out: every `HOLDOUT`-th record of each file). By default the run is sized to the data
+(trainer.model.Sizing: the batch, the epochs' cap, dropout) and trains until the validation
+loss stops improving: the learning rate is cut by `PLATEAU_FACTOR` after `PLATEAU_EPOCHS`
+epochs without improvement, training stops after `PATIENCE` such epochs, and the weights of the
+best epoch are kept (`BestEpoch`). `--epochs N` trains exactly N epochs instead (still keeping
+the best). BackupAndRestore checkpoints every epoch (or every --checkpoint-every steps) and
+keeps its checkpoint, so that a killed run resumes (its patience starts afresh). The chief
+keeps the per-epoch history (MODEL_DIR/history.csv, trainer.report) and, when tensorboard is
+installed, TensorBoard logs; other workers write to a temporary folder of their own. After
+training every evaluated split is scored in the label's units beside the baseline
+(trainer.evaluate). `train` returns the trained model and the run's metrics; exporting them is
+the caller's (trainer.task).
 """
 
 from __future__ import annotations
@@ -25,10 +32,11 @@ import tf_keras
 from trainer.config import Accelerator, TrainConfig
 from trainer.dataset import Inputs, resume_step, scan_corrupt, train_dataset
 from trainer.errors import UsageError
-from trainer.evaluate import class_report
+from trainer.evaluate import evaluate_split
 from trainer.features import CLASSIFICATION
+from trainer.input import INPUTS
 from trainer.integrity import CorruptShard
-from trainer.model import build_model
+from trainer.model import Sizing, build_model
 from trainer.paths import join
 from trainer.plan import InputPlan, plan_input
 from trainer.report import HISTORY, HistoryLogger
@@ -36,6 +44,13 @@ from trainer.strategy import accelerator_settings, strategy_name
 from trainer.usermodel import load_module
 
 logger = logging.getLogger(__name__)
+
+
+# Early stopping: epochs without a better validation loss before the learning rate is cut, by
+# how much, and before training stops.
+PLATEAU_EPOCHS, PLATEAU_FACTOR, PATIENCE = 5, 0.3, 16
+HOLDOUT = 10  # without an eval split, every 10th train record of each file validates
+MIN_HOLDOUT_RECORDS = 50  # ... when train has at least this many labelled records
 
 
 @dataclass(frozen=True)
@@ -49,44 +64,92 @@ class Trained:
     logs_dir: str | None  # None: no TensorBoard logs were written
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """How long and in what batches a run trains, flags and dataset size resolved."""
+
+    batch_size: int  # global
+    epochs: int  # forced (--epochs) or the cap of early stopping
+    early_stopping: bool
+    steps_per_epoch: int
+    sizing: Sizing
+    validation: str | None  # "eval", "holdout" (a slice of train) or None
+    train_records: int  # the labelled train records a epoch reads (holdout left out)
+
+
+def schedule(cfg: TrainConfig, inputs: Inputs, replicas: int = 1, skipped: int = 0) -> Schedule:
+    """The run's schedule: `skipped` train records are lost to corrupt shards."""
+    manifest = inputs.manifest
+    labelled = inputs.labelled_records("train") - skipped
+    if labelled < 1:
+        raise UsageError(f"{manifest.root}: split 'train': no readable records with the label")
+    validation = None
+    if manifest.has_split("eval") and inputs.labelled_records("eval") > 0:
+        validation = "eval"
+    elif labelled >= MIN_HOLDOUT_RECORDS:
+        validation = "holdout"
+        labelled -= -(-labelled // HOLDOUT)
+    sizing = Sizing.of(labelled)
+    batch = cfg.batch_size or -(-sizing.batch_size // replicas) * replicas
+    if batch % replicas:
+        raise UsageError(f"--batch-size: {batch} is not a multiple of the {replicas} replicas")
+    return Schedule(
+        batch_size=batch,
+        epochs=cfg.epochs or sizing.max_epochs,
+        early_stopping=cfg.epochs is None,
+        steps_per_epoch=cfg.steps_per_epoch or math.ceil(labelled / batch),
+        sizing=sizing,
+        validation=validation,
+        train_records=labelled,
+    )
+
+
 def train(cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs) -> Trained:
     """Builds the model in `strategy`'s scope and fits it; returns it with the run's metrics."""
     _quiet_callback_timing()
     manifest = inputs.manifest
-    replicas = strategy.num_replicas_in_sync
-    if cfg.batch_size % replicas:
-        raise UsageError(
-            f"--batch-size: {cfg.batch_size} is not a multiple of the {replicas} replicas"
-        )
     corrupt = scan_corrupt(manifest) if cfg.skip_corrupt else {}
-    train_records = manifest.split_records("train") - sum(
-        c.skipped for c in corrupt.get("train", [])
-    )
-    if train_records < 1:
-        raise UsageError(f"{manifest.root}: split 'train': no readable records left")
-    steps = cfg.steps_per_epoch or math.ceil(train_records / cfg.batch_size)
-
-    moments = inputs.moments()
+    skipped = sum(c.skipped for c in corrupt.get("train", []))
+    plan = schedule(cfg, inputs, strategy.num_replicas_in_sync, skipped)
     accelerator = accelerator_settings(cfg.accelerator, strategy)
     logger.info("accelerator: %s", accelerator)
+    logger.info(
+        "training on %d records in batches of %d: %s", plan.train_records, plan.batch_size,
+        f"until the validation loss stops improving (at most {plan.epochs} epochs)"
+        if plan.early_stopping else f"{plan.epochs} epochs",
+    )  # fmt: skip
     module = load_module(cfg.model_module) if cfg.model_module else None
     with strategy.scope():
-        model = build_model(
-            inputs.model_spec, cfg.model, moments, inputs.host.inputs, accelerator, module
-        )
+        model = build_model(inputs.recipe, cfg.model, accelerator, module, plan.sizing)
     with _cache_folder(cfg) as cache_dir:
-        plan = plan_input(manifest, cfg.input, "train", _input_pipelines(strategy), cache_dir)
-        logger.info("train input: %s", plan.describe())
-        trained = _fit(cfg, strategy, inputs, model, plan, steps, corrupt)
+        input_plan = plan_input(
+            manifest,
+            cfg.input,
+            "train",
+            _input_pipelines(strategy),
+            cache_dir,
+            inputs.recipe.input_bytes(),
+        )
+        logger.info("train input: %s", input_plan.describe())
+        trained = _fit(cfg, strategy, inputs, model, input_plan, plan, corrupt)
     trained.metrics.update(accelerator_fields(accelerator))
     trained.metrics["model"] = cfg.model_module or "built-in"
-    if inputs.model_spec.task == CLASSIFICATION:
-        classes = list(inputs.model_spec.label.values)
-        trained.metrics["classes"] = classes
-        if manifest.has_split("eval") and not isinstance(strategy, tf.distribute.TPUStrategy):
-            # every eval record once, on this worker (no collective op: each worker alike)
-            evaluation = inputs.dataset("eval", cfg.batch_size, shuffle=False, deterministic=True)
-            trained.metrics["eval_classes"] = class_report(trained.model, evaluation, classes)
+    if not isinstance(strategy, tf.distribute.TPUStrategy):
+        # every record of each evaluated split once, on this worker (no collective op: each
+        # worker alike), in the label's units, beside the baseline
+        for split in ("eval", "test"):
+            if manifest.has_split(split) and inputs.labelled_records(split) > 0:
+                data = inputs.dataset(
+                    split,
+                    plan.batch_size,
+                    shuffle=False,
+                    deterministic=True,
+                    encode_label=inputs.recipe.task == CLASSIFICATION,
+                )
+                scored = evaluate_split(trained.model, data, inputs.recipe)
+                trained.metrics.setdefault(split, {}).update(scored.pop("summary"))
+                if scored:
+                    trained.metrics[f"{split}_classes"] = scored["classes"]
     return trained
 
 
@@ -104,8 +167,8 @@ def _fit(
     strategy: tf.distribute.Strategy,
     inputs: Inputs,
     model: tf_keras.Model,
-    plan: InputPlan,
-    steps: int,
+    input_plan: InputPlan,
+    plan: Schedule,
     corrupt: dict[str, list[CorruptShard]],
 ) -> Trained:
     # A resumed run's input starts after the batches the killed run trained on: with
@@ -113,63 +176,84 @@ def _fit(
     done = resume_step(cfg.checkpoints)
     if done:
         logger.info("resuming after step %d: the input skips the %d batches trained on", done, done)
+    holdout = (HOLDOUT, False) if plan.validation == "holdout" else None
 
     def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        batch = ctx.get_per_replica_batch_size(cfg.batch_size)
-        return train_dataset(inputs, cfg, plan, batch, ctx, skip_batches=done)
+        batch = ctx.get_per_replica_batch_size(plan.batch_size)
+        return train_dataset(
+            inputs, cfg, input_plan, batch, ctx, skip_batches=done, holdout=holdout
+        )
 
-    eval_data, eval_steps = _eval_input(cfg, strategy, inputs)
-    chief = _is_chief(strategy)
+    eval_data, eval_steps = _validation_input(
+        plan, strategy, inputs, cfg.deterministic, input_plan.cache == INPUTS
+    )
+    chief = is_chief(strategy)
     out_dir = cfg.model_dir if chief else _worker_dir(cfg.model_dir, strategy)
     throughput = Throughput()
-    callbacks, logs_dir = _callbacks(cfg, chief, out_dir, throughput)
+    monitor = "val_loss" if eval_data is not None else "loss"
+    best = BestEpoch(monitor, PATIENCE if plan.early_stopping else None)
+    callbacks, logs_dir = _callbacks(cfg, chief, out_dir, throughput, plan.batch_size)
+    if plan.early_stopping:
+        callbacks.append(
+            tf_keras.callbacks.ReduceLROnPlateau(
+                monitor,
+                factor=PLATEAU_FACTOR,
+                patience=PLATEAU_EPOCHS,
+                min_lr=cfg.model.learning_rate / 100,
+            )
+        )
+    callbacks.append(best)
     history = model.fit(
         strategy.distribute_datasets_from_function(train_fn),
-        epochs=cfg.epochs,
-        steps_per_epoch=steps,
+        epochs=plan.epochs,
+        steps_per_epoch=plan.steps_per_epoch,
         validation_data=eval_data,
         validation_steps=eval_steps,
         callbacks=callbacks,
         verbose=2,
     )
-    last = {k: float(v[-1]) for k, v in history.history.items()}
+    kept = best.kept(history.history)
     all_corrupt = [c for split in corrupt.values() for c in split]
-    train_metrics = {k: v for k, v in last.items() if not k.startswith("val_")}
-    eval_metrics = {k.removeprefix("val_"): v for k, v in last.items() if k.startswith("val_")}
+    train_metrics = {k: v for k, v in kept.items() if not k.startswith("val_")}
+    eval_metrics = {k.removeprefix("val_"): v for k, v in kept.items() if k.startswith("val_")}
     if not history.epoch and eval_data is not None:
-        logger.info("All %d epochs were done by an earlier run; evaluating only", cfg.epochs)
+        logger.info("All %d epochs were done by an earlier run; evaluating only", plan.epochs)
         eval_metrics = model.evaluate(eval_data, steps=eval_steps, return_dict=True, verbose=0)
         eval_metrics = {k: float(v) for k, v in eval_metrics.items()}
-    test_metrics = None
-    if inputs.manifest.has_split("test") and not _lockstep(strategy):
-        # the held-out split, once, after training (every record; not used to choose anything)
-        test = inputs.dataset("test", cfg.batch_size, shuffle=False, deterministic=True)
-        test_metrics = model.evaluate(test, return_dict=True, verbose=0)
-        test_metrics = {k: float(v) for k, v in test_metrics.items()}
-
     metrics = {
         "train": train_metrics,
         "eval": eval_metrics,
-        **({"test": test_metrics} if test_metrics is not None else {}),
         "examples_per_sec": (
-            throughput.steps * cfg.batch_size / throughput.seconds if throughput.seconds else 0.0
+            throughput.steps * plan.batch_size / throughput.seconds if throughput.seconds else 0.0
         ),
-        "epochs": cfg.epochs,
+        "epochs": plan.epochs,
+        # the epochs the model has trained in all, earlier runs included
+        "epochs_trained": (
+            throughput.last_epoch + 1 if throughput.last_epoch is not None else plan.epochs
+        ),
+        "best_epoch": best.best_epoch + 1 if best.best_epoch is not None else None,
+        "early_stopping": plan.early_stopping,
+        "stopped_early": best.stopped,
+        "validation": plan.validation,
         "initial_epoch": (
-            throughput.first_epoch if throughput.first_epoch is not None else cfg.epochs
+            throughput.first_epoch if throughput.first_epoch is not None else plan.epochs
         ),
-        "steps_per_epoch": steps,
+        "steps_per_epoch": plan.steps_per_epoch,
         "initial_step": (
-            throughput.initial_step if throughput.initial_step is not None else cfg.epochs * steps
+            throughput.initial_step
+            if throughput.initial_step is not None
+            else plan.epochs * plan.steps_per_epoch
         ),
         "steps": int(model.optimizer.iterations.numpy()),
         "skipped_records": sum(c.skipped for c in all_corrupt),
         "corrupt_files": [c.path for c in all_corrupt],
-        "batch_size": cfg.batch_size,
-        "label": inputs.label,
-        "task": inputs.model_spec.task,
-        "model_inputs": [i.name for i in inputs.host.inputs],
-        "not_model_inputs": dict(inputs.model_spec.reasons),
+        "batch_size": plan.batch_size,
+        "learning_rate": float(cfg.model.learning_rate),
+        "dropout": plan.sizing.dropout,
+        "weight_decay": plan.sizing.weight_decay,
+        "train_records": plan.train_records,
+        "records_without_label": dict(inputs.recipe.label.missing),
+        **inputs.recipe.metrics(),
         "strategy": strategy_name(strategy),
         "replicas": strategy.num_replicas_in_sync,
         "dataset": inputs.manifest.root,
@@ -179,33 +263,51 @@ def _fit(
     return Trained(model=model, metrics=metrics, out_dir=out_dir, chief=chief, logs_dir=logs_dir)
 
 
-def _eval_input(
-    cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs
+def _validation_input(
+    plan: Schedule,
+    strategy: tf.distribute.Strategy,
+    inputs: Inputs,
+    deterministic: bool,
+    cached: bool = False,
 ) -> tuple[object, int | None]:
     """The validation data for model.fit and its steps (None: the whole split); (None, None)
-    without an eval split."""
-    manifest = inputs.manifest
-    if not manifest.has_split("eval"):
+    without validation. `cached`: its model inputs are kept in RAM after the first epoch, like
+    the train split's."""
+    if plan.validation is None:
         return None, None
+    split = "eval" if plan.validation == "eval" else "train"
+    holdout = None if plan.validation == "eval" else (HOLDOUT, True)
     if _lockstep(strategy):
 
         def eval_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
             return inputs.dataset(
-                "eval",
-                ctx.get_per_replica_batch_size(cfg.batch_size),
+                split,
+                ctx.get_per_replica_batch_size(plan.batch_size),
                 shuffle=False,
-                deterministic=cfg.deterministic,
+                deterministic=deterministic,
                 repeat=True,
                 drop_remainder=True,
                 input_context=ctx,
+                holdout=holdout,
+                cache=INPUTS if cached else False,
             )
 
-        eval_steps = max(1, manifest.split_records("eval") // cfg.batch_size)
+        records = (
+            inputs.labelled_records("eval")
+            if split == "eval"
+            else inputs.labelled_records("train") - plan.train_records
+        )
+        eval_steps = max(1, records // plan.batch_size)
         return strategy.distribute_datasets_from_function(eval_fn), eval_steps
     # One worker: Keras splits each global batch across the local replicas and counts the
     # last, partial batch, so evaluation covers the split exactly once.
     eval_data = inputs.dataset(
-        "eval", cfg.batch_size, shuffle=False, deterministic=cfg.deterministic
+        split,
+        plan.batch_size,
+        shuffle=False,
+        deterministic=deterministic,
+        holdout=holdout,
+        cache=INPUTS if cached else False,
     )
     return eval_data, None
 
@@ -220,7 +322,7 @@ def _lockstep(strategy: tf.distribute.Strategy) -> bool:
 
 
 def _callbacks(
-    cfg: TrainConfig, chief: bool, out_dir: str, throughput: Throughput
+    cfg: TrainConfig, chief: bool, out_dir: str, throughput: Throughput, batch_size: int
 ) -> tuple[list[tf_keras.callbacks.Callback], str | None]:
     """The callbacks of model.fit, and the TensorBoard log folder (None: no logs)."""
     callbacks = [
@@ -239,7 +341,7 @@ def _callbacks(
             0,
             HistoryLogger(
                 join(out_dir, HISTORY),
-                functools.partial(throughput.epoch_examples_per_sec, cfg.batch_size),
+                functools.partial(throughput.epoch_examples_per_sec, batch_size),
             ),
         )
     # Only the chief writes to the job's log folder; other workers keep theirs in out_dir.
@@ -280,6 +382,7 @@ class Throughput(tf_keras.callbacks.Callback):
         # every batch's end for this callback.
         self._supports_tf_logs = True
         self.first_epoch: int | None = None
+        self.last_epoch: int | None = None
         self.initial_step: int | None = None  # the optimizer's steps when fit starts
         self.steps = 0
         self.seconds = 0.0
@@ -301,6 +404,7 @@ class Throughput(tf_keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         if self.first_epoch is None:
             self.first_epoch = epoch
+        self.last_epoch = epoch
         self.epoch_steps, self.epoch_seconds = 0, 0.0
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -323,6 +427,58 @@ class Throughput(tf_keras.callbacks.Callback):
         return self.epoch_steps * batch_size / self.epoch_seconds
 
 
+class BestEpoch(tf_keras.callbacks.Callback):
+    """Keeps the weights of the epoch with the best `monitor` (lowest) and puts them back when
+    training ends, however it ends; with `patience`, stops training after that many epochs
+    without a better one. A resumed run starts counting afresh."""
+
+    def __init__(self, monitor: str, patience: int | None):
+        super().__init__()
+        self.monitor, self.patience = monitor, patience
+        self.best = math.inf
+        self.best_epoch: int | None = None
+        self.best_weights = None
+        self.wait = 0
+        self.stopped = False
+        self.first_epoch: int | None = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.first_epoch is None:
+            self.first_epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None or math.isnan(float(value)):
+            return
+        if float(value) < self.best:
+            self.best, self.best_epoch, self.wait = float(value), epoch, 0
+            self.best_weights = self.model.get_weights()
+            return
+        self.wait += 1
+        if self.patience is not None and self.wait >= self.patience:
+            self.stopped = True
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self.best_weights is not None:
+            self.model.set_weights(self.best_weights)
+            logger.info(
+                "kept the weights of epoch %d (%s %.6g)%s", self.best_epoch + 1, self.monitor,
+                self.best, ": the validation loss stopped improving" if self.stopped else "",
+            )  # fmt: skip
+
+    def kept(self, history: dict) -> dict:
+        """The logged metrics of the kept epoch (of the last one when none was kept)."""
+        epochs = len(next(iter(history.values()), []))
+        if not epochs:
+            return {}
+        first = self.first_epoch or 0
+        index = epochs - 1
+        if self.best_epoch is not None and 0 <= self.best_epoch - first < epochs:
+            index = self.best_epoch - first
+        return {k: float(v[index]) for k, v in history.items() if k != "lr"}
+
+
 @contextlib.contextmanager
 def _cache_folder(cfg: TrainConfig):
     """A temporary local folder for a file cache of the input, removed after the run."""
@@ -342,7 +498,7 @@ def _input_pipelines(strategy: tf.distribute.Strategy) -> int:
     return max(1, len(cluster.get("worker", ())) + len(cluster.get("chief", ())))
 
 
-def _is_chief(strategy: tf.distribute.Strategy) -> bool:
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return True

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from trainer.config import (
     CACHES,
+    CLASS_WEIGHTS,
     DEFAULT_READ_BATCH,
     DEFAULT_SHUFFLE_BUFFER,
     PRECISIONS,
@@ -34,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train and export a model on a shardflow dataset.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="""examples:
-  shardflow train --data out/penguins --model-dir model --epochs 10
+  shardflow train --data out/penguins --model-dir model
+  shardflow train --data out/penguins --model-dir model --epochs 10 --batch-size 64
   shardflow train --data out/penguins --profile-input
   shardflow train --data out/daily/{2026-11-01..2026-11-26} --model-dir gs://b/model
   shardflow train --data out/shapes --model-dir cnn --model-module examples/shapes/model.py
@@ -53,8 +55,30 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URI",
         help="output folder (default: AIP_MODEL_DIR when set; required unless profiling)",
     )
-    p.add_argument("--epochs", type=_positive, default=5, help="epochs to train in all (default 5)")
-    p.add_argument("--batch-size", type=_positive, default=64, help="global batch (default 64)")
+    p.add_argument(
+        "--epochs",
+        type=_positive,
+        help="train exactly N epochs in all (default: until the validation loss stops "
+        "improving, the best epoch's weights kept)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_positive,
+        help="global batch (default: sized to the train split, 32 to 512)",
+    )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start anew: delete what MODEL_DIR holds of an earlier run (checkpoints, export, "
+        "history, metrics) before training",
+    )
+    p.add_argument(
+        "--class-weight",
+        choices=CLASS_WEIGHTS,
+        default="none",
+        help="balanced: weigh each class by records / (classes x its records), so that rare "
+        "classes count as much as frequent ones (default none)",
+    )
     p.add_argument("--strategy", choices=STRATEGIES, default="auto", help="default: auto")
     p.add_argument(
         "--deterministic",
@@ -88,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--learning-rate",
         type=_positive_float,
         default=ModelConfig.learning_rate,
-        help=f"Adam learning rate (default {ModelConfig.learning_rate})",
+        help=f"AdamW learning rate, cut on plateaus (default {ModelConfig.learning_rate})",
     )
     p.add_argument(
         "--hidden-units",
@@ -109,9 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     inputs.add_argument(
         "--read-batch",
         type=_positive,
-        default=DEFAULT_READ_BATCH,
         help="consecutive records read and shuffled together (default "
-        f"{DEFAULT_READ_BATCH}; 1 shuffles record by record)",
+        f"{DEFAULT_READ_BATCH}, one per 2,000 records of a smaller train split; 1 shuffles "
+        "record by record)",
     )
     inputs.add_argument(
         "--cycle-length", type=_positive, help="shards read at once (default: one per core, >= 4)"
@@ -126,11 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--cache",
         nargs="?",
         const="memory",
-        default="none",
+        default="auto",
         choices=CACHES,
-        help="keep the serialized train split after the first epoch: in RAM (`--cache`, "
-        "`--cache memory`; a local file when it would not fit half the RAM budget) or in a "
-        "temporary local file (`--cache disk`); default none",
+        help="auto (default): keep the train split's model inputs, parsed and preprocessed, in "
+        "RAM after the first epoch when they have fixed shapes and fit a quarter of the RAM "
+        "budget; none; or keep the serialized train split: in RAM (`--cache`, `--cache "
+        "memory`; a local file when it would not fit half the RAM budget) or in a temporary "
+        "local file (`--cache disk`)",
     )
     inputs.add_argument(
         "--input-ram-mb",
@@ -179,6 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=(),
         metavar="A,B",
         help="features that are not model inputs (the dataset's key never is one)",
+    )
+    p.add_argument(
+        "--include-features",
+        type=_names,
+        default=(),
+        metavar="A,B",
+        help="features the rules leave out that are model inputs anyway (a nearly unique "
+        "string: an id, a name)",
     )
     device = p.add_argument_group("accelerator (defaults chosen per strategy)")
     device.add_argument(
@@ -248,6 +282,9 @@ def parse_args(argv: list[str] | None, environ: Mapping[str, str] | None = None)
         checkpoint_dir=dirs.checkpoint_dir,
         logs_dir=dirs.logs_dir,
         exclude_features=args.exclude_features,
+        include_features=args.include_features,
+        class_weight=None if args.class_weight == "none" else args.class_weight,
+        fresh=args.fresh,
         model_module=args.model_module,
         accelerator=AcceleratorFlags(
             jit_compile=args.jit_compile,

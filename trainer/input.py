@@ -27,6 +27,7 @@ from trainer.config import DEFAULT_READ_BATCH, DEFAULT_SHUFFLE_BUFFER
 
 AUTOTUNE = tf.data.AUTOTUNE
 MAX_CYCLE_LENGTH = 16
+INPUTS = "inputs"  # cache: the model inputs, parsed and preprocessed, in memory
 
 
 def default_cycle_length(files: int) -> int:
@@ -58,6 +59,9 @@ def make_dataset(
     block_length: int = 1,
     ram_budget_bytes: int | None = None,
     skip_batches: int = 0,
+    labelled_only: bool = False,
+    class_weights: Sequence[float] | None = None,
+    holdout: tuple[int, bool] | None = None,
 ) -> tf.data.Dataset:
     """Batches of parsed examples from TFRecord `files`.
 
@@ -68,13 +72,19 @@ def make_dataset(
     in a file (CRC mismatch, truncation, bad compressed data) ends that file instead of the
     pipeline: the rest of the file is skipped (trainer.integrity counts what is lost).
 
-    `cache`: False/"none", True/"memory" (serialized records, in RAM) or a file path prefix
-    (on disk); the first pass fills it, later epochs read it instead of the files.
+    `cache`: False/"none", True/"memory" (serialized records, in RAM), a file path prefix
+    (serialized, on disk) or INPUTS (the parsed and preprocessed model inputs, in RAM: for
+    inputs of fixed shapes only); the first pass fills it, later epochs read it instead of the
+    files.
     `read_batch` records move together (see the module's doc), `shuffle_buffer` counts records;
     `cycle_length` files are read at once (default: `default_cycle_length`), `block_length` runs
     taken from each in turn. `ram_budget_bytes` caps what tf.data's autotuner may buffer.
     `skip_batches` batches are left out at the start (read but not parsed): a resumed run
-    starts where the run it resumes stopped.
+    starts where the run it resumes stopped. With `labelled_only`, records without the label
+    (an optional label) are left out, a run of records at a time, before batching.
+    `class_weights` (per class index) makes the elements (features, label, weight).
+    `holdout=(n, True)` keeps only every n-th record of each file (its first, (n+1)-th, ...),
+    `(n, False)` all others: a validation slice of a split, the same on every run.
     """
     if not files:
         raise ValueError(f"split {split!r}: no files to read")
@@ -104,19 +114,55 @@ def make_dataset(
         # Per file, so an error drops only the rest of its own file.
         if skip_corrupt:
             records = records.ignore_errors()
+        if holdout is not None:
+            every, take = holdout
+            records = (
+                records.enumerate()
+                .filter(lambda i, _: tf.equal(i % every == 0, take))
+                .map(lambda _, record: record)
+            )
         return records if record_shards > 1 else records.batch(read_batch)
+
+    def labelled(runs: tf.Tensor) -> tf.Tensor:
+        """The records of a run that hold the label."""
+        found = tf.io.parse_example(runs, {label: spec[label]})[label]
+        return tf.boolean_mask(runs, found.row_lengths() > 0)
 
     ds = ds.interleave(
         read,
         cycle_length=cycle_length or default_cycle_length(len(files)),
         block_length=block_length,
         num_parallel_calls=AUTOTUNE,
-        # Sharding records needs the same record order on every worker.
-        deterministic=deterministic or record_shards > 1,
+        # Sharding records needs the same record order on every worker. A cache filled by a
+        # non-deterministic parallel interleave gave some records twice in a later epoch (seen
+        # here in 3 runs of 10 with two files): a cache is filled in file order.
+        deterministic=deterministic or record_shards > 1 or bool(cache),
     )
     if record_shards > 1:
         ds = ds.shard(record_shards, input_context.input_pipeline_id).batch(read_batch)
-    if cache:
+    if labelled_only and label is not None:
+        ds = ds.map(labelled, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    weights = None if class_weights is None else tf.constant(class_weights, tf.float32)
+
+    def parse(serialized: tf.Tensor):
+        features = tf.io.parse_example(serialized, spec)
+        target = features.pop(label) if label is not None else None
+        if isinstance(target, tf.RaggedTensor):  # an optional label: one value a record here
+            target = target.flat_values
+        if preprocess is not None:
+            features = preprocess(features)
+        if label is None:
+            return features
+        target = label_fn(target) if label_fn is not None else target
+        if weights is None:
+            return features, target
+        return features, target, tf.gather(weights, target)
+
+    if cache == INPUTS:
+        # parsed and preprocessed once, run by run (cut runs are slices that TensorFlow then
+        # reports, record by record): later epochs only shuffle the runs and batch them
+        ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=True).cache()
+    elif cache:
         ds = ds.cache() if cache in (True, "memory") else ds.cache(str(cache))
     if shuffle:
         runs = max(1, -(-shuffle_buffer // read_batch))
@@ -126,17 +172,8 @@ def make_dataset(
     ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
     if skip_batches:
         ds = ds.skip(skip_batches)
-
-    def parse(serialized: tf.Tensor):
-        features = tf.io.parse_example(serialized, spec)
-        target = features.pop(label) if label is not None else None
-        if preprocess is not None:
-            features = preprocess(features)
-        if label is None:
-            return features
-        return features, (label_fn(target) if label_fn is not None else target)
-
-    ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    if cache != INPUTS:
+        ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     return ds.with_options(pipeline_options(deterministic, ram_budget_bytes)).prefetch(AUTOTUNE)
 
 

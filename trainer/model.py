@@ -1,45 +1,46 @@
-"""Builds the device model: dense numeric inputs, their encodings, then Dense layers.
+"""Builds the device model from the recipe's model inputs: their encodings, then an MLP.
 
 The model takes the model inputs of the host preprocessing (`trainer.preprocess`: a dict of
 numbers keyed by input name), never a string: it can run on a TPU and be compiled with XLA. It
 is a tf_keras (Keras 2) model, not Keras 3, because tf.Transform's `transform_features_layer()`
-is a tf_keras layer. Numeric features are normalized with moments computed from training
-batches (`compute_moments`, passed to `build_model`); the ids of categories (a value's index in
-`values`, or a hash bucket) are one-hot encoded (a single id of a small vocabulary) or embedded;
-lists of ids are embedded and averaged. Category ids of a tf.Transform output
-(`InputFeature.buckets`, e.g. a vocabulary with its OOV buckets) are one-hot encoded or embedded
-with exactly `buckets` slots, lists of them averaged; an id outside the buckets (-1: missing)
-encodes as zeros. An image (decoded and resized on the host) goes through a small
-convolutional tower. Bytes features, images without `image_size` and numeric lists are not
-model inputs.
+is a tf_keras layer. What each input is was decided by `trainer.recipe`; here it is encoded:
+a number standardized with its train moments (`compute_moments`) and softly clipped to about
+±3 deviations (`SoftClip`: an outlier stays an outlier without swamping the layers), a missing
+one at the mean; a category one-hot encoded or embedded in the width the recipe chose; a list
+of ids embedded and averaged; an image through a small convolutional tower. Ids of a
+tf.Transform output (`InputFeature.buckets`) use exactly `buckets` slots, an id outside them
+(-1: missing) encodes as zeros. The encodings, concatenated, go through Dense ReLU layers with
+dropout (`--hidden-units`, `Sizing`), to softmax probabilities (classification) or one
+standardized value (regression: the export restores the label's units, trainer.export).
+Training uses AdamW; `Sizing` sizes the batch, the epochs and the regularization to the
+dataset.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import types
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
 from trainer.config import Accelerator, ModelConfig
-from trainer.features import CLASSIFICATION, REGRESSION, has_presence, label_task, presence_key
-from trainer.manifest import InputFeature, ManifestError
+from trainer.features import CLASSIFICATION, REGRESSION
 from trainer.preprocess import (
     FROM_TRANSFORM,
-    FROM_VALUES,
     IMAGE,
     NUMBER,
     PRESENCE,
     TOKENS,
     LayerNames,
     ModelInput,
-    model_inputs,
 )
+from trainer.recipe import LabelScale, Recipe
 from trainer.usermodel import build_user_model, user_spec
 
 logger = logging.getLogger(__name__)
@@ -56,170 +57,114 @@ class Moments:
     variance: np.ndarray
 
 
-# Why a feature is not a model input (ModelSpec.reasons).
-KEY = "the dataset's key (an id, not a property of the example)"
-EXCLUDED = "--exclude-features"
-NOT_AN_INPUT = {
-    "image": "an image feature without image_size (declare [height, width] to learn from it)",
-    "bytes": "a bytes feature",
-    "list": "a list of numbers",
-}
-
-
-def model_features(
-    features: Mapping[str, InputFeature],
-    label: str | None,
-    key: str | None = None,
-    exclude: Sequence[str] = (),
-) -> tuple[list[InputFeature], list[InputFeature], dict[str, str]]:
-    """Splits the non-label features into (used as inputs, skipped, why each is skipped)."""
-    used, skipped, reasons = [], [], {}
-    for feature in features.values():
-        if feature.name == label:
-            continue
-        numeric_list = (
-            feature.variable_length and feature.type != "string" and feature.buckets is None
-        )
-        if feature.name in exclude:
-            reasons[feature.name] = EXCLUDED
-        elif feature.name == key:
-            reasons[feature.name] = KEY
-        elif feature.type == "image" and feature.image_size is not None and feature.shape == ():
-            used.append(feature)
-            continue
-        elif feature.type in ("image", "bytes"):
-            reasons[feature.name] = NOT_AN_INPUT[feature.type]
-        elif numeric_list:
-            reasons[feature.name] = NOT_AN_INPUT["list"]
-        else:
-            used.append(feature)
-            continue
-        skipped.append(feature)
-    return used, skipped, reasons
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What the model reads and predicts: the features that are model inputs (and those that
-    are not, with the reason), the label and its task. Made once per run (`model_spec`) and
-    passed down to the input pipeline, the model and the export."""
-
-    used: tuple[InputFeature, ...]
-    skipped: tuple[InputFeature, ...]
-    label: InputFeature
-    task: str  # features.CLASSIFICATION or features.REGRESSION
-    reasons: Mapping[str, str] = field(default_factory=dict)  # skipped name -> why
-
-
-def model_spec(
-    features: Mapping[str, InputFeature],
-    label: str,
-    key: str | None = None,
-    exclude: Sequence[str] = (),
-) -> ModelSpec:
-    """The ModelSpec of `features` predicting `label`, leaving out the dataset's `key` and the
-    features of `exclude`; ManifestError for a label that cannot be learned or an excluded
-    name that is no feature."""
-    unknown = [name for name in exclude if name not in features]
-    if unknown:
-        raise ManifestError(
-            f"--exclude-features: no feature {unknown[0]!r} (features: "
-            f"{', '.join(sorted(features))})"
-        )
-    if label in exclude:
-        raise ManifestError(f"--exclude-features: {label!r} is the label")
-    used, skipped, reasons = model_features(features, label, key, exclude)
-    return ModelSpec(
-        used=tuple(used),
-        skipped=tuple(skipped),
-        label=features[label],
-        task=label_task(features[label]),
-        reasons=reasons,
-    )
-
-
-def is_numeric(feature: InputFeature) -> bool:
-    """True for int/float features fed as normalized numbers (not categories)."""
-    return (
-        feature.type in ("int", "float")
-        and feature.values is None
-        and feature.buckets is None
-        and not feature.variable_length
-    )
-
-
 def compute_moments(
-    dataset: tf.data.Dataset, features: Sequence[InputFeature], batches: int
+    dataset: tf.data.Dataset, inputs: Sequence[ModelInput], batches: int | None = None
 ) -> dict[str, Moments]:
-    """Mean and variance of each numeric feature over the first `batches` batches.
+    """Mean and variance of each NUMBER model input over `dataset`'s first `batches` batches
+    (all with None), keyed by input name.
 
-    `dataset` yields dense inputs (optionally with a label); missing values, told by the
-    presence input, are left out.
+    `dataset` yields model inputs (optionally with a label); values that are missing, as the
+    feature's presence input tells, are left out.
     """
-    numeric = [f for f in features if is_numeric(f)]
-    # per feature: [count, sum, sum of squares], one entry per value of an example
-    sums = {f.name: np.zeros((3, f.size)) for f in numeric}
-    for element in dataset.take(batches):
-        inputs = element[0] if isinstance(element, tuple) else element
-        for f in numeric:
-            values = inputs[f.name].numpy().astype(np.float64).reshape(-1, f.size)
-            if has_presence(f):
-                weight = inputs[presence_key(f.name)].numpy().astype(np.float64)[:, None]
+    numeric = [i for i in inputs if i.kind == NUMBER]
+    presence = {i.feature.name: i.name for i in inputs if i.kind == PRESENCE}
+    size = {i.name: int(np.prod(i.shape)) for i in numeric}
+    # per input: [count, sum, sum of squares], one entry per value of an example
+    sums = {i.name: np.zeros((3, size[i.name])) for i in numeric}
+    for element in dataset.take(-1 if batches is None else batches):
+        batch = element[0] if isinstance(element, tuple) else element
+        for i in numeric:
+            values = batch[i.name].numpy().astype(np.float64).reshape(-1, size[i.name])
+            if i.feature.name in presence:
+                weight = batch[presence[i.feature.name]].numpy().astype(np.float64)[:, None]
             else:
                 weight = np.ones((values.shape[0], 1))
-            sums[f.name] += [
+            sums[i.name] += [
                 np.broadcast_to(weight, values.shape).sum(axis=0),
                 (values * weight).sum(axis=0),
                 (values * values * weight).sum(axis=0),
             ]
     moments = {}
-    for f in numeric:
-        count, total, squares = sums[f.name]
+    for i in numeric:
+        count, total, squares = sums[i.name]
         count = np.maximum(count, 1.0)
         mean = total / count
         variance = np.maximum(squares / count - mean * mean, 0.0)
-        moments[f.name] = Moments(mean=mean.reshape(f.shape), variance=variance.reshape(f.shape))
+        moments[i.name] = Moments(mean=mean.reshape(i.shape), variance=variance.reshape(i.shape))
     return moments
 
 
+@dataclass(frozen=True)
+class Sizing:
+    """What the built-in training is sized to, from the train records it learns from.
+
+    - `batch_size`: about a hundredth of the records, a power of two in [32, 512];
+    - `max_epochs`: the cap of early stopping, about 3 million examples seen, in [20, 200];
+    - `dropout`: 0.1 under 30,000 records (a small dataset is the one to overfit), else 0;
+    - `weight_decay`: AdamW's, 1e-4 (as a fraction of the learning rate, per step).
+    """
+
+    batch_size: int
+    max_epochs: int
+    dropout: float
+    weight_decay: float = 1e-4
+
+    @classmethod
+    def of(cls, records: int) -> Sizing:
+        records = max(1, records)
+        batch = int(min(512, max(32, 2 ** round(math.log2(max(1.0, records / 100))))))
+        epochs = int(min(200, max(20, round(3_000_000 / records))))
+        return cls(batch_size=batch, max_epochs=epochs, dropout=0.1 if records < 30_000 else 0.0)
+
+
 def build_model(
-    spec: ModelSpec,
+    recipe: Recipe,
     cfg: ModelConfig,
-    moments: Mapping[str, Moments],
-    host_inputs: Sequence[ModelInput] | None = None,
     accelerator: Accelerator = CPU,
     module: types.ModuleType | None = None,
+    sizing: Sizing | None = None,
 ) -> tf_keras.Model:
-    """A compiled tf_keras model over the model inputs of `spec.used`, predicting `spec.label`:
-    the built-in model, or the one `module`'s build_model(spec) returns (trainer.usermodel;
-    compiled here unless it comes compiled).
+    """A compiled tf_keras model over the recipe's model inputs (their moments computed),
+    predicting its label: the built-in model, or the one `module`'s build_model(spec) returns
+    (trainer.usermodel; compiled here unless it comes compiled).
 
-    `host_inputs`: those the host preprocessing gives (`Inputs.host.inputs`); by default, those
-    of `cfg`. `accelerator`: the mixed-precision policy its layers compute in (the
-    normalization and the output layer stay float32) and how the train step is compiled.
-    Classification outputs softmax probabilities over the label's `values` (targets are
-    class indices); regression outputs one float per example (targets are floats).
+    `accelerator`: the mixed-precision policy its layers compute in (the normalization and the
+    output layer stay float32) and how the train step is compiled. `sizing`: its dropout and
+    weight decay (default: none). Classification outputs softmax probabilities over the label's
+    classes (targets are class indices); regression outputs one standardized float per example
+    (targets are standardized the same way: trainer.features.label_encoder).
     """
-    if host_inputs is None:
-        host_inputs = model_inputs(spec.used, cfg)
+    sizing = sizing or Sizing(batch_size=32, max_epochs=1, dropout=0.0, weight_decay=0.0)
+    label = recipe.label
     with _policy(accelerator.policy):
         if module is None:
-            model = _build(spec, cfg, moments, host_inputs)
+            model = _build(recipe, cfg, sizing.dropout)
         else:
-            label = spec.label
             model = build_user_model(
-                module, user_spec(host_inputs, moments, label.name, spec.task, label.values)
+                module,
+                user_spec(recipe.inputs, label.name, recipe.task, label.classes, label.scale),
             )
             if getattr(model, "_is_compiled", False):
                 return model
     model.compile(
-        optimizer=tf_keras.optimizers.Adam(learning_rate=cfg.learning_rate),
-        loss=_LOSSES[spec.task](),
-        metrics=[_METRICS[spec.task]()],
+        optimizer=tf_keras.optimizers.AdamW(
+            learning_rate=cfg.learning_rate, weight_decay=sizing.weight_decay
+        ),
+        loss=_LOSSES[recipe.task](),
+        metrics=metrics_of(recipe),
         jit_compile=accelerator.jit_compile,
         steps_per_execution=accelerator.steps_per_execution,
     )
     return model
+
+
+def metrics_of(recipe: Recipe) -> list[tf_keras.metrics.Metric]:
+    """The metrics a model is compiled with: accuracy, or the MAE and RMSE of a regression in
+    the label's own units."""
+    if recipe.task == CLASSIFICATION:
+        return [tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+    scale = recipe.label.scale
+    return [LabelUnitsError(scale, squared=False, name="mae"), LabelUnitsError(scale, True, "rmse")]
 
 
 @contextlib.contextmanager
@@ -237,51 +182,93 @@ _LOSSES = {
     CLASSIFICATION: tf_keras.losses.SparseCategoricalCrossentropy,
     REGRESSION: tf_keras.losses.MeanSquaredError,
 }
-_METRICS = {
-    CLASSIFICATION: lambda: tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
-    REGRESSION: lambda: tf_keras.metrics.MeanAbsoluteError(name="mae"),
-}
 
 
-def _build(
-    spec: ModelSpec,
-    cfg: ModelConfig,
-    moments: Mapping[str, Moments],
-    host_inputs: Sequence[ModelInput],
-) -> tf_keras.Model:
-    for name, why in spec.reasons.items():
-        logger.info("not a model input: %s: %s", name, why)
-    if not spec.used:
-        raise ValueError("no feature can be a model input")
+def to_label_units(z: tf.Tensor, scale: LabelScale) -> tf.Tensor:
+    """Standardized predictions (or targets) in the label's units: clipped to the scale's
+    bounds, un-standardized, exponentiated for a log scale."""
+    z = tf.clip_by_value(tf.cast(z, tf.float32), scale.low, scale.high)
+    value = z * scale.std + scale.mean
+    return tf.exp(value) if scale.log else value
 
+
+class LabelUnitsError(tf_keras.metrics.Metric):
+    """The mean absolute error (or, `squared`, the root mean squared error) of standardized
+    predictions, measured in the label's own units (`to_label_units`)."""
+
+    def __init__(self, scale: LabelScale, squared: bool = False, name: str = "mae", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.scale, self.squared = scale, squared
+        self.total = self.add_weight(name="total", initializer="zeros", dtype=tf.float64)
+        self.count = self.add_weight(name="count", initializer="zeros", dtype=tf.float64)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_pred = tf.reshape(y_pred, tf.shape(y_true))
+        error = to_label_units(y_pred, self.scale) - to_label_units(y_true, self.scale)
+        error = tf.cast(tf.square(error) if self.squared else tf.abs(error), tf.float64)
+        weight = (
+            tf.ones_like(error)
+            if sample_weight is None
+            else tf.cast(tf.reshape(sample_weight, tf.shape(error)), tf.float64)
+        )
+        self.total.assign_add(tf.reduce_sum(error * weight))
+        self.count.assign_add(tf.reduce_sum(weight))
+
+    def result(self):
+        mean = tf.math.divide_no_nan(self.total, self.count)
+        return tf.cast(tf.sqrt(mean) if self.squared else mean, tf.float32)
+
+    def reset_state(self):
+        self.total.assign(0.0)
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.scale.to_dict(), "squared": self.squared}
+
+
+class SoftClip(tf_keras.layers.Layer):
+    """x / sqrt(1 + (x / 3)^2): the identity near 0, bounded by ±3 far out, smooth everywhere.
+    A standardized number keeps its order, but an outlier cannot swamp the layers after it."""
+
+    def call(self, x):
+        return x * tf.math.rsqrt(1.0 + tf.square(x / 3.0))
+
+
+def _build(recipe: Recipe, cfg: ModelConfig, dropout: float) -> tf_keras.Model:
     reserved = {"concat", "probabilities", "prediction"}
-    names = LayerNames(reserved | {f"hidden_{i}" for i in range(len(cfg.hidden_units))})
+    reserved |= {f"hidden_{i}" for i in range(len(cfg.hidden_units))}
+    reserved |= {f"dropout_{i}" for i in range(len(cfg.hidden_units))}
+    names = LayerNames(reserved)
     inputs: dict[str, tf.Tensor] = {}
     encoded = []
-    values: dict[str, tf.Tensor] = {}  # a numeric feature's encoding, until its presence comes
-    for model_input in host_inputs:
+    # a feature's number encodings (several for a date), until its presence input comes
+    numbers: dict[str, list[int]] = {}
+    for model_input in recipe.inputs:
         base = names.unique(model_input.name)
         x = inputs[model_input.name] = model_input.keras_input(base)
+        feature = model_input.feature
         if model_input.kind != PRESENCE:
-            values[model_input.feature.name] = _encode(model_input, x, base, cfg, moments, names)
-            encoded.append(values[model_input.feature.name])
+            if model_input.kind == NUMBER:
+                numbers.setdefault(feature.name, []).append(len(encoded))
+            encoded.append(_encode(model_input, x, base, names))
             continue
         present = tf_keras.layers.Reshape((1,), name=names.unique(f"{base}_2d"))(x)
-        feature = model_input.feature
-        if is_numeric(feature):
-            # A missing value sits at the mean (0 once normalized), not at its filler 0 (far
-            # off for a feature like a year): the presence input says it is missing.
-            encoded[-1] = tf_keras.layers.Multiply(
+        # A missing value sits at the mean (0 once standardized), not at its filler (a year's
+        # 0 is far off): the presence input says it is missing.
+        for position in numbers.pop(feature.name, []):
+            encoded[position] = tf_keras.layers.Multiply(
                 name=names.unique(f"{names.base(feature.name)}_if_present")
-            )([values[feature.name], present])
+            )([encoded[position], present])
         encoded.append(present)
 
     x = encoded[0] if len(encoded) == 1 else tf_keras.layers.Concatenate(name="concat")(encoded)
     for i, units in enumerate(cfg.hidden_units):
         x = tf_keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(x)
-    if spec.task == CLASSIFICATION:
+        if dropout:
+            x = tf_keras.layers.Dropout(dropout, name=f"dropout_{i}")(x)
+    if recipe.task == CLASSIFICATION:
         outputs = tf_keras.layers.Dense(
-            len(spec.label.values), activation="softmax", name="probabilities", dtype="float32"
+            len(recipe.label.classes), activation="softmax", name="probabilities", dtype="float32"
         )(x)
     else:
         prediction = tf_keras.layers.Dense(1, name="prediction", dtype="float32")(x)
@@ -342,17 +329,10 @@ class OneHotIds(tf_keras.layers.Layer):
         return {**super().get_config(), "depth": self.depth}
 
 
-def _encode(
-    model_input: ModelInput,
-    x: tf.Tensor,
-    base: str,
-    cfg: ModelConfig,
-    moments: Mapping[str, Moments],
-    names: LayerNames,
-) -> tf.Tensor:
-    """The encoding of one numeric model input as a [batch, width] float tensor."""
+def _encode(model_input: ModelInput, x: tf.Tensor, base: str, names: LayerNames) -> tf.Tensor:
+    """The encoding of one model input as a [batch, width] float tensor."""
     layers = tf_keras.layers
-    feature, size = model_input.feature, model_input.vocabulary_size
+    size, width = model_input.vocabulary_size, model_input.width
 
     def name(suffix: str) -> str:
         return names.unique(f"{base}_{suffix}")
@@ -362,28 +342,29 @@ def _encode(
         x = layers.Conv2D(32, 3, strides=2, activation="relu", name=name("conv_2"))(x)
         return layers.GlobalAveragePooling2D(name=name("pool"))(x)
     if model_input.kind == NUMBER:
-        if feature.name not in moments:
-            raise ValueError(f"feature {feature.name!r}: no normalization moments given")
-        m = moments[feature.name]
-        flat = layers.Reshape((feature.size,), name=name("2d"))(x)
+        m = model_input.moments
+        if m is None:
+            raise ValueError(f"model input {model_input.name!r}: no normalization moments given")
+        flat = layers.Reshape((int(np.prod(model_input.shape)),), name=name("2d"))(x)
         # float32 whatever the policy: raw values (a year, a price) do not fit bfloat16's 8 bits
-        return layers.Normalization(
+        normalized = layers.Normalization(
             mean=np.reshape(m.mean, [-1]),
             variance=np.reshape(m.variance, [-1]),
             name=name("norm"),
             dtype="float32",
         )(flat)
+        return SoftClip(name=name("clip"), dtype="float32")(normalized)
     if model_input.ids == FROM_TRANSFORM:  # -1 (missing) or any id outside the range: zeros
         if model_input.kind == TOKENS:
-            return IdEmbedding(size, cfg.embedding_dim, mean=True, name=name("embed"))(x)
-        if feature.size == 1 and size <= cfg.one_hot_max:
+            return IdEmbedding(size, width, mean=True, name=name("embed"))(x)
+        if width is None:
             return OneHotIds(size, name=name("one_hot"))(x)
-        embedded = IdEmbedding(size, cfg.embedding_dim, name=name("embed"))(x)
+        embedded = IdEmbedding(size, width, name=name("embed"))(x)
         return layers.Flatten(name=name("flat"))(embedded)
     if model_input.kind == TOKENS:  # ids with 0 for padding, embedded, averaged
-        embedded = layers.Embedding(size, cfg.embedding_dim, name=name("embed"))(x)
+        embedded = layers.Embedding(size, width, name=name("embed"))(x)
         return MaskedMean(name=name("mean"))([embedded, x])
-    if model_input.ids == FROM_VALUES and feature.size == 1 and size - 1 <= cfg.one_hot_max:
-        return OneHotIds(size, name=name("one_hot"))(x)  # id 0: a value not in `values`
-    embedded = layers.Embedding(size, cfg.embedding_dim, name=name("embed"))(x)
+    if width is None:
+        return OneHotIds(size, name=name("one_hot"))(x)  # id 0: a value not in the list
+    embedded = layers.Embedding(size, width, name=name("embed"))(x)
     return layers.Flatten(name=name("flat"))(embedded)

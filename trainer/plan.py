@@ -1,12 +1,19 @@
 """The input pipeline's knobs, from the flags and the manifest, under a RAM budget.
 
 Every knob of trainer.input has a flag; a flag left unset gets a value derived from the dataset:
+- `read_batch`: records moved together (trainer.input): 32, fewer for a split under 64,000
+  records (one per 2,000; at least 1), whose epochs are short enough to shuffle record by record
+  and whose batches should differ from epoch to epoch (at least 8 when the model inputs are
+  cached: each run is parsed on its own);
 - `cycle_length`: files read at once, one per core (at least 4), never more than the shards a
   worker reads;
 - `shuffle_buffer`: 10,000 records, fewer when the split is smaller or when that many records
   would take more than a quarter of the RAM budget;
-- `cache`: `memory` keeps the serialized split in RAM; when the split would take more than half
-  of the RAM budget, the cache goes to a local file instead (said in the log);
+- `cache`: by default (`auto`) the model inputs themselves, parsed and preprocessed in the first
+  epoch, stay in RAM when they have fixed shapes (no list or free text) and take at most a
+  quarter of the RAM budget: later epochs only shuffle and batch them; else nothing is cached.
+  `memory` keeps the serialized split in RAM; when the split would take more than half of the
+  RAM budget, the cache goes to a local file instead (said in the log);
 - `ram_budget`: what tf.data may buffer in all (autotuned prefetches included): a quarter of the
   machine's memory unless given.
 The size of a record comes from the manifest (uncompressed shards: exact) or from reading the
@@ -22,13 +29,14 @@ import tempfile
 
 import tensorflow as tf
 
-from trainer.config import DEFAULT_SHUFFLE_BUFFER, InputFlags
-from trainer.input import default_cycle_length
+from trainer.config import DEFAULT_READ_BATCH, DEFAULT_SHUFFLE_BUFFER, InputFlags
+from trainer.input import INPUTS, default_cycle_length
 from trainer.manifest import Manifest
 
 logger = logging.getLogger("trainer.plan")
 
 SAMPLE_RECORDS = 256
+MIN_CACHED_RUN = 8  # records parsed at once to fill the cache of model inputs
 _FRAMING_BYTES = 16  # a TFRecord's length, its CRC and the data's CRC
 
 
@@ -40,7 +48,7 @@ class InputPlan:
     read_batch: int
     cycle_length: int
     block_length: int
-    cache: str | bool  # False, "memory" or a file path prefix
+    cache: str | bool  # False, "memory", INPUTS or a file path prefix
     ram_budget_bytes: int
     record_bytes: int
 
@@ -55,7 +63,9 @@ class InputPlan:
         }
 
     def describe(self) -> str:
-        cache = {False: "none", "memory": "memory"}.get(self.cache, f"file {self.cache}")
+        cache = {False: "none", "memory": "memory", INPUTS: "the model inputs, in memory"}.get(
+            self.cache, f"file {self.cache}"
+        )
         return (
             f"read {self.cycle_length} files at once in runs of {self.read_batch} records "
             f"(block {self.block_length}), shuffle buffer {self.shuffle_buffer} records "
@@ -70,8 +80,10 @@ def plan_input(
     split: str = "train",
     workers: int = 1,
     cache_dir: str | None = None,
+    input_bytes: int | None = None,
 ) -> InputPlan:
-    """The knobs for reading `split` on each of `workers` input pipelines."""
+    """The knobs for reading `split` on each of `workers` input pipelines; `input_bytes`: the
+    bytes of one record's model inputs (None: they do not all have fixed shapes)."""
     budget = (flags.ram_budget_mb * 2**20) if flags.ram_budget_mb else default_ram_budget()
     records = manifest.split_records(split)
     shards = len(manifest.split_files(split))
@@ -82,7 +94,10 @@ def plan_input(
         shuffle = max(1, min(DEFAULT_SHUFFLE_BUFFER, records, affordable))
     cycle = flags.cycle_length or default_cycle_length(max(1, shards // max(1, workers)))
     cache: str | bool = False
-    if flags.cache == "memory":
+    if flags.cache == "auto":
+        if input_bytes is not None and records * input_bytes <= budget // 4:
+            cache = INPUTS
+    elif flags.cache == "memory":
         split_bytes = records * record_bytes
         if split_bytes > budget // 2:
             logger.warning(
@@ -97,15 +112,23 @@ def plan_input(
             cache = "memory"
     elif flags.cache == "disk":
         cache = _cache_file(cache_dir, split)
+    read_batch = flags.read_batch or default_read_batch(records)
+    if cache == INPUTS and not flags.read_batch:
+        read_batch = max(read_batch, MIN_CACHED_RUN)
     return InputPlan(
         shuffle_buffer=shuffle,
-        read_batch=flags.read_batch,
+        read_batch=read_batch,
         cycle_length=cycle,
         block_length=flags.block_length,
         cache=cache,
         ram_budget_bytes=budget,
         record_bytes=record_bytes,
     )
+
+
+def default_read_batch(records: int) -> int:
+    """Records moved together: DEFAULT_READ_BATCH, one per 2,000 records of a smaller split."""
+    return max(1, min(DEFAULT_READ_BATCH, records // 2000))
 
 
 def default_ram_budget() -> int:

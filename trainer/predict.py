@@ -46,6 +46,25 @@ class ServedModel:
         label = served_label(export) or _label_from_metrics(model_dir)
         self.task = label["task"]
         self.classes = list(label["classes"]) if self.task == CLASSIFICATION else None
+        # the raw features the export parses: name -> {"type", "shape"} (older exports: None)
+        self.inputs: dict | None = label.get("inputs")
+
+    def mismatch(self, features: dict[str, tuple[str, tuple]]) -> str | None:
+        """What makes records of `features` (name -> (type, shape), a config's) unservable:
+        the features the model reads that they lack or type otherwise; None when they fit."""
+        if self.inputs is None:
+            return None
+        problems = []
+        for name, wanted in sorted(self.inputs.items()):
+            have = features.get(name)
+            if have is None:
+                problems.append(f"{name!r} is missing")
+            elif have[0] != wanted["type"] or list(have[1]) != list(wanted["shape"]):
+                problems.append(
+                    f"{name!r} is {have[0]} {list(have[1])} there, {wanted['type']} "
+                    f"{wanted['shape']} in the model"
+                )
+        return "; ".join(problems) or None
 
     def __call__(self, serialized: Sequence[bytes]) -> list[dict[str, Any]]:
         """One answer per record, in order."""

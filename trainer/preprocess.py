@@ -22,11 +22,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from trainer.config import ModelConfig
-from trainer.features import dtype_of, has_presence, presence_key
+from trainer.features import dtype_of, presence_key
 from trainer.manifest import InputFeature
 
 # What a model input is (ModelInput.kind).
@@ -39,7 +39,7 @@ IMAGE = "image"  # float32 [batch, height, width, channels] in [0, 1]: decoded, 
 # How the ids of a CATEGORY or TOKENS input were made (ModelInput.ids).
 FROM_VALUES = "values"  # the index in the feature's `values`; 0: not one of them
 FROM_HASH = "hash"  # a hash bucket of the string
-FROM_VOCABULARY = "vocabulary"  # the index in the train split's most frequent tokens; 1: other
+FROM_VOCABULARY = "vocabulary"  # the index in the train split's most frequent values; 0/1: other
 FROM_TRANSFORM = "transform"  # a tf.Transform output's ids; -1 (missing) is outside the range
 
 MAX_WORDS = 256  # the words of a free-text value that are kept: its first ones
@@ -47,10 +47,15 @@ MAX_WORDS = 256  # the words of a free-text value that are kept: its first ones
 
 @dataclass(frozen=True)
 class ModelInput:
-    """One dense numeric tensor the device model receives, keyed by `name` in the batch dict.
+    """One dense numeric tensor the device model receives, keyed by `name` in the batch dict;
+    what it is and how it is made were decided by `trainer.recipe`.
 
-    `shape` is one example's (`None`: a variable-length list); `vocabulary_size` bounds the ids
-    of a CATEGORY or TOKENS input; `padding` is the id that fills a TOKENS row past its values.
+    `shape` is one example's (`None`: a variable-length list). A CATEGORY or TOKENS input:
+    `vocabulary_size` bounds its ids, `ids` says how they were made (`vocabulary` lists the
+    values of FROM_VOCABULARY ids), `padding` is the id past a TOKENS row's values, `width` the
+    embedding's dimensions (None: one-hot). A NUMBER input: `scale` (`log`: log(1 + x /
+    `log_unit`)), `part` (a date's part, or `present` for a date's presence) and, once computed,
+    its `moments` over the train split (trainer.dataset).
     """
 
     name: str
@@ -61,85 +66,73 @@ class ModelInput:
     vocabulary_size: int | None = None
     ids: str | None = None
     padding: int | None = None
+    vocabulary: tuple | None = None
+    width: int | None = None
+    scale: str = "linear"
+    log_unit: float | None = None
+    part: str | None = None
+    moments: object | None = None  # trainer.model.Moments
 
     def keras_input(self, name: str | None = None) -> tf.Tensor:
         """A tf_keras.Input for this model input (`name`: the layer's name, default `name`)."""
         return tf_keras.Input(shape=self.shape, dtype=self.dtype, name=name or self.name)
 
-
-def model_inputs(used: Sequence[InputFeature], cfg: ModelConfig) -> list[ModelInput]:
-    """The device inputs made from the features `used` as model inputs, in their order (a
-    numeric feature's presence input right after it)."""
-    out = []
-    for f in used:
-        if f.buckets is not None:  # ids of a tf.Transform output
-            if f.variable_length:
-                out.append(_ids(f, TOKENS, f.buckets, FROM_TRANSFORM, padding=-1))
-            else:
-                out.append(_ids(f, CATEGORY, f.buckets, FROM_TRANSFORM))
-        elif f.text:  # free text: its words
-            if f.vocabulary is not None:
-                size = len(_vocabulary(f)) + 2
-                out.append(_ids(f, TOKENS, size, FROM_VOCABULARY, padding=0))
-            else:
-                out.append(_ids(f, TOKENS, cfg.hash_bins + 1, FROM_HASH, padding=0))
-        elif f.variable_length:  # a list of strings
-            if f.values is not None:
-                out.append(_ids(f, TOKENS, len(_vocabulary(f)) + 2, FROM_VALUES, padding=0))
-            elif f.vocabulary is not None:
-                size = len(_vocabulary(f)) + 2
-                out.append(_ids(f, TOKENS, size, FROM_VOCABULARY, padding=0))
-            else:
-                out.append(_ids(f, TOKENS, cfg.hash_bins + 1, FROM_HASH, padding=0))
-        elif f.type == "image":
-            out.append(ModelInput(f.name, IMAGE, tf.float32, tuple(f.image_size), f))
-        elif f.type in ("int", "float") and f.values is None:
-            out.append(ModelInput(f.name, NUMBER, tf.float32, tuple(f.shape), f))
-        elif f.values is not None:
-            out.append(_ids(f, CATEGORY, len(f.values) + 1, FROM_VALUES))
-        else:
-            out.append(_ids(f, CATEGORY, cfg.hash_bins, FROM_HASH))
-        if has_presence(f):
-            out.append(ModelInput(presence_key(f.name), PRESENCE, tf.float32, (), f))
-    return out
-
-
-def _ids(f: InputFeature, kind: str, size: int, ids: str, padding: int | None = None):
-    shape = (None,) if kind == TOKENS else (f.size,)
-    return ModelInput(f.name, kind, tf.int32, shape, f, size, ids, padding)
-
-
-def _vocabulary(feature: InputFeature) -> list:
-    words = feature.values if feature.values is not None else feature.vocabulary
-    return [v for v in words if v != ""]
+    @property
+    def source(self) -> str:
+        """The dense input (trainer.features.dense_inputs) it is made from."""
+        if self.kind == PRESENCE and self.part is None:
+            return presence_key(self.feature.name)
+        return self.feature.name
 
 
 class HostPreprocessing:
-    """The host preprocessing of the features `used` as model inputs: `model` maps their dense
-    inputs (keyed by name, as `dense_inputs` gives them) to the dict of `inputs`."""
+    """The host preprocessing of the model inputs `inputs` (trainer.recipe): `model` maps the
+    dense inputs they are made from (keyed by name, as `dense_inputs` gives them) to the dict
+    of `inputs`."""
 
-    def __init__(self, used: Sequence[InputFeature], cfg: ModelConfig):
-        self.inputs = model_inputs(used, cfg)
-        self.model = _host_model(self.inputs, cfg)
+    def __init__(self, inputs: Sequence[ModelInput]):
+        self.inputs = list(inputs)
+        self.model = _host_model(self.inputs)
 
     def __call__(self, dense: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        return self.model({i.name: dense[i.name] for i in self.inputs})
+        return self.model({key: dense[key] for key in self.model.input})
 
 
-def _host_model(inputs: Sequence[ModelInput], cfg: ModelConfig) -> tf_keras.Model:
+def _host_model(inputs: Sequence[ModelInput]) -> tf_keras.Model:
     layers = tf_keras.layers
     names = LayerNames()
-    raw, out = {}, {}
+    raw: dict[str, tf.Tensor] = {}
+    out: dict[str, tf.Tensor] = {}
+    dates: dict[str, dict[str, tf.Tensor]] = {}
+
+    def source(i: ModelInput) -> tf.Tensor:
+        key = i.source
+        if key not in raw:
+            if key != i.feature.name:  # a numeric feature's presence, from dense_inputs
+                raw[key] = tf_keras.Input(shape=(), dtype=tf.float32, name=names.unique(key))
+            else:
+                f = i.feature
+                shape = (None,) if f.variable_length else tuple(f.shape)
+                raw[key] = tf_keras.Input(shape=shape, dtype=dtype_of(f), name=names.unique(key))
+        return raw[key]
+
     for i in inputs:
         f = i.feature
+        x = source(i)
         base = names.unique(i.name)
-        if i.kind == PRESENCE:
-            out[i.name] = raw[i.name] = tf_keras.Input(shape=(), dtype=tf.float32, name=base)
+        if i.part is not None:  # a date's parts and presence, parsed once per feature
+            if f.name not in dates:
+                dates[f.name] = DateParts(name=names.unique(f"{f.name}_date"))(x)
+            out[i.name] = dates[f.name][i.part]
             continue
-        shape = (None,) if f.variable_length else tuple(f.shape)
-        x = raw[i.name] = tf_keras.Input(shape=shape, dtype=dtype_of(f), name=base)
+        if i.kind == PRESENCE:
+            out[i.name] = x
+            continue
         if i.kind == NUMBER:
-            out[i.name] = tf.cast(x, tf.float32)
+            number = tf.cast(x, tf.float32)
+            if i.scale == "log":
+                number = LogScale(i.log_unit, name=names.unique(f"{base}_log"))(number)
+            out[i.name] = number
             continue
         if i.kind == IMAGE:
             out[i.name] = DecodeImages(*i.shape, name=names.unique(f"{base}_decode"))(x)
@@ -151,28 +144,128 @@ def _host_model(inputs: Sequence[ModelInput], cfg: ModelConfig) -> tf_keras.Mode
         if i.ids == FROM_TRANSFORM:
             ids = x
         elif i.kind == TOKENS and i.ids in (FROM_VALUES, FROM_VOCABULARY):
-            vocabulary = _vocabulary(f)
             ids = layers.StringLookup(
-                vocabulary=vocabulary, mask_token="", name=names.unique(f"{base}_lookup")
+                vocabulary=_vocabulary(i), mask_token="", name=names.unique(f"{base}_lookup")
             )(x)
         elif i.kind == TOKENS:
             ids = layers.Hashing(
-                cfg.hash_bins + 1, mask_value="", name=names.unique(f"{base}_hash")
+                i.vocabulary_size, mask_value="", name=names.unique(f"{base}_hash")
             )(x)
-        elif i.ids == FROM_VALUES:
+        elif i.ids in (FROM_VALUES, FROM_VOCABULARY):
             lookup = layers.StringLookup if f.type == "string" else layers.IntegerLookup
-            ids = lookup(vocabulary=list(f.values), name=names.unique(f"{base}_lookup"))(x)
+            ids = lookup(vocabulary=_vocabulary(i), name=names.unique(f"{base}_lookup"))(x)
         else:
-            ids = layers.Hashing(cfg.hash_bins, name=names.unique(f"{base}_hash"))(x)
+            ids = layers.Hashing(i.vocabulary_size, name=names.unique(f"{base}_hash"))(x)
         out[i.name] = tf.cast(ids, tf.int32)
     return tf_keras.Model(inputs=raw, outputs=out, name="host_preprocessing")
+
+
+def _vocabulary(i: ModelInput) -> list:
+    """The values whose ids a lookup gives, in id order (the config's `values`, or the
+    vocabulary the recipe took from the data); "" is padding, never a value of a list."""
+    values = list(i.feature.values if i.ids == FROM_VALUES else i.vocabulary)
+    return [v for v in values if v != ""] if i.kind == TOKENS else values
+
+
+class LogScale(tf_keras.layers.Layer):
+    """x -> log(1 + max(x, 0) / unit): a skewed number on a log scale (trainer.recipe)."""
+
+    def __init__(self, unit: float, **kwargs):
+        kwargs["trainable"] = False
+        super().__init__(**kwargs)
+        self.unit = float(unit)
+
+    def call(self, x):
+        return tf.math.log1p(tf.maximum(x, 0.0) / self.unit)
+
+    def get_config(self):
+        return {**super().get_config(), "unit": self.unit}
+
+
+# The parts of a date or timestamp (trainer.recipe), each a float32 number: the year with its
+# fraction, the month, the day of the week and the hour as cycles (so December is next to
+# January, Sunday to Monday, 23:00 to 00:00).
+DATE_PARTS = (
+    "year",
+    "month_sin",
+    "month_cos",
+    "weekday_sin",
+    "weekday_cos",
+    "hour_sin",
+    "hour_cos",
+)
+# A date (2026-11-27, 2026/11/27) with an optional time (T or a space; seconds, fractions) and
+# zone (Z, UTC, +01:00: ignored, the clock time is read as it is written).
+DATE_PATTERN = (
+    r"\s*(\d{4})[-/](\d{1,2})[-/](\d{1,2})"
+    r"(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?)?"
+    r"\s*(?:Z|UTC|[+-]\d{2}(?::?\d{2})?)?\s*"
+)
+
+
+def date_parts(text: tf.Tensor) -> dict[str, tf.Tensor]:
+    """The DATE_PARTS of date or timestamp strings [batch] (or [batch, 1]), and `present`: 1
+    where the value is a valid date, else 0 (and every part 0)."""
+    text = tf.reshape(text, [-1])
+    ok = tf.strings.regex_full_match(text, DATE_PATTERN)
+    fields = tf.strings.regex_replace(text, "^" + DATE_PATTERN + "$", r"\1|\2|\3|\4|\5|\6|")
+    fields = tf.where(ok, fields, "1970|1|1|0|0|0|")
+    split = tf.strings.split(fields, sep="|").to_tensor(default_value="", shape=[None, 7])
+    split = tf.where(split[:, :6] == "", "0", split[:, :6])
+    n = tf.strings.to_number(split, tf.int64)
+    y, m, d, hh, mm = (n[:, i] for i in range(5))
+    ok = ok & (m >= 1) & (m <= 12) & (d >= 1) & (d <= 31) & (hh < 24) & (mm < 60)
+    # days since 1970-01-01 in the proleptic Gregorian calendar (H. Hinnant's days_from_civil)
+    shifted = y - tf.cast(m <= 2, tf.int64)
+    era = tf.math.floordiv(shifted, 400)
+    year_of_era = shifted - era * 400
+    day_of_year = (153 * tf.math.floormod(m + 9, 12) + 2) // 5 + d - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    days = era * 146097 + day_of_era - 719468
+    hour = tf.cast(hh, tf.float64) + tf.cast(mm, tf.float64) / 60.0
+    year = 1970.0 + (tf.cast(days, tf.float64) + hour / 24.0) / 365.2425
+    turn = 2.0 * np.pi
+    month = turn * (tf.cast(m - 1, tf.float64) + tf.cast(d - 1, tf.float64) / 31.0) / 12.0
+    weekday = turn * tf.cast(tf.math.floormod(days + 3, 7), tf.float64) / 7.0  # Monday: 0
+    hour = turn * hour / 24.0
+    parts = {
+        "year": year,
+        "month_sin": tf.sin(month),
+        "month_cos": tf.cos(month),
+        "weekday_sin": tf.sin(weekday),
+        "weekday_cos": tf.cos(weekday),
+        "hour_sin": tf.sin(hour),
+        "hour_cos": tf.cos(hour),
+    }
+    valid = tf.cast(ok, tf.float64)
+    out = {name: tf.cast(value * valid, tf.float32) for name, value in parts.items()}
+    out["present"] = tf.cast(valid, tf.float32)
+    return out
+
+
+def is_date(text: Sequence[str]) -> np.ndarray:
+    """For each string, whether it is a date or timestamp `date_parts` reads."""
+    if not len(text):
+        return np.zeros(0, bool)
+    return date_parts(tf.constant(list(text), tf.string))["present"].numpy() > 0
+
+
+class DateParts(tf_keras.layers.Layer):
+    """Date or timestamp strings [batch] to their parts (`date_parts`), on the host."""
+
+    def __init__(self, **kwargs):
+        kwargs["trainable"] = False
+        super().__init__(**kwargs)
+
+    def call(self, text):
+        return date_parts(text)
 
 
 def words(text: tf.Tensor) -> tf.RaggedTensor:
     """The words of free text [batch]: [batch, (words)], lower-cased, split at every run of
     characters that are neither letters nor digits ("Don't stop!" → don, t, stop), at most
     MAX_WORDS each. The vocabulary of a text feature is counted with it too
-    (`trainer.classes`)."""
+    (`trainer.facts`)."""
     lowered = tf.strings.lower(tf.reshape(text, [-1]), encoding="utf-8")
     spaced = tf.strings.regex_replace(lowered, r"[^\pL\pN]+", " ")
     return tf.strings.split(spaced)[:, :MAX_WORDS]

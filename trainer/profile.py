@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from trainer.config import TrainConfig
 from trainer.dataset import Inputs, train_dataset
-from trainer.fit import Throughput, accelerator_fields
+from trainer.fit import Throughput, accelerator_fields, schedule
 from trainer.model import build_model
 from trainer.plan import plan_input
 from trainer.preprocess import IMAGE
@@ -33,15 +33,15 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
 
     Seeding is the caller's (trainer.task), as for a training run."""
     plan = plan_input(inputs.manifest, cfg.input, "train")
-    iterator = iter(train_dataset(inputs, cfg, plan, cfg.batch_size))
+    sized = schedule(cfg, inputs)
+    batch_size = sized.batch_size
+    iterator = iter(train_dataset(inputs, cfg, plan, batch_size))
     input_seconds = _drain_seconds(iterator, cfg.profile_batches)
 
-    host_rate = _host_rate(inputs, cfg.batch_size, cfg.profile_batches)
+    host_rate = _host_rate(inputs, batch_size, cfg.profile_batches)
     accelerator = accelerator_settings(cfg.accelerator, tf.distribute.get_strategy())
     module = load_module(cfg.model_module) if cfg.model_module else None
-    model = build_model(
-        inputs.model_spec, cfg.model, inputs.moments(), inputs.host.inputs, accelerator, module
-    )
+    model = build_model(inputs.recipe, cfg.model, accelerator, module, sized.sizing)
     one_batch = tf.data.Dataset.from_tensors(next(iterator)).repeat()
     model.fit(one_batch, epochs=1, steps_per_epoch=PROFILE_WARMUP_BATCHES, verbose=0)
     throughput = Throughput()
@@ -52,8 +52,8 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
         callbacks=[throughput],
         verbose=0,
     )
-    input_rate = round(cfg.profile_batches * cfg.batch_size / input_seconds, 1)
-    model_rate = round(throughput.steps * cfg.batch_size / throughput.seconds, 1)
+    input_rate = round(cfg.profile_batches * batch_size / input_seconds, 1)
+    model_rate = round(throughput.steps * batch_size / throughput.seconds, 1)
     return {
         "input_examples_per_sec": input_rate,
         # serialized (uncompressed) example bytes per second
@@ -62,9 +62,9 @@ def profile_input(cfg: TrainConfig, inputs: Inputs) -> dict:
         "input_bound": input_rate < model_rate,
         "host_examples_per_sec": host_rate,
         "images": sorted({i.name for i in inputs.host.inputs if i.kind == IMAGE}),
-        "batch_size": cfg.batch_size,
+        "batch_size": batch_size,
         "batches": cfg.profile_batches,
-        "task": inputs.model_spec.task,
+        "task": inputs.recipe.task,
         "input": plan.describe(),
         **accelerator_fields(accelerator),
     }

@@ -122,18 +122,21 @@ _TRAIN, _VAL, _RATE_STYLE = SERIES
 
 
 def _warnings(metrics: dict) -> str:
-    """The banner of what a reader should not miss (the ETL report's): corrupt records the
-    input skipped, and the files they were in. Empty when there is none."""
+    """The banner of what a reader should not miss (the ETL report's): the run's warnings
+    (trainer.evaluate.warnings_of: no better than the baseline, overfitting, classes never
+    predicted), corrupt records the input skipped and the files they were in. Empty when there
+    is none."""
     skipped, files = metrics.get("skipped_records"), metrics.get("corrupt_files") or []
-    if not skipped and not files:
+    items = list(metrics.get("warnings") or [])
+    if skipped or files:
+        text = f"{_fmt(skipped or 0)} corrupt records were skipped"
+        if files:
+            text += f", in {len(files)} file{'s' if len(files) > 1 else ''}: " + ", ".join(files)
+        items.append(text)
+    if not items:
         return ""
-    text = f"{_fmt(skipped or 0)} corrupt records were skipped"
-    if files:
-        text += f", in {len(files)} file{'s' if len(files) > 1 else ''}: " + ", ".join(files)
-    return (
-        '<div class="banner" id="warnings"><strong>Check</strong>'
-        f"<ul><li>{_esc(text)}.</li></ul></div>"
-    )
+    listed = "".join(f"<li>{_esc(item)}.</li>" for item in items)
+    return f'<div class="banner" id="warnings"><strong>Check</strong><ul>{listed}</ul></div>'
 
 
 def _summary(metrics: dict) -> str:

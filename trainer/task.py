@@ -22,12 +22,13 @@ import sys
 import tensorflow as tf
 import tf_keras
 
-from trainer.classes import from_data
+from trainer import modeldir
 from trainer.config import TrainConfig
 from trainer.dataset import Inputs, check_dataset, corrupt_message
 from trainer.errors import UsageError, first_line
+from trainer.evaluate import warnings_of
 from trainer.export import export_model
-from trainer.fit import Trained, train
+from trainer.fit import Trained, is_chief, train
 from trainer.flags import parse_args
 from trainer.manifest import Manifest, ManifestError
 from trainer.paths import join
@@ -63,13 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if cfg.profile_input:
             tf_keras.utils.set_random_seed(cfg.seed)
-            inputs = Inputs.of(
-                from_data(manifest, cfg.model, cfg.skip_corrupt)[0],
-                cfg.skip_corrupt,
-                cfg.model,
-                cfg.exclude_features,
-            )
-            print(json.dumps(profile_input(cfg, inputs)), flush=True)
+            print(json.dumps(profile_input(cfg, inputs_of(cfg, manifest))), flush=True)
         else:
             run(cfg, manifest)
     except (UsageError, ManifestError) as e:
@@ -92,12 +87,34 @@ def run(cfg: TrainConfig, manifest: Manifest) -> dict:
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     strategy = get_strategy(cfg.strategy)
-    manifest, described = from_data(manifest, cfg.model, cfg.skip_corrupt)
-    inputs = Inputs.of(manifest, cfg.skip_corrupt, cfg.model, cfg.exclude_features)
+    inputs = inputs_of(cfg, manifest)
+    chief = is_chief(strategy)
+    earlier = modeldir.claim(cfg, inputs, chief)
+    if earlier.complete and (cfg.epochs is None or cfg.epochs <= earlier.epochs_trained):
+        print(
+            f"{cfg.model_dir} holds this run already, complete ({earlier.epochs_trained} epochs; "
+            "export/, metrics.json, report.html): nothing to train. --fresh trains anew, "
+            "--epochs N trains on to N epochs"
+        )
+        return {}
     trained = train(cfg, strategy, inputs)
-    trained.metrics.update(described)
     _write_outputs(cfg, inputs, trained)
+    if chief:
+        epochs = trained.metrics["epochs_trained"]
+        modeldir.record(cfg, modeldir.fingerprint(cfg, inputs), True, epochs)
     return trained.metrics
+
+
+def inputs_of(cfg: TrainConfig, manifest: Manifest) -> Inputs:
+    """What the run's model reads, decided once (trainer.dataset.Inputs)."""
+    return Inputs.of(
+        manifest,
+        cfg.skip_corrupt,
+        cfg.model,
+        exclude=cfg.exclude_features,
+        include=cfg.include_features,
+        class_weight=cfg.class_weight,
+    )
 
 
 def _write_outputs(cfg: TrainConfig, inputs: Inputs, trained: Trained) -> None:
@@ -110,16 +127,56 @@ def _write_outputs(cfg: TrainConfig, inputs: Inputs, trained: Trained) -> None:
         return
     # What resuming costs: the checkpoint (the model, the optimizer and its step count, which
     # is also the input's position: no input state is saved).
-    trained.metrics["checkpoint_bytes"] = _folder_bytes(cfg.checkpoints)
+    metrics = trained.metrics
+    metrics["checkpoint_bytes"] = _folder_bytes(cfg.checkpoints)
+    metrics["warnings"] = warnings_of(metrics)
     with tf.io.gfile.GFile(join(out_dir, "metrics.json"), "w") as f:
-        f.write(json.dumps(trained.metrics, indent=2, sort_keys=True) + "\n")
+        f.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    report = write_report(out_dir, metrics, summarize_manifest(inputs.manifest))
     print(f"model exported to {export_dir}")
-    print(f"metrics written to {join(out_dir, 'metrics.json')}")
-    report = write_report(out_dir, trained.metrics, summarize_manifest(inputs.manifest))
-    print(f"run report written to {report} (per-epoch history in {join(out_dir, HISTORY)})")
+    print(f"metrics written to {join(out_dir, 'metrics.json')} (per-epoch history in "
+          f"{join(out_dir, HISTORY)})")  # fmt: skip
     print(f"checkpoints in {cfg.checkpoints}")
     if trained.logs_dir:
         print(f"TensorBoard logs in {trained.logs_dir}")
+    for line in result_lines(metrics):
+        print(line)
+    for warning in metrics["warnings"]:
+        print(f"warning: {warning}")
+    print(f"run report written to {report}")
+
+
+def result_lines(metrics: dict) -> list[str]:
+    """The eval and test metrics beside the baseline's, a line per split."""
+    lines = []
+    missing = sum((metrics.get("records_without_label") or {}).values())
+    if missing:
+        per_split = ", ".join(
+            f"{split} {n}" for split, n in sorted(metrics["records_without_label"].items()) if n
+        )
+        lines.append(f"records without the label, left out: {missing} ({per_split})")
+    best = metrics.get("best_epoch")
+    if best is not None:
+        how = "stopped early" if metrics.get("stopped_early") else "epochs"
+        lines.append(
+            f"trained {metrics.get('epochs_trained')} epochs ({how}); kept epoch {best}, the "
+            f"best {'validation' if metrics.get('validation') else 'train'} loss"
+        )
+    for split in ("eval", "test"):
+        scored = metrics.get(split) or {}
+        if "baseline_accuracy" in scored:
+            lines.append(
+                f"{split}: accuracy {scored['accuracy']:.4f}, macro F1 {scored['macro_f1']:.4f} "
+                f"(baseline, the majority class: accuracy {scored['baseline_accuracy']:.4f}); "
+                f"{scored['records']} records"
+            )
+        elif "baseline_mae" in scored:
+            lines.append(
+                f"{split}: MAE {scored['mae']:.4g}, RMSE {scored['rmse']:.4g}, R² "
+                f"{scored['r2']:.4f} (baseline, the train mean: MAE {scored['baseline_mae']:.4g}, "
+                f"RMSE {scored['baseline_rmse']:.4g}); {scored['records']} records"
+            )
+    return lines
 
 
 def _folder_bytes(folder: str) -> int:

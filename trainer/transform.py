@@ -23,7 +23,6 @@ import tensorflow as tf
 
 from trainer.features import dense_inputs, dtype_of
 from trainer.manifest import InputFeature, Manifest, ManifestError, TransformOutput
-from trainer.model import model_features
 from trainer.paths import join
 
 _TYPES = {tf.int64: "int", tf.float32: "float", tf.string: "string"}
@@ -44,6 +43,7 @@ class Transform:
     transformed_spec: dict
     features: dict[str, InputFeature]
     label: str | None
+    used: tuple[str, ...] = ()  # the outputs that are model inputs (trainer.recipe)
 
     @property
     def materialized(self) -> bool:
@@ -69,8 +69,10 @@ class Transform:
         return self.model_inputs(transformed)
 
     def model_inputs(self, transformed: Parsed) -> dict[str, tf.Tensor]:
-        """The dense model inputs among the transform's outputs (see features.dense_inputs)."""
-        used, _, _ = model_features(self.features, self.label)
+        """The dense model inputs among the transform's outputs (see features.dense_inputs):
+        those of `used` (trainer.recipe), every output but the label's by default."""
+        names = self.used or tuple(n for n in self.features if n != self.label)
+        used = [self.features[n] for n in names]
         missing = [f.name for f in used if f.name not in transformed]
         if missing:
             raise ManifestError(

@@ -3,15 +3,17 @@
 The file (a local path or gs://) defines `build_model(spec)` and returns a Keras model (tf_keras,
 Keras 2: the Keras of tf.Transform's serving layer, `spec.keras`) that takes the dict of
 `spec.inputs` (or some of them) and returns, for a classification, the probabilities of
-`spec.label.classes` [batch, classes] (softmax), for a regression the prediction [batch] or
-[batch, 1]. `spec` is a `ModelSpec`:
+`spec.label.classes` [batch, classes] (softmax), for a regression the standardized prediction
+[batch] or [batch, 1] (see `label.scale`). `spec` is a `ModelSpec`:
 
 - `inputs`: name -> a fresh `keras.Input` of each model input, already numeric (the host
   preprocessing of trainer.preprocess did the lookups and hashing);
 - `features`: name -> its `trainer.preprocess.ModelInput` (kind, dtype, shape, vocabulary size);
-- `moments`: name -> mean and variance of each numeric feature over the first training examples,
-  to normalize with;
-- `label`: name, task (`classification` or `regression`) and classes;
+- `moments`: name -> mean and variance of each NUMBER input over the train split, to normalize
+  with (a skewed number arrives on its log scale, a date as its parts: trainer.recipe);
+- `label`: name, task (`classification` or `regression`), classes and, for a regression,
+  `scale`: the model predicts the standardized label, (y - scale.mean) / scale.std (of log(y)
+  when `scale.log`), which the export turns back into the label's units;
 - `keras`: the Keras module to build with.
 
 A model returned uncompiled is compiled like the built-in one (Adam at `--learning-rate`, the
@@ -43,6 +45,7 @@ class Label:
     name: str
     task: str  # "classification" or "regression"
     classes: tuple[str | int, ...] | None  # classification: the class of each output unit
+    scale: object | None = None  # regression: trainer.recipe.LabelScale
 
     @property
     def units(self) -> int:
@@ -62,18 +65,19 @@ class ModelSpec:
 
 
 def user_spec(
-    host_inputs: Sequence[ModelInput],
-    moments: Mapping[str, object],
+    inputs: Sequence[ModelInput],
     label: str,
     task: str,
     classes: Sequence[str | int] | None,
+    scale: object | None = None,
 ) -> ModelSpec:
-    """The spec a model module's `build_model` receives, with fresh Keras Inputs."""
+    """The spec a model module's `build_model` receives, with fresh Keras Inputs; `inputs` are
+    the recipe's, their moments computed."""
     return ModelSpec(
-        inputs={i.name: i.keras_input(LayerNames.base(i.name)) for i in host_inputs},
-        features={i.name: i for i in host_inputs},
-        moments=dict(moments),
-        label=Label(label, task, tuple(classes) if classes is not None else None),
+        inputs={i.name: i.keras_input(LayerNames.base(i.name)) for i in inputs},
+        features={i.name: i for i in inputs},
+        moments={i.name: i.moments for i in inputs if i.moments is not None},
+        label=Label(label, task, tuple(classes) if classes is not None else None, scale),
         keras=tf_keras,
     )
 

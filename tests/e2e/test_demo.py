@@ -311,7 +311,14 @@ def test_train_export_and_serve_a_raw_example(dataset, model):
     assert np.isclose(probabilities.sum(), 1.0, atol=1e-5)
     assert out["classes"].numpy()[0] in (b"Adelie", b"Chinstrap", b"Gentoo")
     label = json.loads((model / "export/assets.extra/label.json").read_text())
-    assert label == {"name": "species", "task": "classification", "classes": CLASSES}
+    assert (label["name"], label["task"], label["classes"]) == (
+        "species",
+        "classification",
+        CLASSES,
+    )
+    # the raw features the export parses, as `shardflow predict --config` checks them
+    assert label["inputs"]["island"] == {"type": "string", "shape": []}
+    assert "species" not in label["inputs"]
 
 
 CLASSES = ["Adelie", "Chinstrap", "Gentoo"]

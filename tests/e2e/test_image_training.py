@@ -72,7 +72,7 @@ def test_served_raw_images_get_the_predictions_of_the_training_path(trained):
     records = list(tf.data.TFRecordDataset(files, compression_type="GZIP").take(12))
     served = serve(examples=tf.stack(records))
     batch, labels = next(iter(inputs.dataset("test", 64, shuffle=False, deterministic=True)))
-    classes = np.array(inputs.model_spec.label.values)
+    classes = np.array(inputs.recipe.label.classes)
     assert served["probabilities"].shape == (12, 3)
     # the served classes of the first records are those the model gives the same records
     expected = model.model(batch, training=False).numpy()[:12]

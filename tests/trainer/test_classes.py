@@ -1,4 +1,5 @@
-"""A string label without `values` takes its classes from the data (trainer/classes.py)."""
+"""A string label without `values` takes its classes from the data (trainer/recipe.py, from the
+facts of trainer/facts.py), and a string list its vocabulary."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.datasets import make_rows, run_python, write_dataset
-from trainer.classes import CONFIG, RECORDS, STATISTICS, label_counts, with_label_classes
+from trainer.facts import RECORDS, STATISTICS, gather, label_counts
 from trainer.manifest import ManifestError, load_manifest
+from trainer.recipe import CONFIG, with_classes
 from transforms.contract.layout import STATISTICS as STATISTICS_FILE
 from transforms.contract.layout import STATISTICS_FORMAT_VERSION
 
@@ -49,6 +51,10 @@ def _statistics(root, train_top, distinct=None, exact=True):
         },
     }
     (root / STATISTICS_FILE).write_text(json.dumps(stats))
+
+
+def with_label_classes(m):
+    return with_classes(m, gather(m))
 
 
 def _true_counts(dataset, split):
@@ -115,24 +121,24 @@ def test_training_on_a_label_without_values_records_its_classes(unlisted, tmp_pa
 def test_a_string_list_gets_the_most_frequent_train_tokens_as_its_vocabulary(dataset):
     from collections import Counter
 
-    from trainer.classes import with_vocabularies
     from trainer.config import ModelConfig
-    from trainer.preprocess import FROM_VOCABULARY, HostPreprocessing
+    from trainer.dataset import Inputs
+    from trainer.preprocess import FROM_HASH, FROM_VOCABULARY, HostPreprocessing
 
     m = load_manifest(str(dataset.root))
     counts = Counter(t for r in dataset.rows["train"] for t in r["tags"])
-    full, described = with_vocabularies(m)
-    assert described == {"tags": {"size": len(counts), "tokens": len(counts), "from": RECORDS}}
     expected = sorted(counts, key=lambda t: (-counts[t], t))
-    assert full.features["tags"].vocabulary == tuple(expected)
 
-    two, described = with_vocabularies(m, size=2)
-    assert two.features["tags"].vocabulary == tuple(expected[:2])
-    assert described["tags"]["size"] == 2
-    assert with_vocabularies(m, size=0) == (m, {})  # hashed, as before
+    def tags(size: int):
+        recipe = Inputs.of(m, model=ModelConfig(vocabulary_size=size)).recipe
+        return next(i for i in recipe.inputs if i.name == "tags")
 
-    host = HostPreprocessing([two.features["tags"]], ModelConfig())
-    (tokens,) = host.inputs
-    assert (tokens.ids, tokens.vocabulary_size, tokens.padding) == (FROM_VOCABULARY, 4, 0)
+    assert tags(10_000).vocabulary == tuple(expected)
+    two = tags(2)
+    assert two.vocabulary == tuple(expected[:2])
+    assert (two.ids, two.vocabulary_size, two.padding) == (FROM_VOCABULARY, 4, 0)
+    assert tags(0).ids == FROM_HASH  # hashed, as before
+
+    host = HostPreprocessing([two])
     ids = host({"tags": tf.constant([[expected[0], expected[1]], [expected[2], ""]])})["tags"]
     assert ids.numpy().tolist() == [[2, 3], [1, 0]]  # 1: not kept, 0: padding

@@ -25,9 +25,12 @@ import tensorflow as tf
 
 from tests.trainer.datasets import FEATURES, REPO, Dataset
 from trainer import strategy as strategies
+from trainer.report import read_history
 from trainer.strategy import StrategyError, get_strategy, strategy_name
 
 CLASSES = FEATURES["species"]["values"]
+# what metrics.json's eval holds for a classifier: the model's and the baseline's (trainer.evaluate)
+EVAL_METRICS = ["accuracy", "baseline_accuracy", "loss", "macro_f1", "records"]
 EPOCHS = 2
 BATCH = 32
 TIMEOUT = 420  # seconds per process: the machine is shared, a cluster start is slow
@@ -168,7 +171,7 @@ def test_multi_worker_non_chief_leaves_nothing_in_the_model_dir(two_workers):
     # Worker 1 wrote its (collective) export and logs to a local temporary folder and removed
     # it; BackupAndRestore keeps only the chief's checkpoints.
     assert {p.name for p in model_dir.iterdir()} == {
-        "checkpoints", "export", "history.csv", "logs", "metrics.json", "report.html"
+        "checkpoints", "export", "history.csv", "logs", "metrics.json", "report.html", "run.json"
     }  # fmt: skip
     assert [p.name for p in (model_dir / "checkpoints").iterdir()] == ["chief"]
 
@@ -196,8 +199,9 @@ def test_multi_worker_eval_runs_whole_global_batches_in_lockstep(two_workers, da
     60 eval records, global batch 32: 60 // 32 = 1 step. The eval split is one shard, fewer
     than the workers, so each worker reads it all and keeps every 2nd record: worker 0 takes
     records 0, 2, ..., 30 and worker 1 records 1, 3, ..., 31 — the first 32 records together.
-    The last epoch's eval metrics are therefore those of the final (exported) model on exactly
-    those 32 records, not on all 60.
+    The last epoch's validation (history.csv) is therefore that of the final (exported) model
+    on exactly those 32 records; metrics.json's eval, scored after training on every worker
+    alone, covers all 60.
     """
     model_dir, workers = two_workers
     assert workers[0].returncode == 0, _fail(workers[0])
@@ -213,9 +217,14 @@ def test_multi_worker_eval_runs_whole_global_batches_in_lockstep(two_workers, da
 
     eval_steps = len(records) // BATCH
     loss, accuracy = loss_and_accuracy(eval_steps * BATCH)
-    assert metrics["eval"]["loss"] == pytest.approx(loss, rel=1e-4)
-    assert metrics["eval"]["accuracy"] == pytest.approx(accuracy, abs=1e-6)
-    assert metrics["eval"]["loss"] != pytest.approx(loss_and_accuracy(len(records))[0], rel=1e-4)
+    last = read_history(str(model_dir / "history.csv"))[-1]
+    assert last["val_loss"] == pytest.approx(loss, rel=1e-4)
+    assert last["val_accuracy"] == pytest.approx(accuracy, abs=1e-6)
+    whole_loss, whole_accuracy = loss_and_accuracy(len(records))
+    assert whole_loss != pytest.approx(loss, rel=1e-4)
+    assert metrics["eval"]["loss"] == pytest.approx(whole_loss, rel=1e-4)
+    assert metrics["eval"]["accuracy"] == pytest.approx(whole_accuracy, abs=1e-6)
+    assert metrics["eval"]["records"] == len(records)
 
 
 # --- auto ------------------------------------------------------------------------------------
@@ -295,7 +304,7 @@ def test_mirrored_flag_mirrors_over_all_logical_cpus(dataset, tmp_path):
     assert (metrics["strategy"], metrics["replicas"]) == ("MirroredStrategy", 2)
     assert (metrics["batch_size"], metrics["steps_per_epoch"], metrics["steps"]) == (BATCH, 8, 8)
     assert _progress(proc.stdout) == [(8, 8)]
-    assert sorted(metrics["eval"]) == ["accuracy", "loss"]
+    assert sorted(metrics["eval"]) == EVAL_METRICS
     assert (tmp_path / "export" / "saved_model.pb").is_file()
 
 

@@ -1,4 +1,6 @@
-"""The model built from the manifest, its normalization moments and its export."""
+"""The model built from the recipe, its normalization moments, the label's scale and its export."""
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -9,28 +11,32 @@ from trainer.dataset import Inputs
 from trainer.export import export_model
 from trainer.features import dense_inputs, parse_spec
 from trainer.manifest import load_manifest
-from trainer.model import ModelConfig, build_model, compute_moments, model_features, model_spec
+from trainer.model import ModelConfig, build_model, compute_moments, to_label_units
+from trainer.recipe import NOT_AN_INPUT
 
 # one_hot_max=2: island and year (3 values each) take the embedding path here, the one-hot path
 # in the end-to-end tests.
 SMALL = ModelConfig(hidden_units=(8,), embedding_dim=2, hash_bins=16, one_hot_max=2)
 
 
+def _inputs(m) -> Inputs:
+    return Inputs.of(m, model=SMALL)
+
+
 def _batches(m, split="train", batch_size=32, **options):
     """Batches of (model inputs, label), as training reads them: the host preprocessing done."""
-    return Inputs.of(m, model=SMALL).dataset(split, batch_size, shuffle=False, **options)
+    return _inputs(m).dataset(split, batch_size, shuffle=False, **options)
 
 
 def _moments(m):
-    used, _, _ = model_features(m.features, m.label)
-    return compute_moments(_batches(m, batch_size=64), used, batches=100)
+    return compute_moments(_batches(m, batch_size=64), _inputs(m).recipe.inputs, batches=100)
 
 
-def test_image_bytes_and_numeric_lists_are_not_model_inputs(dataset):
-    m = load_manifest(str(dataset.root))
-    used, skipped, _ = model_features(m.features, "species")
-    assert [f.name for f in skipped] == ["photo"]
-    assert [f.name for f in used] == [n for n in FEATURES if n not in ("photo", "species")]
+def test_an_image_that_cannot_be_decoded_is_not_a_model_input(dataset):
+    recipe = _inputs(load_manifest(str(dataset.root))).recipe
+    assert [f.name for f in recipe.skipped] == ["photo"]
+    assert recipe.reasons == {"photo": NOT_AN_INPUT["image"]}
+    assert [f.name for f in recipe.used] == [n for n in FEATURES if n not in ("photo", "species")]
 
 
 def test_moments_are_over_present_values_only(dataset):
@@ -56,7 +62,7 @@ def test_moments_are_over_present_values_only(dataset):
 
 def test_classifier_gives_a_distribution_over_the_label_values(dataset):
     m = load_manifest(str(dataset.root))
-    model = build_model(model_spec(m.features, "species"), SMALL, _moments(m))
+    model = build_model(_inputs(m).recipe, SMALL)
     features, _ = next(iter(_batches(m)))
 
     probabilities = model(features, training=False).numpy()
@@ -69,20 +75,25 @@ def test_classifier_gives_a_distribution_over_the_label_values(dataset):
 
 def test_missing_moments_for_a_numeric_feature_is_an_error(dataset):
     m = load_manifest(str(dataset.root))
-    moments = _moments(m)
-    del moments["id"]
-    with pytest.raises(ValueError, match="feature 'id': no normalization moments given"):
-        build_model(model_spec(m.features, "species"), SMALL, moments)
+    recipe = _inputs(m).recipe
+    without = dataclasses.replace(
+        recipe,
+        inputs=tuple(
+            dataclasses.replace(i, moments=None) if i.name == "id" else i for i in recipe.inputs
+        ),
+    )
+    with pytest.raises(ValueError, match="model input 'id': no normalization moments given"):
+        build_model(without, SMALL)
 
 
 def test_regression_model_trains_exports_and_serves_raw_examples(tmp_path):
     written = write_dataset(tmp_path / "data", make_rows(120), label="flipper_mm")
     m = load_manifest(str(written.root))
-    model = build_model(model_spec(m.features, "flipper_mm"), SMALL, _moments(m))
+    inputs = _inputs(m)
+    model = build_model(inputs.recipe, SMALL)
     history = model.fit(_batches(m).repeat(), steps_per_epoch=3, epochs=1, verbose=0)
-    assert sorted(history.history) == ["loss", "mae"]
+    assert sorted(history.history) == ["loss", "mae", "rmse"]
 
-    inputs = Inputs.of(m, model=SMALL)
     export_model(model, inputs, str(tmp_path / "export"))
     loaded = tf.saved_model.load(str(tmp_path / "export"))
     assert list(loaded.signatures) == ["serving_default"]  # no transform, no transform signature
@@ -97,15 +108,19 @@ def test_regression_model_trains_exports_and_serves_raw_examples(tmp_path):
         tf.float32,
         [4],
     )
-    used, _, _ = model_features(m.features, m.label)
-    spec = parse_spec(m, include_label=False, only=[f.name for f in used])
+    spec = parse_spec(m, include_label=False, only=[f.name for f in inputs.recipe.used])
     features = inputs.host(
         dense_inputs(tf.io.parse_example(tf.constant(examples), spec), m.features)
     )
+    # the model predicts the standardized label; the export answers in the label's units (mm)
+    expected = to_label_units(model(features, training=False), inputs.recipe.label.scale)
     # the served graph is optimized apart from the eager model: float sums may differ in order
-    np.testing.assert_allclose(
-        outputs["predictions"], model(features, training=False), rtol=1e-4, atol=1e-4
-    )
+    np.testing.assert_allclose(outputs["predictions"], expected, rtol=1e-4, atol=1e-3)
+    flippers = [r["flipper_mm"] for r in written.rows["train"]]
+    low, high = min(flippers), max(flippers)
+    spread = high - low
+    assert (outputs["predictions"].numpy() >= low - spread).all()
+    assert (outputs["predictions"].numpy() <= high + spread).all()
 
 
 def test_a_missing_numeric_value_enters_the_model_at_the_mean(dataset):
@@ -113,8 +128,8 @@ def test_a_missing_numeric_value_enters_the_model_at_the_mean(dataset):
 
     m = load_manifest(str(dataset.root))
     moments = _moments(m)
-    model = build_model(model_spec(m.features, m.label), SMALL, moments)
-    # the normalized body mass, as the hidden layers see it
+    model = build_model(_inputs(m).recipe, SMALL)
+    # the normalized (and softly clipped) body mass, as the hidden layers see it
     probe = tf_keras.Model(model.inputs, model.get_layer("body_mass_g_if_present").output)
     inputs, _ = next(iter(_batches(m, batch_size=64)))
     seen = probe(inputs).numpy()[:, 0]
@@ -122,5 +137,5 @@ def test_a_missing_numeric_value_enters_the_model_at_the_mean(dataset):
     assert (~present).any() and present.any()
     assert np.all(seen[~present] == 0.0)  # not (0 - mean) / std, thousands of stds away
     m_ = moments["body_mass_g"]
-    expected = (inputs["body_mass_g"].numpy()[present] - m_.mean) / np.sqrt(m_.variance)
-    np.testing.assert_allclose(seen[present], expected, rtol=1e-4, atol=1e-5)
+    z = (inputs["body_mass_g"].numpy()[present] - m_.mean) / np.sqrt(m_.variance)
+    np.testing.assert_allclose(seen[present], z / np.sqrt(1 + (z / 3) ** 2), rtol=1e-4, atol=1e-5)

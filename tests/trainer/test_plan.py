@@ -8,9 +8,9 @@ import pytest
 
 from tests.trainer.datasets import make_rows, write_dataset
 from trainer.flags import parse_args
-from trainer.input import DEFAULT_READ_BATCH
+from trainer.input import DEFAULT_READ_BATCH, INPUTS
 from trainer.manifest import load_manifest
-from trainer.plan import InputFlags, plan_input, record_size
+from trainer.plan import InputFlags, default_read_batch, plan_input, record_size
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +36,11 @@ def test_record_size_is_exact_uncompressed_and_sampled_when_compressed(sized):
 def test_defaults_come_from_the_dataset(sized):
     plan = plan_input(sized["none"], InputFlags())
     assert plan.shuffle_buffer == 2400  # 10,000 records, but the split holds 2,400
-    assert plan.read_batch == DEFAULT_READ_BATCH
+    assert plan.read_batch == 1  # a small split is shuffled record by record
+    assert [default_read_batch(n) for n in (2400, 10_000, 64_000, 10**6)] == [1, 5, 32, 32]
+    assert DEFAULT_READ_BATCH == 32
     assert plan.cycle_length == min(8, max(4, os.cpu_count()))
-    assert plan.cache is False
+    assert plan.cache is False  # the size of the model inputs is not known: nothing cached
     assert plan.ram_budget_bytes >= 256 * 2**20
     # two workers share the 8 shards: each reads 4
     assert plan_input(sized["none"], InputFlags(), workers=2).cycle_length == 4
@@ -53,6 +55,15 @@ def test_flags_win_over_the_defaults(sized):
         2,
         3,
     )
+
+
+def test_fixed_model_inputs_that_fit_a_quarter_of_the_budget_are_cached(sized):
+    m = sized["none"]
+    plan = plan_input(m, InputFlags(), input_bytes=100)
+    assert (plan.cache, plan.read_batch) == (INPUTS, 8)  # runs of 8 records, parsed once
+    assert plan_input(m, InputFlags(ram_budget_mb=1), input_bytes=200).cache is False
+    assert plan_input(m, InputFlags(cache="none"), input_bytes=100).cache is False
+    assert plan_input(m, InputFlags(read_batch=3), input_bytes=100).read_batch == 3
 
 
 def test_the_shuffle_buffer_fits_a_quarter_of_the_ram_budget(sized):
@@ -85,6 +96,7 @@ def test_input_flags_on_the_command_line():
         shuffle_buffer=100, read_batch=8, cycle_length=3, block_length=2, cache="memory",
         ram_budget_mb=64,
     )  # fmt: skip
+    assert parse_args(["--data", "d", "--model-dir", "m"]).input.cache == "auto"
     assert cfg.checkpoint_every == 50
     assert parse_args(["--data", "d", "--model-dir", "m", "--cache", "disk"]).input.cache == "disk"
     defaults = parse_args(["--data", "d", "--model-dir", "m"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from tests.trainer.datasets import make_rows, write_dataset
@@ -19,7 +20,12 @@ def test_a_regression_answers_with_its_prediction(tmp_path, capsys):
     assert train(["--data", str(data.root), "--model-dir", str(model_dir), "--epochs", "1",
                   "--batch-size", "32", "--exclude-features", "species"]) == 0  # fmt: skip
     label = json.loads((model_dir / "export/assets.extra/label.json").read_text())
-    assert label == {"name": "flipper_mm", "task": "regression"}
+    assert (label["name"], label["task"]) == ("flipper_mm", "regression")
+    scale = label["scale"]  # how the model's standardized answers become millimetres
+    flippers = np.array([r["flipper_mm"] for r in data.rows["train"]])
+    assert scale["mean"] == pytest.approx(flippers.mean(), rel=1e-4) and not scale["log"]
+    assert label["inputs"]["island"] == {"type": "string", "shape": []}  # what it parses
+    assert "flipper_mm" not in label["inputs"] and "species" not in label["inputs"]
     capsys.readouterr()
     assert predict_split(str(model_dir), str(data.root), "eval", 3) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -27,6 +33,8 @@ def test_a_regression_answers_with_its_prediction(tmp_path, capsys):
     expected = [r["flipper_mm"] for r in data.rows["eval"][:3]]
     assert [line["label"] for line in lines] == pytest.approx(expected, rel=1e-6)
     assert all(isinstance(line["prediction"], float) for line in lines)
+    # in millimetres, near the train flippers (one epoch: not far from their mean)
+    assert all(150 < line["prediction"] < 250 for line in lines)
     assert ServedModel(str(model_dir)).classes is None
 
 

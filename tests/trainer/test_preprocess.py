@@ -20,8 +20,9 @@ from trainer.features import dense_inputs, parse_spec
 from trainer.fit import Throughput
 from trainer.flags import parse_args
 from trainer.manifest import ManifestError, load_manifest
-from trainer.model import CPU, EXCLUDED, KEY, NOT_AN_INPUT, build_model
-from trainer.preprocess import CATEGORY, FROM_HASH, FROM_VALUES, NUMBER, PRESENCE, TOKENS
+from trainer.model import CPU, build_model
+from trainer.preprocess import CATEGORY, FROM_VALUES, FROM_VOCABULARY, NUMBER, PRESENCE, TOKENS
+from trainer.recipe import EXCLUDED, KEY, NOT_AN_INPUT
 from trainer.strategy import TPU_STEPS_PER_EXECUTION, accelerator_settings
 
 SMALL = ModelConfig(hidden_units=(8,), embedding_dim=2, hash_bins=16, one_hot_max=2)
@@ -33,7 +34,7 @@ def inputs(dataset) -> Inputs:
 
 
 def _model(inputs: Inputs, accelerator: Accelerator = CPU) -> tf_keras.Model:
-    return build_model(inputs.model_spec, SMALL, inputs.moments(), inputs.host.inputs, accelerator)
+    return build_model(inputs.recipe, SMALL, accelerator)
 
 
 def _batches(inputs: Inputs, batch_size: int = 32) -> tf.data.Dataset:
@@ -62,8 +63,8 @@ def test_every_model_input_is_a_number_and_says_what_it_is(inputs):
         "body_mass_g__present": (PRESENCE, tf.float32, (), None, None),
         "year": (CATEGORY, tf.int32, (1,), 4, FROM_VALUES),  # 3 values and "not one of them"
         "island": (CATEGORY, tf.int32, (1,), 4, FROM_VALUES),
-        "sex": (CATEGORY, tf.int32, (1,), 16, FROM_HASH),  # no values: 16 hash buckets
-        "tags": (TOKENS, tf.int32, (None,), 17, FROM_HASH),  # and 0 for padding
+        "sex": (CATEGORY, tf.int32, (1,), 3, FROM_VOCABULARY),  # its 2 train values and "other"
+        "tags": (TOKENS, tf.int32, (None,), 7, FROM_VOCABULARY),  # 5 tokens, "other", padding
         "embedding": (NUMBER, tf.float32, (4,), None, None),
     }
     features, _ = next(iter(_batches(inputs)))
@@ -91,9 +92,9 @@ def test_the_host_maps_values_to_their_index_and_unknown_values_to_zero(inputs):
     assert out["year"].numpy().tolist() == [[3], [0]]
     assert out["island"].numpy().tolist() == [[island_values.index("Dream") + 1], [0]]
     sex = out["sex"].numpy()
-    assert sex[0, 0] == sex[1, 0] and 0 <= sex[0, 0] < 16  # the same string, the same bucket
+    assert sex[0, 0] == sex[1, 0] and 1 <= sex[0, 0] < 3  # one of the two train values
     tags = out["tags"].numpy()
-    assert tags[0, 1] == 0 and (tags[1] > 0).all() and (tags < 17).all()  # "" is padding: 0
+    assert tags.tolist() == [[1, 0], [1, 1]]  # tokens train never held: 1; "" is padding: 0
     assert out["id"].dtype == tf.float32 and out["id"].numpy().tolist() == [1.0, 2.0]
 
 
@@ -191,7 +192,7 @@ def test_serving_applies_the_same_host_preprocessing_as_training(inputs, tmp_pat
         [to_example(r, without_label).SerializeToString() for r in make_rows(8, seed=3)]
     )
     m = inputs.manifest
-    spec = parse_spec(m, include_label=False, only=[f.name for f in inputs.model_spec.used])
+    spec = parse_spec(m, include_label=False, only=[f.name for f in inputs.recipe.used])
     trained_on = inputs.host(dense_inputs(tf.io.parse_example(examples, spec), m.features))
     np.testing.assert_allclose(
         serve(examples=examples)["probabilities"], model(trained_on), rtol=1e-5, atol=1e-6
@@ -212,7 +213,7 @@ def test_the_key_is_never_a_model_input_and_excluded_features_are_not_either(dat
     inputs = Inputs.of(m, model=SMALL, exclude=("sex", "tags"))
     names = [i.name for i in inputs.host.inputs]
     assert "id" not in names and "sex" not in names and "tags" not in names
-    assert inputs.model_spec.reasons == {"id": KEY, "sex": EXCLUDED, "tags": EXCLUDED,
+    assert inputs.recipe.reasons == {"id": KEY, "sex": EXCLUDED, "tags": EXCLUDED,
                                          "photo": NOT_AN_INPUT["image"]}  # fmt: skip
     features, _ = next(iter(_batches(inputs)))
     assert sorted(features) == sorted(names)

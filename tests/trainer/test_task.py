@@ -16,6 +16,7 @@ from tests.trainer.datasets import (
     to_example,
     write_dataset,
 )
+from trainer.recipe import embedding_width
 from trainer.task import main
 
 CLASSES = FEATURES["species"]["values"]
@@ -26,7 +27,7 @@ def _fail(proc: subprocess.CompletedProcess) -> str:
 
 
 @pytest.mark.slow
-def test_training_exits_0_writes_metrics_and_exports(trained):
+def test_training_exits_0_writes_metrics_and_exports(trained, dataset):
     model_dir, proc = trained
     assert proc.returncode == 0, _fail(proc)
 
@@ -34,32 +35,44 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
 
     assert sorted(metrics) == [
         "batch_size",
+        "best_epoch",
         "checkpoint_bytes",
+        "class_counts",
         "classes",
         "classes_from",
         "corrupt_files",
         "dataset",
+        "dropout",
+        "early_stopping",
         "epochs",
+        "epochs_trained",
         "eval",
         "eval_classes",
         "examples_per_sec",
+        "features",
         "initial_epoch",
         "initial_step",
         "jit_compile",
         "label",
+        "learning_rate",
         "mixed_precision",
         "model",
         "model_inputs",
         "not_model_inputs",
+        "records_without_label",
         "replicas",
         "skipped_records",
         "steps",
         "steps_per_epoch",
         "steps_per_execution",
+        "stopped_early",
         "strategy",
         "task",
         "train",
-        "vocabularies",
+        "train_records",
+        "validation",
+        "warnings",
+        "weight_decay",
     ]
     # CPU defaults; every feature but the label and the image is a model input
     assert (metrics["jit_compile"], metrics["mixed_precision"]) == (False, "float32")
@@ -67,9 +80,21 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
     assert "island" in metrics["model_inputs"] and "body_mass_g__present" in metrics["model_inputs"]
     assert list(metrics["not_model_inputs"]) == ["photo"]
     assert metrics["model"] == "built-in"
-    # tags (a string list without values): its train tokens, from the records (no statistics)
-    assert metrics["vocabularies"]["tags"]["from"] == "records"
-    assert metrics["vocabularies"]["tags"]["size"] == metrics["vocabularies"]["tags"]["tokens"]
+    # tags (a string list without values): its train tokens as its vocabulary, embedded
+    assert metrics["features"]["tags"] == {
+        "inputs": ["tags"], "as": "embedded tokens", "ids": "vocabulary", "size": 7,
+        "width": embedding_width(7),
+    }  # fmt: skip
+    assert metrics["features"]["photo"] == {"left_out": metrics["not_model_inputs"]["photo"]}
+    assert (metrics["early_stopping"], metrics["best_epoch"], metrics["epochs_trained"]) == (
+        False, 1, 1,
+    )  # fmt: skip
+    # the baseline always answers train's majority class
+    train_labels = [r["species"] for r in dataset.rows["train"]]
+    majority = max(CLASSES, key=train_labels.count)
+    eval_labels = [r["species"] for r in dataset.rows["eval"]]
+    assert metrics["eval"]["baseline_accuracy"] == eval_labels.count(majority) / 60
+    assert metrics["class_counts"] == {c: train_labels.count(c) for c in CLASSES}
     by_class = metrics["eval_classes"]
     assert by_class["confusion_matrix"]["classes"] == ["Adelie", "Chinstrap", "Gentoo"]
     assert sum(map(sum, by_class["confusion_matrix"]["matrix"])) == 60  # every eval record once
@@ -85,7 +110,14 @@ def test_training_exits_0_writes_metrics_and_exports(trained):
     assert (metrics["skipped_records"], metrics["corrupt_files"]) == (0, [])
     assert (metrics["label"], metrics["task"]) == ("species", "classification")
     assert (metrics["strategy"], metrics["replicas"]) == ("DefaultDistributionStrategy", 1)
-    assert sorted(metrics["train"]) == sorted(metrics["eval"]) == ["accuracy", "loss"]
+    assert sorted(metrics["train"]) == ["accuracy", "loss"]
+    assert sorted(metrics["eval"]) == [
+        "accuracy",
+        "baseline_accuracy",
+        "loss",
+        "macro_f1",
+        "records",
+    ]
     assert metrics["examples_per_sec"] > 0
     assert (model_dir / "export" / "saved_model.pb").is_file()
     assert (model_dir / "checkpoints").is_dir()
@@ -256,7 +288,13 @@ def test_training_on_two_replicas_splits_the_global_batch(dataset, tmp_path):
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert (metrics["strategy"], metrics["replicas"]) == ("MirroredStrategy", 2)
     assert (metrics["batch_size"], metrics["steps_per_epoch"]) == (32, 8)
-    assert sorted(metrics["eval"]) == ["accuracy", "loss"]
+    assert sorted(metrics["eval"]) == [
+        "accuracy",
+        "baseline_accuracy",
+        "loss",
+        "macro_f1",
+        "records",
+    ]
     assert (tmp_path / "export" / "saved_model.pb").is_file()
 
 

@@ -69,8 +69,7 @@ def _raw_records(dataset, split: str) -> dict[int, bytes]:
 
 
 def _built(inputs: Inputs, cfg: ModelConfig = SMALL):
-    moments = inputs.moments(64)
-    return build_model(inputs.model_spec, cfg, moments, inputs.host.inputs)
+    return build_model(inputs.recipe, cfg)
 
 
 # --- describing transform outputs (no transform needed) ---------------------------------------
@@ -214,12 +213,14 @@ def test_trainer_reads_raw_shards_through_the_transform(tft_datasets):
 @pytest.mark.slow
 def test_embedding_sizes_are_the_vocabulary_sizes_plus_oov_buckets(tft_datasets):
     raw, _ = tft_datasets
-    inputs = Inputs.of(load_manifest(str(raw.root)))
+    few = ModelConfig(hidden_units=(8,), one_hot_max=2)
+    inputs = Inputs.of(load_manifest(str(raw.root)), model=few)
     islands = len(_vocabulary(raw.root, ISLAND_VOCABULARY))
     tags = len(_vocabulary(raw.root, TAGS_VOCABULARY))
 
-    embedded = _built(inputs, ModelConfig(hidden_units=(8,), one_hot_max=2))
-    one_hot = _built(inputs, ModelConfig(hidden_units=(8,)))  # up to 16 slots: one-hot
+    embedded = _built(inputs, few)
+    many = ModelConfig(hidden_units=(8,))  # up to 16 slots: one-hot
+    one_hot = _built(Inputs.of(load_manifest(str(raw.root)), model=many), many)
 
     assert (inputs.features["island"].buckets, inputs.features["tags"].buckets) == (4, 6)
     assert embedded.get_layer("island_embed").input_dim == islands + 1 == 4

@@ -60,7 +60,6 @@ def test_make_dataset_gives_the_model_inputs_and_encoded_labels(dataset):
 
 def test_an_uncompiled_model_is_compiled_and_a_compiled_one_is_kept(dataset, tmp_path):
     inputs = data.inputs(str(dataset.root), model=SMALL)
-    spec, moments = inputs.model_spec, inputs.moments()
     uncompiled = _module(
         tmp_path,
         """
@@ -71,8 +70,8 @@ def test_an_uncompiled_model_is_compiled_and_a_compiled_one_is_kept(dataset, tmp
             return spec.keras.Model(spec.inputs, out)
         """,
     )
-    model = build_model(spec, SMALL, moments, inputs.host.inputs, module=uncompiled)
-    assert isinstance(model.optimizer, tf_keras.optimizers.Adam)
+    model = build_model(inputs.recipe, SMALL, module=uncompiled)
+    assert isinstance(model.optimizer, tf_keras.optimizers.AdamW)
     assert model.compiled_loss is not None
     history = model.fit(
         inputs.dataset("train", 32, shuffle=False).repeat(), steps_per_epoch=2, verbose=0
@@ -90,7 +89,7 @@ def test_an_uncompiled_model_is_compiled_and_a_compiled_one_is_kept(dataset, tmp
             return model
         """,
     )
-    model = build_model(spec, SMALL, moments, inputs.host.inputs, module=compiled)
+    model = build_model(inputs.recipe, SMALL, module=compiled)
     assert isinstance(model.optimizer, tf_keras.optimizers.SGD)
 
 
@@ -120,7 +119,7 @@ def test_a_bad_model_module_is_a_usage_error_naming_it(dataset, tmp_path, source
     inputs = data.inputs(str(dataset.root), model=SMALL)
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
         module = _module(tmp_path, source)
-        build_model(inputs.model_spec, SMALL, inputs.moments(), inputs.host.inputs, module=module)
+        build_model(inputs.recipe, SMALL, module=module)
     with pytest.raises(UsageError, match="--model-module: no file"):
         load_module(str(tmp_path / "missing.py"))
 

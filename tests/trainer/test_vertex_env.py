@@ -84,7 +84,7 @@ def test_a_run_on_vertex_writes_model_checkpoints_and_logs_where_vertex_says(
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert {p.name for p in base.iterdir()} == {"model", "checkpoints", "logs"}
     assert {p.name for p in (base / "model").iterdir()} == {
-        "export", "history.csv", "metrics.json", "report.html"
+        "export", "history.csv", "metrics.json", "report.html", "run.json"
     }  # fmt: skip
     assert (base / "model" / "export" / "saved_model.pb").is_file()
     assert json.loads((base / "model" / "metrics.json").read_text())["steps"] == 2

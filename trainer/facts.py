@@ -1,0 +1,277 @@
+"""What the data holds, gathered once per run for the rules of `trainer.recipe`.
+
+Two sources, read before training:
+
+- the dataset's statistics (`statistics.json`, counted exactly by the ETL over every record):
+  the records of each split, the records missing each feature (the label too), the distinct
+  values of strings and every value's count while a string has few;
+- one pass over the train split (`SAMPLE_RECORDS` records at most, the first in file order, so
+  a rerun or a resumed run reads the same ones): the values of every number (for its scale,
+  skew and moments), the counts of every string's values (its vocabulary), list tokens and the
+  words of free text, and the size of each image.
+
+A string label's classes need every train value: they come from the statistics when these list
+every value, else from one pass over the whole train split's labels (`label_counts`); the other
+splits' labels are checked the same way. With `--skip-corrupt`, a read error ends its file, as
+in training (trainer.input).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.features import dtype_of
+from trainer.manifest import InputFeature, Manifest, load_statistics
+from trainer.preprocess import words
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_RECORDS = 100_000  # the first train records, in file order, the rules look at
+STATISTICS = "statistics"  # counts taken from statistics.json (metrics.json's "from")
+RECORDS = "records"  # counts taken from a pass over the records
+_BATCH = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class Numbers:
+    """The values of a numeric feature in the sampled train records that hold one:
+    float64 [records with a value, size]."""
+
+    values: np.ndarray
+    records: int  # sampled records
+
+    @property
+    def missing(self) -> int:
+        return self.records - len(self.values)
+
+
+@dataclasses.dataclass(frozen=True)
+class Strings:
+    """The counts of a string feature's values (of a list's tokens, of free text's words) in the
+    sampled train records."""
+
+    counts: Mapping[str, int]
+    records: int  # sampled records
+    present: int  # of them, records holding at least one value
+
+    @property
+    def values(self) -> int:
+        return sum(self.counts.values())
+
+    def by_count(self) -> list[str]:
+        """The values, most frequent first (ties by value)."""
+        return sorted(self.counts, key=lambda v: (-self.counts[v], v))
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """What the rules of trainer.recipe decide from. `train_records` and `label_missing` are
+    exact (statistics.json, else counted); the rest describes the sampled train records."""
+
+    train_records: int
+    sampled: int
+    numbers: Mapping[str, Numbers]
+    strings: Mapping[str, Strings]
+    image_sizes: Mapping[str, frozenset]  # image feature -> the (height, width, channels) seen
+    label_missing: Mapping[str, int]  # split -> its records without the label
+    statistics: Mapping | None  # statistics.json (None: none, or several datasets as one)
+    # a classification label: split -> (its records per value, where they came from); train
+    # always, the other splits when the config lists no classes (trainer.recipe checks them)
+    label_counts: Mapping[str, tuple[dict[str, int], str]] = dataclasses.field(default_factory=dict)
+
+    def distinct(self, name: str, split: str = "train") -> tuple[int, bool] | None:
+        """The distinct values of a string feature in `split` and whether the count is exact,
+        from the statistics; None without them."""
+        stats = _split_feature(self.statistics, split, name)
+        if not stats or "distinct" not in stats:
+            return None
+        return int(stats["distinct"]), bool(stats.get("distinct_exact"))
+
+
+def gather(
+    manifest: Manifest,
+    *,
+    text: Iterable[str] = (),
+    skip_corrupt: bool = False,
+    sample: int = SAMPLE_RECORDS,
+) -> Facts:
+    """The facts of `manifest`'s train split: its statistics and one pass over at most `sample`
+    of its first records. `text`: the scalar strings read as free text (their words are
+    counted)."""
+    statistics = None if len(manifest.parts) > 1 else load_statistics(manifest.root)
+    text = set(text)
+    features = [f for f in manifest.features.values() if f.type != "bytes"]
+    if manifest.transform is not None and manifest.transform.materialize == "transformed":
+        # the shards hold the transform's outputs, described by the transform, not these
+        features = [f for f in features if f.name == manifest.label]
+    numbers = {f.name: [] for f in features if f.type in ("int", "float") and not f.variable_length}
+    strings = {f.name: collections.Counter() for f in features if f.type == "string"}
+    present = dict.fromkeys(strings, 0)
+    sizes = {f.name: set() for f in features if f.type == "image"}
+    sampled = 0
+    for batch in _batches(manifest, "train", features, text, skip_corrupt, sample):
+        rows = len(next(iter(batch.values()))[1]) if batch else 0
+        sampled += rows
+        for name, (values, lengths) in batch.items():
+            if name in numbers:
+                size = manifest.features[name].size
+                full = lengths == size
+                starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+                taken = [values[s : s + size] for s, ok in zip(starts, full) if ok]
+                if taken:
+                    numbers[name].append(np.asarray(taken, dtype=np.float64))
+            elif name in strings:
+                present[name] += int(np.count_nonzero(lengths))
+                unique, n = np.unique(values, return_counts=True)
+                strings[name].update(dict(zip((v.decode() for v in unique), n.tolist())))
+            elif name in sizes:
+                sizes[name].update(_image_sizes(values))
+    label = manifest.label
+    counts = {}
+    if label and (manifest.features[label].type == "string" or manifest.features[label].values):
+        for split in sorted(manifest.splits):
+            needed = split == "train" or manifest.features[label].values is None
+            if needed and manifest.has_split(split):
+                counts[split] = label_counts(manifest, split, statistics, skip_corrupt)
+    return Facts(
+        train_records=manifest.split_records("train") if manifest.has_split("train") else 0,
+        sampled=sampled,
+        numbers={
+            n: Numbers(
+                np.concatenate(v) if v else np.zeros((0, manifest.features[n].size)), sampled
+            )
+            for n, v in numbers.items()
+        },
+        strings={n: Strings(dict(c), sampled, present[n]) for n, c in strings.items()},
+        image_sizes={n: frozenset(s) for n, s in sizes.items()},
+        label_missing=_label_missing(manifest, statistics, skip_corrupt) if label else {},
+        statistics=statistics,
+        label_counts=counts,
+    )
+
+
+def _batches(
+    manifest: Manifest,
+    split: str,
+    features: list[InputFeature],
+    text: set[str],
+    skip_corrupt: bool,
+    limit: int | None,
+):
+    """Batches of {feature: (flat values, values per record)} of the split's first `limit`
+    records (all with None), read in file order."""
+    spec = {
+        f.name: tf.io.RaggedFeature(
+            tf.string if f.type == "image" else dtype_of(f), row_splits_dtype=tf.int64
+        )
+        for f in features
+    }
+    if not spec or not manifest.has_split(split):
+        return
+
+    def columns(serialized: tf.Tensor) -> dict:
+        parsed = tf.io.parse_example(serialized, spec)
+        out = {}
+        for name, value in parsed.items():
+            if name in text:  # free text: its words, still one row per record
+                value = words(value.flat_values)
+            out[name] = (value.flat_values, value.row_lengths())
+        return out
+
+    records = read_records(manifest, split, skip_corrupt)
+    if limit is not None:
+        records = records.take(limit)
+    batches = records.batch(_BATCH).map(columns, num_parallel_calls=tf.data.AUTOTUNE)
+    yield from batches.as_numpy_iterator()
+
+
+def read_records(manifest: Manifest, split: str, skip_corrupt: bool) -> tf.data.Dataset:
+    """The split's serialized records in file order; with `skip_corrupt`, a read error ends
+    its file, as in training."""
+
+    def read(path: tf.Tensor) -> tf.data.Dataset:
+        records = tf.data.TFRecordDataset(path, compression_type=manifest.compression_type)
+        return records.ignore_errors() if skip_corrupt else records
+
+    files = tf.data.Dataset.from_tensor_slices(manifest.split_files(split))
+    return files.interleave(read, cycle_length=1)
+
+
+def _image_sizes(encoded: np.ndarray, limit: int = 256) -> set:
+    """(height, width, channels) of the first `limit` encoded images of a batch."""
+    sizes = set()
+    for data in encoded[:limit]:
+        if not data:
+            continue
+        try:
+            shape = tf.io.decode_image(data, expand_animations=False).shape
+        except tf.errors.InvalidArgumentError:
+            continue  # not an image TensorFlow decodes: the run will say so when it reads it
+        sizes.add(tuple(int(d) for d in shape))
+    return sizes
+
+
+def label_counts(
+    manifest: Manifest, split: str, statistics: Mapping | None, skip_corrupt: bool = False
+) -> tuple[dict[str, int], str]:
+    """The label's values in `split` with their record counts, and where they came from:
+    the split's statistics when they list every value, else its records."""
+    return value_counts(manifest, manifest.label, split, statistics, skip_corrupt)
+
+
+def value_counts(
+    manifest: Manifest,
+    name: str,
+    split: str,
+    statistics: Mapping | None,
+    skip_corrupt: bool = False,
+) -> tuple[dict[str, int], str]:
+    """The values of string feature `name` in `split` with their counts (of values: a list
+    counts each of its values), from the statistics when they list every value, else from one
+    pass over the split's records; and which of the two."""
+    stats = _split_feature(statistics, split, name)
+    if stats and stats.get("distinct_exact") and len(stats.get("top", [])) == stats.get("distinct"):
+        return {t["value"]: t["count"] for t in stats["top"]}, STATISTICS
+    feature = manifest.features[name]
+    counts: collections.Counter = collections.Counter()
+    for batch in _batches(manifest, split, [feature], set(), skip_corrupt, None):
+        unique, n = np.unique(batch[name][0], return_counts=True)
+        counts.update(dict(zip((_text(v) for v in unique), n.tolist())))
+    return dict(counts), RECORDS
+
+
+def _text(value) -> str:
+    """A counted value as the key of its count: a string's text, a number's digits."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _label_missing(
+    manifest: Manifest, statistics: Mapping | None, skip_corrupt: bool
+) -> dict[str, int]:
+    """Per split, the records without a label: none when the label is always full; else from
+    the statistics, or counted."""
+    label = manifest.features[manifest.label]
+    out = {}
+    for split in sorted(manifest.splits):
+        if not manifest.has_split(split) or label.always_full:
+            out[split] = 0
+            continue
+        stats = _split_feature(statistics, split, label.name)
+        if stats is not None and "missing" in stats:
+            out[split] = int(stats["missing"])
+            continue
+        missing = 0
+        for batch in _batches(manifest, split, [label], set(), skip_corrupt, None):
+            missing += int(np.count_nonzero(batch[label.name][1] == 0))
+        out[split] = missing
+    return out
+
+
+def _split_feature(statistics: Mapping | None, split: str, name: str) -> Mapping | None:
+    return (statistics or {}).get("splits", {}).get(split, {}).get("features", {}).get(name)

@@ -1,0 +1,593 @@
+"""What each feature becomes in the model, and how the label is learned: the rules, in one place.
+
+`decide` runs once per run, on the facts of `trainer.facts` (the dataset's statistics and one
+pass over the train split), and returns the `Recipe` that every consumer reads: the host
+preprocessing (trainer.preprocess), the built-in model and a `--model-module` (trainer.model),
+the export and `shardflow predict`. docs/trainer.md ("What each feature becomes") states the
+same rules with these thresholds:
+
+- the outputs of a tf.Transform are taken as the transform made them (numbers standardized, ids
+  embedded, another string hashed): the rules below are for the manifest's own features;
+- the dataset's `key`, `--exclude-features` and bytes features are not model inputs; an image
+  is one with its `image_size`, or the one size every sampled train image has;
+- a **number** with no value in train, or one value only, is left out; a number whose train
+  values are all >= 0 and skewed (skewness over `SKEW`) is read on a log scale,
+  log(1 + x / m) with m the median of its positive values, when that lowers its skew; every
+  number is then standardized with its train moments (trainer.model);
+- a **string** whose train values parse as dates or timestamps (`DATE_SHARE` of them)
+  becomes its parts: the fractional year, the month and the day of the week as cycles (sine,
+  cosine), the hour as a cycle when the values hold a time of day, and whether it was given;
+- a string that is nearly unique per record is left out, with its reason: more than
+  `UNIQUE_MIN` distinct values that are at least `UNIQUE_SHARE` of its values (an id, a name, a
+  free-form text), or more than `SPARSE_MIN` distinct values with fewer than `SPARSE_RECORDS`
+  records each on average (a code an embedding cannot learn from so few examples);
+  `--include-features` takes it anyway;
+- any other string is a category: its train values, most frequent first, up to
+  `--vocabulary-size` (a value outside them is one "other" id); hashed only when it has more
+  distinct values than that. A category of at most `ModelConfig.one_hot_max` (16) values is
+  one-hot encoded, a larger one embedded in `embedding_width(n)` dimensions (at most
+  `ModelConfig.embedding_dim`, 32);
+- the **label**: a classification's classes come from `values` or the train split;
+  `--class-weight balanced` weighs each class by records / (classes x its records). A
+  regression's label is standardized with its train mean and deviation (`LabelScale`), on a log
+  scale when it is strictly positive and skewed and the log lowers the skew; the model learns
+  the standardized value and the export answers in the label's units.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from trainer.config import ModelConfig
+from trainer.facts import Facts
+from trainer.features import CLASSIFICATION, REGRESSION, has_presence, label_task, presence_key
+from trainer.manifest import InputFeature, Manifest, ManifestError
+from trainer.preprocess import (
+    CATEGORY,
+    DATE_PARTS,
+    FROM_HASH,
+    FROM_TRANSFORM,
+    FROM_VALUES,
+    FROM_VOCABULARY,
+    IMAGE,
+    NUMBER,
+    PRESENCE,
+    TOKENS,
+    ModelInput,
+    date_parts,
+    is_date,
+)
+
+logger = logging.getLogger(__name__)
+
+_F32 = tf.float32
+
+SKEW = 1.0  # a number or label more skewed than this is tried on a log scale
+DATE_SHARE = 0.95  # of a string's sampled train values that must parse as dates
+UNIQUE_MIN, UNIQUE_SHARE = 20, 0.5  # nearly unique: > 20 distinct, >= half of the values
+SPARSE_MIN, SPARSE_RECORDS = 100, 20  # > 100 distinct with < 20 records a value on average
+CODE_VALUES = (3, 32)  # an int with this many distinct train values is also a category
+CODE_SUFFIX = "__value"  # ... whose model input is NAME__value
+
+# Why a feature is not a model input (Recipe.reasons).
+KEY = "the dataset's key (an id, not a property of the example)"
+EXCLUDED = "--exclude-features"
+NOT_AN_INPUT = {
+    "image": "an image feature without image_size, and its train images differ in size "
+    "(declare image_size: [height, width] to learn from it)",
+    "bytes": "a bytes feature",
+    "list": "a list of numbers",
+}
+NO_VALUE = "no value in the train split"
+CONFIG = "config"  # a label's classes listed in the config (metrics.json "classes_from")
+ONE_VALUE = "the same value in every train record"
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelScale:
+    """A regression label as the model learns it: (f(y) - mean) / std, f the identity or log.
+    Predictions are brought back to the label's units and kept within [low, high], the train
+    labels' range widened by a tenth on each side (in the learned scale)."""
+
+    mean: float
+    std: float
+    log: bool = False
+    low: float = -math.inf  # bounds of the standardized prediction
+    high: float = math.inf
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Label:
+    """The label: its feature, task, a classification's classes with their train counts and
+    weights, a regression's scale and the train mean (the baseline's prediction)."""
+
+    feature: InputFeature
+    task: str
+    counts: Mapping[str, int] | None = None  # classification: train records per class
+    weights: tuple[float, ...] | None = None  # --class-weight balanced: per class
+    scale: LabelScale | None = None  # regression
+    train_mean: float | None = None  # regression: what the baseline predicts
+    classes_from: str | None = None  # classification: config, statistics or records
+    missing: Mapping[str, int] = dataclasses.field(default_factory=dict)  # split -> unlabelled
+
+    @property
+    def name(self) -> str:
+        return self.feature.name
+
+    @property
+    def classes(self) -> tuple | None:
+        return self.feature.values if self.task == CLASSIFICATION else None
+
+    @property
+    def majority(self) -> str | int | None:
+        """The most frequent train class (ties: the first in `classes`): the baseline."""
+        if not self.counts:
+            return None
+        return max(self.feature.values, key=lambda c: self.counts.get(str(c), 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """The model inputs of a run and why each other feature is left out; the label."""
+
+    used: tuple[InputFeature, ...]
+    inputs: tuple[ModelInput, ...]
+    label: Label
+    reasons: Mapping[str, str]  # feature left out -> why
+    skipped: tuple[InputFeature, ...] = ()
+
+    @property
+    def task(self) -> str:
+        return self.label.task
+
+    def with_moments(self, moments: Mapping[str, object]) -> Recipe:
+        """The recipe with the moments of its NUMBER inputs filled in."""
+        inputs = tuple(
+            dataclasses.replace(i, moments=moments[i.name]) if i.name in moments else i
+            for i in self.inputs
+        )
+        return dataclasses.replace(self, inputs=inputs)
+
+    def input_bytes(self) -> int | None:
+        """The bytes of one record's model inputs and target (None: a list's length varies)."""
+        if any(None in i.shape for i in self.inputs):
+            return None
+        return 8 + sum(4 * math.prod(i.shape) for i in self.inputs)
+
+    def metrics(self) -> dict:
+        """What metrics.json records of the recipe."""
+        label = self.label
+        out = {
+            "label": label.name,
+            "task": self.task,
+            "model_inputs": [i.name for i in self.inputs],
+            "not_model_inputs": dict(self.reasons),
+            "features": self.describe(),
+        }
+        if self.task == CLASSIFICATION:
+            out["classes"] = list(label.classes)
+            if label.classes_from:
+                out["classes_from"] = label.classes_from
+            out["class_counts"] = {str(c): label.counts.get(str(c), 0) for c in label.classes}
+            if label.weights is not None:
+                out["class_weights"] = dict(zip(map(str, label.classes), label.weights))
+        else:
+            out["label_scale"] = label.scale.to_dict()
+            out["train_mean"] = label.train_mean
+        return out
+
+    def describe(self) -> dict:
+        """Per feature, what it became (metrics.json `features`)."""
+        out: dict[str, dict] = {}
+        for i in self.inputs:
+            entry = out.setdefault(i.feature.name, {"inputs": []})
+            entry["inputs"].append(i.name)
+            if i.kind == NUMBER and i.part is None:
+                entry["as"] = "log number" if i.scale == "log" else "number"
+            elif i.part is not None:
+                entry["as"] = "date parts"
+            elif i.kind in (CATEGORY, TOKENS):
+                entry["as"] = ("one-hot " if i.width is None else "embedded ") + (
+                    "tokens" if i.kind == TOKENS else "category"
+                )
+                entry["ids"] = i.ids
+                entry["size"] = i.vocabulary_size
+                if i.width is not None:
+                    entry["width"] = i.width
+            elif i.kind == IMAGE:
+                entry["as"] = "image"
+                entry["image_size"] = list(i.shape)
+        for name, why in self.reasons.items():
+            out[name] = {"left_out": why}
+        return out
+
+
+def embedding_width(ids: int, most: int = ModelConfig.embedding_dim) -> int:
+    """Dimensions of a category's embedding: 1.6 * ids^0.56 (at least 2), at most `most`."""
+    return int(min(most, max(2, round(1.6 * ids**0.56))))
+
+
+def decide(
+    manifest: Manifest,
+    facts: Facts,
+    features: Mapping[str, InputFeature],
+    cfg: ModelConfig = ModelConfig(),
+    *,
+    exclude: Sequence[str] = (),
+    include: Sequence[str] = (),
+    transformed: bool = False,
+    class_weight: str | None = None,
+    classes_from: str | None = None,
+) -> Recipe:
+    """The recipe of a run: `features` are the model's features (the manifest's, or a
+    tf.Transform's outputs when `transformed`), `facts` what the data holds; `classes_from`
+    where a classification's classes came from (`with_classes`)."""
+    label_name = manifest.label
+    for flag, names in (("--exclude-features", exclude), ("--include-features", include)):
+        unknown = [name for name in names if name not in features]
+        if unknown:
+            raise ManifestError(
+                f"{flag}: no feature {unknown[0]!r} (features: {', '.join(sorted(features))})"
+            )
+        if label_name in names:
+            raise ManifestError(f"{flag}: {label_name!r} is the label")
+    label = decide_label(facts, features[label_name], class_weight, classes_from)
+    used, skipped, reasons, inputs = [], [], {}, []
+    for feature in features.values():
+        if feature.name == label_name:
+            continue
+        why, made = _decide_feature(manifest, facts, feature, cfg, exclude, include, transformed)
+        if why is not None:
+            reasons[feature.name] = why
+            skipped.append(feature)
+            logger.info("not a model input: %s: %s", feature.name, why)
+            continue
+        used.append(made[0].feature)
+        inputs.extend(made)
+    if not inputs:
+        raise ManifestError(
+            "no feature can be a model input: "
+            + "; ".join(f"{name}: {why}" for name, why in reasons.items())
+        )
+    return Recipe(tuple(used), tuple(inputs), label, reasons, tuple(skipped))
+
+
+def _decide_feature(
+    manifest: Manifest,
+    facts: Facts,
+    f: InputFeature,
+    cfg: ModelConfig,
+    exclude: Sequence[str],
+    include: Sequence[str],
+    transformed: bool,
+) -> tuple[str | None, list[ModelInput]]:
+    """(why it is left out, None) or (None, its model inputs)."""
+    if f.name in exclude:
+        return EXCLUDED, []
+    if f.name == manifest.key:
+        return KEY, []
+    if f.type == "bytes":
+        return NOT_AN_INPUT["bytes"], []
+    if f.type == "image":
+        return _image(f, facts)
+    if f.buckets is not None:  # ids of a tf.Transform output
+        if f.variable_length:
+            return None, [_ids(f, TOKENS, f.buckets, FROM_TRANSFORM, cfg, padding=-1)]
+        return None, [_ids(f, CATEGORY, f.buckets, FROM_TRANSFORM, cfg)]
+    if f.variable_length and f.type != "string":
+        return NOT_AN_INPUT["list"], []
+    if f.type in ("int", "float") and f.values is None:
+        return _number(f, facts, transformed, cfg)
+    if f.values is not None and f.variable_length:  # ids from 2; 0: padding, 1: another value
+        listed = [v for v in f.values if v != ""]
+        return None, [_ids(f, TOKENS, len(listed) + 2, FROM_VALUES, cfg, padding=0)]
+    if f.values is not None:  # ids from 1; 0: another value
+        return None, [_ids(f, CATEGORY, len(f.values) + 1, FROM_VALUES, cfg)]
+    if f.text or f.variable_length:  # free text, or a list of strings: tokens
+        return None, [_tokens(f, facts, cfg)]
+    if transformed:  # a string output of a tf.Transform: the transform chose what it is
+        return None, [_ids(f, CATEGORY, cfg.hash_bins, FROM_HASH, cfg)]
+    return _string(f, facts, cfg, f.name in include)
+
+
+def _number(f: InputFeature, facts: Facts, transformed: bool, cfg: ModelConfig) -> tuple:
+    numbers = facts.numbers.get(f.name)
+    scale, unit = "linear", None
+    if numbers is not None and not transformed:
+        values = numbers.values
+        if len(values) == 0:
+            return NO_VALUE, []
+        if np.all(values == values[0]):
+            return ONE_VALUE, []
+        unit = log_unit(values)
+        scale = "log" if unit is not None else "linear"
+    made = [ModelInput(f.name, NUMBER, _F32, tuple(f.shape), f, scale=scale, log_unit=unit)]
+    if numbers is not None and not transformed and f.type == "int" and f.size == 1:
+        if f.always_full:
+            distinct = np.unique(numbers.values)
+            if CODE_VALUES[0] <= len(distinct) <= CODE_VALUES[1]:
+                # an hour, a month, a count of cylinders: also each value's own id, so that
+                # the model can give every value its own effect
+                made.append(
+                    _ids(
+                        f,
+                        CATEGORY,
+                        len(distinct) + 1,
+                        FROM_VOCABULARY,
+                        cfg,
+                        vocabulary=tuple(int(v) for v in distinct),
+                        name=f"{f.name}{CODE_SUFFIX}",
+                    )
+                )
+    if has_presence(f):
+        made.append(ModelInput(presence_key(f.name), PRESENCE, _F32, (), f))
+    return None, made
+
+
+def log_unit(values: np.ndarray) -> float | None:
+    """m when `values` (all >= 0, skewed) are less skewed as log(1 + x / m), m the median of the
+    positive values; else None."""
+    flat = values.reshape(-1)
+    if flat.min() < 0 or skewness(flat) <= SKEW:
+        return None
+    positive = flat[flat > 0]
+    if not len(positive):
+        return None
+    unit = float(np.median(positive))
+    return unit if abs(skewness(np.log1p(flat / unit))) < skewness(flat) else None
+
+
+def skewness(values: np.ndarray) -> float:
+    """The sample skewness (Fisher-Pearson) of `values`; 0 for constant values."""
+    centred = values.astype(np.float64) - values.mean()
+    std = math.sqrt(float(np.mean(centred**2)))
+    return float(np.mean(centred**3)) / std**3 if std > 0 else 0.0
+
+
+def _string(f: InputFeature, facts: Facts, cfg: ModelConfig, include: bool) -> tuple:
+    strings = facts.strings.get(f.name)
+    if strings is None or not strings.counts:
+        if include:  # hashed, as nothing is known of its values
+            return None, [_ids(f, CATEGORY, cfg.hash_bins, FROM_HASH, cfg)]
+        return NO_VALUE, []
+    counted = strings.by_count()
+    if f.size == 1 and date_share(strings.counts) >= DATE_SHARE:
+        return None, _date(f, facts)
+    if len(strings.counts) == 1 and not include:
+        return ONE_VALUE, []
+    distinct = _distinct(f, facts, strings)
+    values = strings.values
+    nearly_unique = (distinct > UNIQUE_MIN and distinct >= UNIQUE_SHARE * values) or (
+        distinct > SPARSE_MIN and distinct * SPARSE_RECORDS > values
+    )
+    if nearly_unique and not include:
+        per_value = values / max(1, distinct)
+        return (
+            f"nearly unique per record: {distinct:,} distinct values in {values:,} train "
+            f"values ({per_value:.1f} records a value), an id or a name "
+            f"(--include-features {f.name} uses it)"
+        ), []
+    if cfg.vocabulary_size and distinct <= cfg.vocabulary_size:
+        vocabulary = tuple(counted[: cfg.vocabulary_size])
+        return None, [
+            _ids(f, CATEGORY, len(vocabulary) + 1, FROM_VOCABULARY, cfg, vocabulary=vocabulary)
+        ]
+    buckets = cfg.vocabulary_size or cfg.hash_bins
+    return None, [_ids(f, CATEGORY, buckets, FROM_HASH, cfg)]
+
+
+def _distinct(f: InputFeature, facts: Facts, strings) -> int:
+    """The distinct train values of a string: the statistics' count when they have one (exact,
+    or estimated beyond 10,000), else those of the sampled records."""
+    found = facts.distinct(f.name)
+    return found[0] if found is not None else len(strings.counts)
+
+
+def _tokens(f: InputFeature, facts: Facts, cfg: ModelConfig) -> ModelInput:
+    """A list of strings or free text: its tokens' (words') ids, embedded and averaged."""
+    strings = facts.strings.get(f.name)
+    counted = [t for t in strings.by_count() if t != ""] if strings is not None else []
+    if cfg.vocabulary_size and counted:
+        vocabulary = tuple(counted[: cfg.vocabulary_size])
+        return _ids(
+            f, TOKENS, len(vocabulary) + 2, FROM_VOCABULARY, cfg, padding=0, vocabulary=vocabulary
+        )
+    return _ids(f, TOKENS, cfg.hash_bins + 1, FROM_HASH, cfg, padding=0)
+
+
+def date_share(counts: Mapping[str, int]) -> float:
+    """The share of the counted values that parse as dates or timestamps."""
+    values = list(counts)
+    total = sum(counts.values())
+    dated = sum(counts[v] for v, ok in zip(values, is_date(values)) if ok)
+    return dated / total if total else 0.0
+
+
+def _date(f: InputFeature, facts: Facts) -> list[ModelInput]:
+    """The parts of a date or timestamp string, each a number, and its presence; a part that is
+    the same in every train value (dates of January 1st only) is left out."""
+    distinct = [
+        v
+        for v, ok in zip(facts.strings[f.name].counts, is_date(list(facts.strings[f.name].counts)))
+        if ok
+    ]
+    parts = {k: v.numpy() for k, v in date_parts(tf.constant(distinct, tf.string)).items()}
+    made = []
+    for part in DATE_PARTS:
+        values = parts[part]
+        if part == "year" or not np.allclose(values, values[0]):
+            made.append(ModelInput(f"{f.name}__{part}", NUMBER, _F32, (), f, part=part))
+    made.append(ModelInput(presence_key(f.name), PRESENCE, _F32, (), f, part="present"))
+    return made
+
+
+def _image(f: InputFeature, facts: Facts) -> tuple:
+    if f.shape != ():
+        return NOT_AN_INPUT["list"], []
+    size = f.image_size
+    if size is None:
+        seen = facts.image_sizes.get(f.name) or frozenset()
+        if len(seen) != 1:
+            return NOT_AN_INPUT["image"], []
+        size = next(iter(seen))
+        logger.info(
+            "feature %r: every sampled train image is %dx%d with %d channel(s): learned at "
+            "that size (image_size)", f.name, *size,
+        )  # fmt: skip
+        f = dataclasses.replace(f, image_size=tuple(size))
+    return None, [ModelInput(f.name, IMAGE, _F32, tuple(size), f)]
+
+
+def _ids(
+    f: InputFeature,
+    kind: str,
+    size: int,
+    ids: str,
+    cfg: ModelConfig,
+    padding: int | None = None,
+    vocabulary: tuple | None = None,
+    name: str | None = None,
+) -> ModelInput:
+    shape = (None,) if kind == TOKENS else (f.size,)
+    # the values and an "other" id (a tf.Transform's ids: its buckets) one-hot, if few
+    values = size if ids == FROM_TRANSFORM else size - 1
+    one_hot = kind == CATEGORY and f.size == 1 and values <= cfg.one_hot_max
+    return ModelInput(
+        name or f.name,
+        kind,
+        tf.int32,
+        shape,
+        f,
+        vocabulary_size=size,
+        ids=ids,
+        padding=padding,
+        vocabulary=vocabulary,
+        width=None if one_hot else embedding_width(size, cfg.embedding_dim),
+    )
+
+
+def decide_label(
+    facts: Facts,
+    feature: InputFeature,
+    class_weight: str | None = None,
+    classes_from: str | None = None,
+) -> Label:
+    """The label's task and, from the train split, its classes and their counts (a
+    classification) or its scale (a regression)."""
+    task = label_task(feature)
+    if task == REGRESSION:
+        numbers = facts.numbers.get(feature.name)
+        values = numbers.values.reshape(-1) if numbers is not None else np.zeros(0)
+        if not len(values):
+            raise ManifestError(f"label {feature.name!r}: the train split holds no value of it")
+        return Label(
+            feature,
+            task,
+            scale=label_scale(values),
+            train_mean=float(values.mean()),
+            missing=dict(facts.label_missing),
+        )
+    counts = dict(facts.label_counts.get("train", ({}, None))[0])
+    weights = None
+    if class_weight == "balanced":
+        total, k = sum(counts.values()), len(feature.values)
+        weights = tuple(
+            total / (k * counts[str(c)]) if counts.get(str(c)) else 0.0 for c in feature.values
+        )
+    return Label(
+        feature,
+        task,
+        counts=counts,
+        weights=weights,
+        classes_from=classes_from,
+        missing=dict(facts.label_missing),
+    )
+
+
+def label_scale(values: np.ndarray) -> LabelScale:
+    """How a regression label is standardized: on a log scale when it is strictly positive,
+    skewed (skewness over SKEW) and less skewed as a log; else as it is."""
+    values = values.astype(np.float64)
+    log = bool(
+        values.min() > 0
+        and skewness(values) > SKEW
+        and abs(skewness(np.log(values))) < skewness(values)
+    )
+    learned = np.log(values) if log else values
+    mean, std = float(learned.mean()), float(learned.std())
+    std = std if std > 0 else 1.0
+    z = (learned - mean) / std
+    margin = 0.1 * float(z.max() - z.min())
+    return LabelScale(mean, std, log, float(z.min()) - margin, float(z.max()) + margin)
+
+
+def with_classes(manifest: Manifest, facts: Facts) -> tuple[Manifest, str | None]:
+    """The manifest with a string label's classes, when the config lists none, taken from the
+    data: its train values, sorted (a value that another split holds and train does not is an
+    error); and where the classes came from (`config`, `statistics`, `records`; None for a
+    label that has no classes)."""
+    name = manifest.label
+    label = manifest.features.get(name) if name else None
+    if label is None or (label.type != "string" and label.values is None):
+        return manifest, None
+    if label.values is not None:
+        return manifest, CONFIG
+    counts, source = facts.label_counts.get("train", ({}, None))
+    if not counts:
+        raise ManifestError(f"label {name!r}: the train split holds no value of it")
+    for split, (found, _) in sorted(facts.label_counts.items()):
+        if split == "train":
+            continue
+        unknown = {v: n for v, n in found.items() if v not in counts}
+        if unknown:
+            value, records = sorted(unknown.items())[0]
+            raise ManifestError(
+                f"label {name!r}: split {split!r} holds {value!r} ({records} records)"
+                f"{f' and {len(unknown) - 1} more value(s)' if len(unknown) > 1 else ''}, which "
+                "the train split does not: the model cannot learn a class it never sees; add "
+                "train examples of it, or list the label's `values` in the config"
+            )
+    classes = tuple(sorted(counts))
+    logger.info(
+        "label %r: %d classes from the train split's %s: %s",
+        name, len(classes), source, ", ".join(classes),
+    )  # fmt: skip
+    features = dict(manifest.features)
+    features[name] = dataclasses.replace(label, values=classes)
+    return dataclasses.replace(manifest, features=features), source
+
+
+def with_text(manifest: Manifest, names: Sequence[str]) -> Manifest:
+    """The manifest with the features `names` (--text-features) marked as free text: each must
+    be a scalar string without `values` that is neither the label nor the key."""
+    flag = "--text-features"
+    if names and manifest.transform is not None:
+        raise ManifestError(
+            f"{flag}: the dataset has a tf.Transform, whose outputs the model reads"
+        )
+    features = dict(manifest.features)
+    for name in names:
+        f = features.get(name)
+        if f is None:
+            raise ManifestError(f"{flag}: no feature {name!r} (features: {', '.join(features)})")
+        if name in (manifest.label, manifest.key):
+            raise ManifestError(
+                f"{flag}: {name!r} is the {'label' if name == manifest.label else 'key'}"
+            )
+        if f.type != "string" or f.shape != () or f.values is not None:
+            what = f"has values {list(f.values)}" if f.values is not None else f"is {f.type}"
+            shape = f" of shape {list(f.shape)}" if f.shape != () else ""
+            raise ManifestError(
+                f"{flag}: {name!r} {what}{shape}; free text is a scalar string without values"
+            )
+        features[name] = dataclasses.replace(f, text=True)
+    return dataclasses.replace(manifest, features=features) if names else manifest
