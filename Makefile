@@ -23,7 +23,7 @@ $(STAMP): setup.py
 demo: $(STAMP)
 	$(RUN) $(BIN)/shardflow etl --config examples/penguins/penguins.yaml --output $(DEMO_OUT)/penguins --overwrite
 	$(RUN) $(BIN)/shardflow inspect $(DEMO_OUT)/penguins --split train --take 2
-	$(RUN) $(BIN)/shardflow train --data $(DEMO_OUT)/penguins --model-dir $(DEMO_OUT)/model --epochs 10
+	$(RUN) $(BIN)/shardflow train --data $(DEMO_OUT)/penguins --model-dir $(DEMO_OUT)/model --fresh
 	$(RUN) $(BIN)/shardflow predict --model-dir $(DEMO_OUT)/model --data $(DEMO_OUT)/penguins --split test --take 5
 	$(RUN) $(BIN)/shardflow predict --model-dir $(DEMO_OUT)/model --config examples/penguins/penguins.yaml --input examples/penguins/new_penguins.csv
 	@echo "dataset: $(DEMO_OUT)/penguins   model: $(DEMO_OUT)/model (export/, metrics.json, logs/)"

@@ -2,8 +2,8 @@
 
 Extras: `etl` (Beam, tfx-bsl, tf.Transform), `trainer` (TensorFlow only, never Beam),
 `transform` (what the trainer needs for datasets with a tf.Transform output: tf.Transform, and
-so Beam), `deploy` (the Google clients of the deploy tools), `test`, and `all`. The Dataflow
-workers install this same file (`--setup_file ./setup.py`).
+so Beam), `deploy` (the Google clients of the deploy tools), `test`, `benchmark`, and `all`.
+The Dataflow workers install this same file (`--setup_file ./setup.py`).
 """
 
 from setuptools import find_packages, setup
@@ -43,6 +43,9 @@ DEPLOY = [
 # The docs site (MkDocs with the Material theme, built with --strict by `make test`) and the
 # JSON Schema check of the published config schema.
 DOCS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "jsonschema==4.26.0"]
+# benchmarks/model_quality.py: scikit-learn's trees beside the trained model (the datasets come
+# from packages fetched with `pip download`, not installed)
+BENCHMARK = ["scikit-learn==1.9.1"]
 TEST = [
     "pytest",
     "pytest-timeout",
@@ -69,6 +72,7 @@ setup(
         "deploy": DEPLOY,
         "docs": DOCS,
         "test": TEST,
+        "benchmark": BENCHMARK,
         "all": sorted(set(ETL + TRAINER + TRANSFORM + DEPLOY)),
     },
     entry_points={"console_scripts": ["shardflow = pipelines.cli:main"]},

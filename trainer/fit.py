@@ -254,6 +254,11 @@ def _fit(
         "train_records": plan.train_records,
         "records_without_label": dict(inputs.recipe.label.missing),
         **inputs.recipe.metrics(),
+        **(
+            {"class_weight": cfg.class_weight or "none"}
+            if inputs.recipe.task == CLASSIFICATION
+            else {}
+        ),
         "strategy": strategy_name(strategy),
         "replicas": strategy.num_replicas_in_sync,
         "dataset": inputs.manifest.root,

@@ -51,20 +51,23 @@ class ServedModel:
 
     def mismatch(self, features: dict[str, tuple[str, tuple]]) -> str | None:
         """What makes records of `features` (name -> (type, shape), a config's) unservable:
-        the features the model reads that they lack or type otherwise; None when they fit."""
+        the features the model reads that they type otherwise or lack; None when they fit."""
         if self.inputs is None:
             return None
-        problems = []
+        typed, missing = [], []
         for name, wanted in sorted(self.inputs.items()):
             have = features.get(name)
             if have is None:
-                problems.append(f"{name!r} is missing")
+                missing.append(name)
             elif have[0] != wanted["type"] or list(have[1]) != list(wanted["shape"]):
-                problems.append(
-                    f"{name!r} is {have[0]} {list(have[1])} there, {wanted['type']} "
-                    f"{wanted['shape']} in the model"
+                typed.append(
+                    f"{name!r} is {_typed(have[0], have[1])} there, "
+                    f"{_typed(wanted['type'], wanted['shape'])} in the model"
                 )
-        return "; ".join(problems) or None
+        if missing:
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            typed.append(f"it lacks {', '.join(map(repr, missing[:5]))}{more}")
+        return "; ".join(typed) or None
 
     def __call__(self, serialized: Sequence[bytes]) -> list[dict[str, Any]]:
         """One answer per record, in order."""
@@ -88,6 +91,10 @@ class ServedModel:
                 }
             )
         return answers
+
+
+def _typed(kind: str, shape) -> str:
+    return kind if not list(shape) else f"{kind} of shape {list(shape)}"
 
 
 def _label_from_metrics(model_dir: str) -> dict:

@@ -6,7 +6,7 @@ FOLDER/pictures/{blue,green,red}/NNN.png: 24×24 PNGs, each a square of its clas
 random place and size on a grey, noisy background (seeded: the same files on every run). Then:
 
     shardflow etl --config examples/shapes/shapes.yaml --output out/shapes
-    shardflow train --data out/shapes --model-dir model/shapes --epochs 8
+    shardflow train --data out/shapes --model-dir model/shapes
     shardflow train --data out/shapes --model-dir model/shapes-cnn --model-module \\
         examples/shapes/model.py
 """

@@ -8,7 +8,9 @@ where the source is text (CSV cells; a JSON or Parquet string stays a string), a
 as a float keeps a feature float (JSON `1.0`), and integers written with leading zeros (`007`,
 codes and zip codes) stay text, which keeps the zeros. Shapes: a field holding lists is a list
 feature, `[n]` when every sampled list holds n values (n > 1), else `[null]`; a TFRecord feature
-whose lists hold one value at most is a scalar (how an Example holds one).
+whose lists hold one value at most is a scalar (how an Example holds one). A feature named like
+a label that a few sampled records lack (at most `FEW_UNLABELLED` of them) is the label, written
+required: the ETL rejects, and counts, the records without it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ _LEADING_ZERO = re.compile(r"[+-]?0[0-9]+")
 _KEY_NAMES = ("id", "key", "uid", "uuid", "guid")
 _KEY_SUFFIXES = ("_id", "_key", "_uuid", "-id")
 _LABEL_NAMES = ("label", "labels", "target", "class", "y", "outcome")
+FEW_UNLABELLED = 0.1  # a label missing in at most this share of sampled records is required
 _LABEL_SUFFIXES = ("_label", "_target", "_class")
 
 
@@ -312,8 +315,13 @@ def guess_label(features: list[Feature], key: Guess) -> Guess:
         f = named[0]
         others = f" (so are {', '.join(g.name for g in named[1:])})" if named[1:] else ""
         if not f.required:
-            missing = f"missing in {f.records - f.present} of {f.records} sampled records"
-            return Guess(f.name, False, f"named like a label{others}, but {missing}")
+            lacking = f.records - f.present
+            missing = f"missing in {lacking} of {f.records} sampled records"
+            if lacking > FEW_UNLABELLED * f.records:
+                return Guess(f.name, False, f"named like a label{others}, but {missing}")
+            # a few records without it: the label, required, so that the ETL rejects them
+            f.required = True
+            f.notes.append(f"the label: required ({missing}, which the ETL rejects)")
         return Guess(f.name, True, f"named like a label{others}")
     few = [f for f in candidates if f.values is not None and f.required]
     if few:

@@ -422,6 +422,26 @@ def test_predict_without_output_flags_prints_answers_and_rejections(model, tmp_p
     ]
 
 
+def test_predict_with_the_config_of_another_model_names_the_features_that_differ(model, tmp_path):
+    new = tmp_path / "other.csv"
+    new.write_text("id,island,year,bill_length_mm\n1,Dream,2008.5,40.1\n")
+    other = tmp_path / "other.yaml"
+    other.write_text(
+        "name: other\nsources: [{name: s, format: csv, path: other.csv}]\nkey: id\n"
+        "features:\n  island: {type: string}\n  year: {type: float}\n"
+        "  bill_length_mm: {type: float}\noutput: {path: out}\n"
+    )
+    result = shardflow(
+        "predict", "--model-dir", str(model), "--config", str(other), "--input", str(new)
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"shardflow predict: --config {other} does not describe the records the model in "
+        f"{model} was trained on: 'year' is float there, int in the model; it lacks "
+        "'band_color', 'banded_year', 'bill_depth_mm', 'body_mass_g', 'clutch_size' and 7 more"
+    ]
+
+
 def test_bad_config_exits_2_with_one_line_naming_the_field(tmp_path):
     cfg = (
         (SAMPLE / "penguins.yaml")

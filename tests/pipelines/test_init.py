@@ -363,6 +363,17 @@ def test_sources_are_unioned_and_a_key_repeating_across_them_is_not_suggested(
     assert load_config(str(tmp_path / "c.yaml")).sources[1].format == "jsonl"
 
 
+def test_a_label_a_few_records_lack_is_written_as_the_label_and_required(tmp_path):
+    rows = "".join(f"{i},{i % 7},{'' if i % 20 == 3 else 'yes' if i % 3 else 'no'}\n"
+                   for i in range(40))  # fmt: skip
+    (tmp_path / "users.csv").write_text("age,visits,label\n" + rows)
+    assert _init("--source", str(tmp_path / "users.csv"), "--output", str(tmp_path / "c.yaml")) == 0
+    config, text = _written(tmp_path / "c.yaml")
+    assert config["label"] == "label"
+    assert config["features"]["label"] == {"type": "string"}  # required: no `required: false`
+    assert "the label: required (missing in 2 of 40 sampled records, which the ETL rejects)" in text
+
+
 def test_a_unique_id_is_the_key_and_a_target_the_label(tmp_path):
     rows = "".join(f"{i},{i // 2},{20 + i % 7},{'yes' if i % 3 else 'no'}\n" for i in range(40))
     (tmp_path / "users.csv").write_text("user_id,id,age,target\n" + rows)

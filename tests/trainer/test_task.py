@@ -38,6 +38,7 @@ def test_training_exits_0_writes_metrics_and_exports(trained, dataset):
         "best_epoch",
         "checkpoint_bytes",
         "class_counts",
+        "class_weight",
         "classes",
         "classes_from",
         "corrupt_files",
@@ -95,6 +96,7 @@ def test_training_exits_0_writes_metrics_and_exports(trained, dataset):
     eval_labels = [r["species"] for r in dataset.rows["eval"]]
     assert metrics["eval"]["baseline_accuracy"] == eval_labels.count(majority) / 60
     assert metrics["class_counts"] == {c: train_labels.count(c) for c in CLASSES}
+    assert metrics["class_weight"] == "none"
     by_class = metrics["eval_classes"]
     assert by_class["confusion_matrix"]["classes"] == ["Adelie", "Chinstrap", "Gentoo"]
     assert sum(map(sum, by_class["confusion_matrix"]["matrix"])) == 60  # every eval record once
