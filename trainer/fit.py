@@ -82,7 +82,8 @@ def schedule(cfg: TrainConfig, inputs: Inputs, replicas: int = 1, skipped: int =
     manifest = inputs.manifest
     labelled = inputs.labelled_records("train") - skipped
     if labelled < 1:
-        raise UsageError(f"{manifest.root}: split 'train': no readable records with the label")
+        what = "no readable records left" if skipped else "no records with the label"
+        raise UsageError(f"{manifest.root}: split 'train': {what}")
     validation = None
     if manifest.has_split("eval") and inputs.labelled_records("eval") > 0:
         validation = "eval"

@@ -157,10 +157,16 @@ def result_lines(metrics: dict) -> list[str]:
         lines.append(f"records without the label, left out: {missing} ({per_split})")
     best = metrics.get("best_epoch")
     if best is not None:
-        how = "stopped early" if metrics.get("stopped_early") else "epochs"
+        watched = "validation" if metrics.get("validation") else "train"
+        if metrics.get("stopped_early"):
+            how = f"the {watched} loss stopped improving"
+        elif metrics.get("early_stopping"):
+            how = "the cap for this dataset"
+        else:
+            how = "--epochs"
         lines.append(
             f"trained {metrics.get('epochs_trained')} epochs ({how}); kept epoch {best}, the "
-            f"best {'validation' if metrics.get('validation') else 'train'} loss"
+            f"best {watched} loss"
         )
     for split in ("eval", "test"):
         scored = metrics.get(split) or {}
