@@ -8,7 +8,8 @@ Two sources, read before training:
 - one pass over the train split (`SAMPLE_RECORDS` records at most, the first in file order, so
   a rerun or a resumed run reads the same ones): the values of every number (for its scale,
   skew and moments), the counts of every string's values (its vocabulary), list tokens and the
-  words of free text, and the size of each image.
+  words of free text; and the sizes of the first `IMAGE_SAMPLE` images of an image feature
+  without `image_size`.
 
 A string label's classes need every train value: they come from the statistics when these list
 every value, else from one pass over the whole train split's labels (`label_counts`); the other
@@ -33,6 +34,7 @@ from trainer.preprocess import words
 logger = logging.getLogger(__name__)
 
 SAMPLE_RECORDS = 100_000  # the first train records, in file order, the rules look at
+IMAGE_SAMPLE = 1_000  # ... and the first ones whose images are decoded for their size
 STATISTICS = "statistics"  # counts taken from statistics.json (metrics.json's "from")
 RECORDS = "records"  # counts taken from a pass over the records
 _BATCH = 4096
@@ -106,32 +108,35 @@ def gather(
     counted)."""
     statistics = None if len(manifest.parts) > 1 else load_statistics(manifest.root)
     text = set(text)
-    features = [f for f in manifest.features.values() if f.type != "bytes"]
+    features = [f for f in manifest.features.values() if f.type in ("int", "float", "string")]
     if manifest.transform is not None and manifest.transform.materialize == "transformed":
         # the shards hold the transform's outputs, described by the transform, not these
         features = [f for f in features if f.name == manifest.label]
-    numbers = {f.name: [] for f in features if f.type in ("int", "float") and not f.variable_length}
+    numbers = {f.name: [] for f in features if f.type != "string" and not f.variable_length}
     strings = {f.name: collections.Counter() for f in features if f.type == "string"}
     present = dict.fromkeys(strings, 0)
-    sizes = {f.name: set() for f in features if f.type == "image"}
     sampled = 0
     for batch in _batches(manifest, "train", features, text, skip_corrupt, sample):
-        rows = len(next(iter(batch.values()))[1]) if batch else 0
-        sampled += rows
+        sampled += len(next(iter(batch.values()))[1]) if batch else 0
         for name, (values, lengths) in batch.items():
-            if name in numbers:
+            if name in numbers:  # the records that hold all `size` values of the feature
                 size = manifest.features[name].size
-                full = lengths == size
-                starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-                taken = [values[s : s + size] for s, ok in zip(starts, full) if ok]
-                if taken:
-                    numbers[name].append(np.asarray(taken, dtype=np.float64))
-            elif name in strings:
+                full = np.repeat(lengths == size, lengths)
+                if full.any():
+                    numbers[name].append(values[full].astype(np.float64).reshape(-1, size))
+            else:
                 present[name] += int(np.count_nonzero(lengths))
                 unique, n = np.unique(values, return_counts=True)
                 strings[name].update(dict(zip((v.decode() for v in unique), n.tolist())))
-            elif name in sizes:
-                sizes[name].update(_image_sizes(values))
+    sizes = {}
+    unsized = [
+        f for f in manifest.features.values()
+        if f.type == "image" and f.image_size is None and f.shape == ()
+    ]  # fmt: skip
+    if unsized and (manifest.transform is None or manifest.transform.materialize == "raw"):
+        for batch in _batches(manifest, "train", unsized, set(), skip_corrupt, IMAGE_SAMPLE):
+            for name, (values, _) in batch.items():
+                sizes.setdefault(name, set()).update(_image_sizes(values))
     label = manifest.label
     counts = {}
     if label and (manifest.features[label].type == "string" or manifest.features[label].values):
@@ -203,10 +208,10 @@ def read_records(manifest: Manifest, split: str, skip_corrupt: bool) -> tf.data.
     return files.interleave(read, cycle_length=1)
 
 
-def _image_sizes(encoded: np.ndarray, limit: int = 256) -> set:
-    """(height, width, channels) of the first `limit` encoded images of a batch."""
+def _image_sizes(encoded: np.ndarray) -> set:
+    """The (height, width, channels) of encoded images."""
     sizes = set()
-    for data in encoded[:limit]:
+    for data in encoded:
         if not data:
             continue
         try:

@@ -121,7 +121,7 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs) ->
     )  # fmt: skip
     module = load_module(cfg.model_module) if cfg.model_module else None
     with strategy.scope():
-        model = build_model(inputs.recipe, cfg.model, accelerator, module, plan.sizing)
+        model = build_model(inputs.recipe, cfg.model, accelerator, module, plan.sizing, cfg.seed)
     with _cache_folder(cfg) as cache_dir:
         input_plan = plan_input(
             manifest,

@@ -123,6 +123,7 @@ def build_model(
     accelerator: Accelerator = CPU,
     module: types.ModuleType | None = None,
     sizing: Sizing | None = None,
+    seed: int = 0,
 ) -> tf_keras.Model:
     """A compiled tf_keras model over the recipe's model inputs (their moments computed),
     predicting its label: the built-in model, or the one `module`'s build_model(spec) returns
@@ -130,15 +131,16 @@ def build_model(
 
     `accelerator`: the mixed-precision policy its layers compute in (the normalization and the
     output layer stay float32) and how the train step is compiled. `sizing`: its dropout and
-    weight decay (default: none). Classification outputs softmax probabilities over the label's
-    classes (targets are class indices); regression outputs one standardized float per example
-    (targets are standardized the same way: trainer.features.label_encoder).
+    weight decay (default: none); `seed`: of the dropout masks. Classification outputs softmax
+    probabilities over the label's classes (targets are class indices); regression outputs one
+    standardized float per example (targets are standardized the same way:
+    trainer.features.label_encoder).
     """
     sizing = sizing or Sizing(batch_size=32, max_epochs=1, dropout=0.0, weight_decay=0.0)
     label = recipe.label
     with _policy(accelerator.policy):
         if module is None:
-            model = _build(recipe, cfg, sizing.dropout)
+            model = _build(recipe, cfg, sizing.dropout, seed)
         else:
             model = build_user_model(
                 module,
@@ -226,6 +228,41 @@ class LabelUnitsError(tf_keras.metrics.Metric):
         return {**super().get_config(), "scale": self.scale.to_dict(), "squared": self.squared}
 
 
+class SeededDropout(tf_keras.layers.Layer):
+    """Dropout whose masks are drawn from the seed, the replica and a count of training calls
+    kept with the model's weights (so in its checkpoints): a resumed run draws exactly the masks
+    of an uninterrupted one, which Keras' Dropout (a random state outside the checkpoint) does
+    not."""
+
+    def __init__(self, rate: float, seed: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.rate, self.seed = float(rate), int(seed)
+
+    def build(self, input_shape):
+        self.calls = self.add_weight(
+            name="calls",
+            shape=(),
+            dtype=tf.int64,
+            initializer="zeros",
+            trainable=False,
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        )
+        super().build(input_shape)
+
+    def call(self, x, training=None):
+        if not training or not self.rate:
+            return x
+        count = self.calls.assign_add(1)
+        replica = tf.distribute.get_replica_context()
+        index = 0 if replica is None else replica.replica_id_in_sync_group
+        seed = tf.stack([tf.cast(self.seed * 4096 + index, tf.int64), count])
+        keep = tf.random.stateless_uniform(tf.shape(x), seed=seed) >= self.rate
+        return tf.where(keep, x / tf.cast(1.0 - self.rate, x.dtype), tf.zeros_like(x))
+
+    def get_config(self):
+        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
+
+
 class SoftClip(tf_keras.layers.Layer):
     """x / sqrt(1 + (x / 3)^2): the identity near 0, bounded by ±3 far out, smooth everywhere.
     A standardized number keeps its order, but an outlier cannot swamp the layers after it."""
@@ -234,7 +271,7 @@ class SoftClip(tf_keras.layers.Layer):
         return x * tf.math.rsqrt(1.0 + tf.square(x / 3.0))
 
 
-def _build(recipe: Recipe, cfg: ModelConfig, dropout: float) -> tf_keras.Model:
+def _build(recipe: Recipe, cfg: ModelConfig, dropout: float, seed: int = 0) -> tf_keras.Model:
     reserved = {"concat", "probabilities", "prediction"}
     reserved |= {f"hidden_{i}" for i in range(len(cfg.hidden_units))}
     reserved |= {f"dropout_{i}" for i in range(len(cfg.hidden_units))}
@@ -265,7 +302,7 @@ def _build(recipe: Recipe, cfg: ModelConfig, dropout: float) -> tf_keras.Model:
     for i, units in enumerate(cfg.hidden_units):
         x = tf_keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(x)
         if dropout:
-            x = tf_keras.layers.Dropout(dropout, name=f"dropout_{i}")(x)
+            x = SeededDropout(dropout, seed=seed * 16 + i, name=f"dropout_{i}")(x)
     if recipe.task == CLASSIFICATION:
         outputs = tf_keras.layers.Dense(
             len(recipe.label.classes), activation="softmax", name="probabilities", dtype="float32"

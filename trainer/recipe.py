@@ -13,7 +13,9 @@ same rules with these thresholds:
 - a **number** with no value in train, or one value only, is left out; a number whose train
   values are all >= 0 and skewed (skewness over `SKEW`) is read on a log scale,
   log(1 + x / m) with m the median of its positive values, when that lowers its skew; every
-  number is then standardized with its train moments (trainer.model);
+  number is then standardized with its train moments (trainer.model); an int that every record
+  holds, with `CODE_VALUES` (3 to 32) distinct train values (an hour, a month, a count), is
+  also a category (`NAME__value`), so that each value can have its own effect;
 - a **string** whose train values parse as dates or timestamps (`DATE_SHARE` of them)
   becomes its parts: the fractional year, the month and the day of the week as cycles (sine,
   cosine), the hour as a cycle when the values hold a time of day, and whether it was given;
@@ -83,6 +85,7 @@ NOT_AN_INPUT = {
     "(declare image_size: [height, width] to learn from it)",
     "bytes": "a bytes feature",
     "list": "a list of numbers",
+    "images": "a list of images",
 }
 NO_VALUE = "no value in the train split"
 CONFIG = "config"  # a label's classes listed in the config (metrics.json "classes_from")
@@ -186,29 +189,37 @@ class Recipe:
         return out
 
     def describe(self) -> dict:
-        """Per feature, what it became (metrics.json `features`)."""
+        """Per feature, what it became (metrics.json `features`): its model inputs and how they
+        are made, or why it is left out."""
         out: dict[str, dict] = {}
         for i in self.inputs:
             entry = out.setdefault(i.feature.name, {"inputs": []})
             entry["inputs"].append(i.name)
-            if i.kind == NUMBER and i.part is None:
-                entry["as"] = "log number" if i.scale == "log" else "number"
-            elif i.part is not None:
-                entry["as"] = "date parts"
-            elif i.kind in (CATEGORY, TOKENS):
-                entry["as"] = ("one-hot " if i.width is None else "embedded ") + (
-                    "tokens" if i.kind == TOKENS else "category"
-                )
-                entry["ids"] = i.ids
-                entry["size"] = i.vocabulary_size
+            what = _described(i)
+            if what is None:
+                continue
+            entry["as"] = f"{entry['as']} and {what}" if "as" in entry else what
+            if i.kind in (CATEGORY, TOKENS):
+                entry.update(ids=i.ids, size=i.vocabulary_size)
                 if i.width is not None:
                     entry["width"] = i.width
             elif i.kind == IMAGE:
-                entry["as"] = "image"
                 entry["image_size"] = list(i.shape)
         for name, why in self.reasons.items():
             out[name] = {"left_out": why}
         return out
+
+
+def _described(i: ModelInput) -> str | None:
+    """How a model input is made, in words (None: a presence input, or a date's next part)."""
+    if i.part is not None:
+        return "date parts" if i.part == "year" else None
+    if i.kind == NUMBER:
+        return "log number" if i.scale == "log" else "number"
+    if i.kind in (CATEGORY, TOKENS):
+        noun = "tokens" if i.kind == TOKENS else "category"
+        return f"{'one-hot' if i.width is None else 'embedded'} {noun}"
+    return "image" if i.kind == IMAGE else None
 
 
 def embedding_width(ids: int, most: int = ModelConfig.embedding_dim) -> int:
@@ -432,7 +443,7 @@ def _date(f: InputFeature, facts: Facts) -> list[ModelInput]:
 
 def _image(f: InputFeature, facts: Facts) -> tuple:
     if f.shape != ():
-        return NOT_AN_INPUT["list"], []
+        return NOT_AN_INPUT["images"], []
     size = f.image_size
     if size is None:
         seen = facts.image_sizes.get(f.name) or frozenset()

@@ -132,7 +132,13 @@ def test_skip_corrupt_trains_on_the_rest_and_counts_the_skipped_records(tmp_path
     assert (metrics["skipped_records"], metrics["corrupt_files"]) == (skipped, [str(shard)])
     steps = math.ceil((240 - skipped) / 32)
     assert (metrics["steps_per_epoch"], metrics["steps"]) == (steps, 2 * steps)
-    assert sorted(metrics["eval"]) == ["accuracy", "loss"]
+    assert sorted(metrics["eval"]) == [
+        "accuracy",
+        "baseline_accuracy",
+        "loss",
+        "macro_f1",
+        "records",
+    ]
     assert (
         f"split 'train': corrupt shard {shard}: skipping {skipped} of its 120 records "
         f"({RECORD_TO_BREAK} readable)"

@@ -20,7 +20,7 @@ from trainer.features import dense_inputs, parse_spec
 from trainer.fit import Throughput
 from trainer.flags import parse_args
 from trainer.manifest import ManifestError, load_manifest
-from trainer.model import CPU, build_model
+from trainer.model import CPU, SeededDropout, Sizing, build_model
 from trainer.preprocess import CATEGORY, FROM_VALUES, FROM_VOCABULARY, NUMBER, PRESENCE, TOKENS
 from trainer.recipe import EXCLUDED, KEY, NOT_AN_INPUT
 from trainer.strategy import TPU_STEPS_PER_EXECUTION, accelerator_settings
@@ -101,7 +101,8 @@ def test_the_host_maps_values_to_their_index_and_unknown_values_to_zero(inputs):
 def test_the_train_step_compiles_with_xla_on_cpu(inputs):
     # XLA has no string kernels: a lookup or a hash left in the model fails to compile here.
     xla = Accelerator(jit_compile=True, mixed_precision="float32", steps_per_execution=1)
-    model = _model(inputs, xla)
+    sizing = Sizing(batch_size=32, max_epochs=1, dropout=0.1)  # dropout's counter compiles too
+    model = build_model(inputs.recipe, SMALL, xla, sizing=sizing)
     history = model.fit(_batches(inputs).repeat(), steps_per_epoch=3, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][-1])
     assert model._jit_compile is True  # noqa: SLF001 - what compile() was given
@@ -119,6 +120,18 @@ def test_the_device_graph_holds_no_string_tensor_and_the_host_graph_does(inputs)
     host_spec = {k: tf.TensorSpec(t.shape, t.dtype) for k, t in inputs.host.model.input.items()}
     host = tf.function(inputs.host.model).get_concrete_function(host_spec)
     assert _string_ops(host.graph)  # the lookups and hashes run here, on the host
+
+
+def test_dropout_masks_follow_the_seed_and_a_count_kept_with_the_weights():
+    layer = SeededDropout(0.5, seed=3)
+    x = tf.ones([4, 64])
+    first, second = layer(x, training=True), layer(x, training=True)
+    assert not np.array_equal(first, second)  # a new mask every call
+    assert set(np.unique(first.numpy())) == {0.0, 2.0}
+    assert int(layer.calls.numpy()) == 2 and layer.calls in layer.weights  # saved, restored
+    again = SeededDropout(0.5, seed=3)
+    np.testing.assert_array_equal(again(x, training=True), first)  # the same seed and count
+    np.testing.assert_array_equal(layer(x, training=False), x)
 
 
 def test_bfloat16_computes_in_bfloat16_and_keeps_weights_normalization_and_outputs_in_float32(
