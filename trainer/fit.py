@@ -74,7 +74,7 @@ class Schedule:
     steps_per_epoch: int
     sizing: Sizing
     validation: str | None  # "eval", "holdout" (a slice of train) or None
-    train_records: int  # the labelled train records a epoch reads (holdout left out)
+    train_records: int  # the labelled train records an epoch reads (holdout left out)
 
 
 def schedule(cfg: TrainConfig, inputs: Inputs, replicas: int = 1, skipped: int = 0) -> Schedule:
