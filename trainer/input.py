@@ -13,6 +13,10 @@ a hash of the record), so a run of consecutive records is already a random sampl
 runs mixes as well as shuffling records. For data in a meaningful order, `read_batch=1` shuffles
 record by record.
 
+A second change makes later epochs of a dataset that fits in memory nearly free: with the INPUTS
+cache, each run is parsed and preprocessed once, in the first epoch, and the model inputs are
+kept; later epochs only shuffle the runs and cut them into batches (trainer.plan chooses it).
+
 With `deterministic=True` and a fixed seed, two runs yield the same examples in the same order.
 """
 
