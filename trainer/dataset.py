@@ -26,12 +26,13 @@ from trainer.facts import SAMPLE_RECORDS, gather
 from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
 from trainer.input import make_dataset
 from trainer.integrity import CorruptShard, find_corrupt
+from trainer.label import with_classes
 from trainer.manifest import InputFeature, Manifest, ManifestError, missing_files
 from trainer.model import compute_moments
 from trainer.paths import join
 from trainer.plan import InputPlan
 from trainer.preprocess import HostPreprocessing
-from trainer.recipe import Recipe, decide, with_classes, with_text
+from trainer.recipe import Recipe, decide, with_text
 from trainer.transform import Transform, load_transform
 
 logger = logging.getLogger(__name__)

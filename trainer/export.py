@@ -7,7 +7,7 @@ label, densifies them with `trainer.features.dense_inputs`, applies the host pre
 path and cannot drift apart.
 Classification returns `probabilities` [batch, classes] and `classes` [batch] (the predicted
 value of the label's `values`); regression returns `predictions` [batch] in the label's own
-units: the model predicts the standardized label (trainer.recipe.LabelScale), which the
+units: the model predicts the standardized label (trainer.label.LabelScale), which the
 signature brings back (un-standardized, exponentiated on a log scale, kept within the train
 range widened by a tenth: trainer.model.to_label_units).
 
@@ -36,9 +36,9 @@ import tf_keras
 
 from trainer.dataset import Inputs
 from trainer.features import CLASSIFICATION, ParseSpec, dense_inputs, dtype_of, parse_spec
+from trainer.label import LabelScale
 from trainer.manifest import InputFeature
 from trainer.model import to_label_units
-from trainer.recipe import LabelScale
 from trainer.transform import Transform
 
 SIGNATURE = "serving_default"

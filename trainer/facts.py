@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import math
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -280,3 +281,10 @@ def _label_missing(
 
 def _split_feature(statistics: Mapping | None, split: str, name: str) -> Mapping | None:
     return (statistics or {}).get("splits", {}).get(split, {}).get("features", {}).get(name)
+
+
+def skewness(values: np.ndarray) -> float:
+    """The sample skewness (Fisher-Pearson) of `values`; 0 for constant values."""
+    centred = values.astype(np.float64) - values.mean()
+    std = math.sqrt(float(np.mean(centred**2)))
+    return float(np.mean(centred**3)) / std**3 if std > 0 else 0.0

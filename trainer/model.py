@@ -31,6 +31,7 @@ import tf_keras
 
 from trainer.config import Accelerator, ModelConfig
 from trainer.features import CLASSIFICATION, REGRESSION
+from trainer.label import LabelScale
 from trainer.preprocess import (
     FROM_TRANSFORM,
     IMAGE,
@@ -40,7 +41,7 @@ from trainer.preprocess import (
     LayerNames,
     ModelInput,
 )
-from trainer.recipe import LabelScale, Recipe
+from trainer.recipe import Recipe
 from trainer.usermodel import build_user_model, user_spec
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""What each feature becomes in the model, and how the label is learned: the rules, in one place.
+"""What each feature becomes in the model: the rules, in one place (the label's: trainer.label).
 
 `decide` runs once per run, on the facts of `trainer.facts` (the dataset's statistics and one
 pass over the train split), and returns the `Recipe` that every consumer reads: the host
@@ -29,11 +29,7 @@ same rules with these thresholds:
   distinct values than that. A category of at most `ModelConfig.one_hot_max` (16) values is
   one-hot encoded, a larger one embedded in `embedding_width(n)` dimensions (at most
   `ModelConfig.embedding_dim`, 32);
-- the **label**: a classification's classes come from `values` or the train split;
-  `--class-weight balanced` weighs each class by records / (classes x its records). A
-  regression's label is standardized with its train mean and deviation (`LabelScale`), on a log
-  scale when it is strictly positive and skewed and the log lowers the skew; the model learns
-  the standardized value and the export answers in the label's units.
+- the **label**: trainer.label (`decide_label`), its classes or its scale.
 """
 
 from __future__ import annotations
@@ -47,8 +43,9 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.config import ModelConfig
-from trainer.facts import Facts
-from trainer.features import CLASSIFICATION, REGRESSION, has_presence, label_task, presence_key
+from trainer.facts import Facts, skewness
+from trainer.features import CLASSIFICATION, has_presence, presence_key
+from trainer.label import SKEW, Label, decide_label
 from trainer.manifest import InputFeature, Manifest, ManifestError
 from trainer.preprocess import (
     CATEGORY,
@@ -70,7 +67,6 @@ logger = logging.getLogger(__name__)
 
 _F32 = tf.float32
 
-SKEW = 1.0  # a number or label more skewed than this is tried on a log scale
 DATE_SHARE = 0.95  # of a string's sampled train values that must parse as dates
 UNIQUE_MIN, UNIQUE_SHARE = 20, 0.5  # nearly unique: > 20 distinct, >= half of the values
 SPARSE_MIN, SPARSE_RECORDS = 100, 20  # > 100 distinct with < 20 records a value on average
@@ -88,54 +84,7 @@ NOT_AN_INPUT = {
     "images": "a list of images",
 }
 NO_VALUE = "no value in the train split"
-CONFIG = "config"  # a label's classes listed in the config (metrics.json "classes_from")
 ONE_VALUE = "the same value in every train record"
-
-
-@dataclasses.dataclass(frozen=True)
-class LabelScale:
-    """A regression label as the model learns it: (f(y) - mean) / std, f the identity or log.
-    Predictions are brought back to the label's units and kept within [low, high], the train
-    labels' range widened by a tenth on each side (in the learned scale)."""
-
-    mean: float
-    std: float
-    log: bool = False
-    low: float = -math.inf  # bounds of the standardized prediction
-    high: float = math.inf
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass(frozen=True)
-class Label:
-    """The label: its feature, task, a classification's classes with their train counts and
-    weights, a regression's scale and the train mean (the baseline's prediction)."""
-
-    feature: InputFeature
-    task: str
-    counts: Mapping[str, int] | None = None  # classification: train records per class
-    weights: tuple[float, ...] | None = None  # --class-weight balanced: per class
-    scale: LabelScale | None = None  # regression
-    train_mean: float | None = None  # regression: what the baseline predicts
-    classes_from: str | None = None  # classification: config, statistics or records
-    missing: Mapping[str, int] = dataclasses.field(default_factory=dict)  # split -> unlabelled
-
-    @property
-    def name(self) -> str:
-        return self.feature.name
-
-    @property
-    def classes(self) -> tuple | None:
-        return self.feature.values if self.task == CLASSIFICATION else None
-
-    @property
-    def majority(self) -> str | int | None:
-        """The most frequent train class (ties: the first in `classes`): the baseline."""
-        if not self.counts:
-            return None
-        return max(self.feature.values, key=lambda c: self.counts.get(str(c), 0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,13 +306,6 @@ def log_unit(values: np.ndarray) -> float | None:
     return unit if abs(skewness(np.log1p(flat / unit))) < skewness(flat) else None
 
 
-def skewness(values: np.ndarray) -> float:
-    """The sample skewness (Fisher-Pearson) of `values`; 0 for constant values."""
-    centred = values.astype(np.float64) - values.mean()
-    std = math.sqrt(float(np.mean(centred**2)))
-    return float(np.mean(centred**3)) / std**3 if std > 0 else 0.0
-
-
 def _string(f: InputFeature, facts: Facts, cfg: ModelConfig, include: bool) -> tuple:
     strings = facts.strings.get(f.name)
     if strings is None or not strings.counts:
@@ -484,97 +426,6 @@ def _ids(
         vocabulary=vocabulary,
         width=None if one_hot else embedding_width(size, cfg.embedding_dim),
     )
-
-
-def decide_label(
-    facts: Facts,
-    feature: InputFeature,
-    class_weight: str | None = None,
-    classes_from: str | None = None,
-) -> Label:
-    """The label's task and, from the train split, its classes and their counts (a
-    classification) or its scale (a regression)."""
-    task = label_task(feature)
-    if task == REGRESSION:
-        numbers = facts.numbers.get(feature.name)
-        values = numbers.values.reshape(-1) if numbers is not None else np.zeros(0)
-        if not len(values):
-            raise ManifestError(f"label {feature.name!r}: the train split holds no value of it")
-        return Label(
-            feature,
-            task,
-            scale=label_scale(values),
-            train_mean=float(values.mean()),
-            missing=dict(facts.label_missing),
-        )
-    counts = dict(facts.label_counts.get("train", ({}, None))[0])
-    weights = None
-    if class_weight == "balanced":
-        total, k = sum(counts.values()), len(feature.values)
-        weights = tuple(
-            total / (k * counts[str(c)]) if counts.get(str(c)) else 0.0 for c in feature.values
-        )
-    return Label(
-        feature,
-        task,
-        counts=counts,
-        weights=weights,
-        classes_from=classes_from,
-        missing=dict(facts.label_missing),
-    )
-
-
-def label_scale(values: np.ndarray) -> LabelScale:
-    """How a regression label is standardized: on a log scale when it is strictly positive,
-    skewed (skewness over SKEW) and less skewed as a log; else as it is."""
-    values = values.astype(np.float64)
-    log = bool(
-        values.min() > 0
-        and skewness(values) > SKEW
-        and abs(skewness(np.log(values))) < skewness(values)
-    )
-    learned = np.log(values) if log else values
-    mean, std = float(learned.mean()), float(learned.std())
-    std = std if std > 0 else 1.0
-    z = (learned - mean) / std
-    margin = 0.1 * float(z.max() - z.min())
-    return LabelScale(mean, std, log, float(z.min()) - margin, float(z.max()) + margin)
-
-
-def with_classes(manifest: Manifest, facts: Facts) -> tuple[Manifest, str | None]:
-    """The manifest with a string label's classes, when the config lists none, taken from the
-    data: its train values, sorted (a value that another split holds and train does not is an
-    error); and where the classes came from (`config`, `statistics`, `records`; None for a
-    label that has no classes)."""
-    name = manifest.label
-    label = manifest.features.get(name) if name else None
-    if label is None or (label.type != "string" and label.values is None):
-        return manifest, None
-    if label.values is not None:
-        return manifest, CONFIG
-    counts, source = facts.label_counts.get("train", ({}, None))
-    if not counts:
-        raise ManifestError(f"label {name!r}: the train split holds no value of it")
-    for split, (found, _) in sorted(facts.label_counts.items()):
-        if split == "train":
-            continue
-        unknown = {v: n for v, n in found.items() if v not in counts}
-        if unknown:
-            value, records = sorted(unknown.items())[0]
-            raise ManifestError(
-                f"label {name!r}: split {split!r} holds {value!r} ({records} records)"
-                f"{f' and {len(unknown) - 1} more value(s)' if len(unknown) > 1 else ''}, which "
-                "the train split does not: the model cannot learn a class it never sees; add "
-                "train examples of it, or list the label's `values` in the config"
-            )
-    classes = tuple(sorted(counts))
-    logger.info(
-        "label %r: %d classes from the train split's %s: %s",
-        name, len(classes), source, ", ".join(classes),
-    )  # fmt: skip
-    features = dict(manifest.features)
-    features[name] = dataclasses.replace(label, values=classes)
-    return dataclasses.replace(manifest, features=features), source
 
 
 def with_text(manifest: Manifest, names: Sequence[str]) -> Manifest:

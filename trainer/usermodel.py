@@ -45,7 +45,7 @@ class Label:
     name: str
     task: str  # "classification" or "regression"
     classes: tuple[str | int, ...] | None  # classification: the class of each output unit
-    scale: object | None = None  # regression: trainer.recipe.LabelScale
+    scale: object | None = None  # regression: trainer.label.LabelScale
 
     @property
     def units(self) -> int:

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from tests.trainer.datasets import make_rows, run_python, write_dataset
 from trainer.facts import RECORDS, STATISTICS, gather, label_counts
+from trainer.label import CONFIG, with_classes
 from trainer.manifest import ManifestError, load_manifest
-from trainer.recipe import CONFIG, with_classes
 from transforms.contract.layout import STATISTICS as STATISTICS_FILE
 from transforms.contract.layout import STATISTICS_FORMAT_VERSION
 

@@ -24,13 +24,12 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.datasets import FEATURES, REPO, Dataset
+from tests.trainer.test_task import EVAL_METRICS
 from trainer import strategy as strategies
 from trainer.report import read_history
 from trainer.strategy import StrategyError, get_strategy, strategy_name
 
 CLASSES = FEATURES["species"]["values"]
-# what metrics.json's eval holds for a classifier: the model's and the baseline's (trainer.evaluate)
-EVAL_METRICS = ["accuracy", "baseline_accuracy", "loss", "macro_f1", "records"]
 EPOCHS = 2
 BATCH = 32
 TIMEOUT = 420  # seconds per process: the machine is shared, a cluster start is slow

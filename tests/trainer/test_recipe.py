@@ -1,4 +1,5 @@
-"""The rules of trainer/recipe.py: what each feature becomes, and how the label is learned.
+"""The rules of trainer/recipe.py and trainer/label.py: what each feature becomes, and how the
+label is learned.
 
 Each rule is checked on facts made here (trainer.facts.Facts), so that every threshold is met
 on purpose: a nearly unique string, a date, a skewed number, an hour, a skewed label.
@@ -13,8 +14,9 @@ import pytest
 import tensorflow as tf
 
 from trainer.config import ModelConfig
-from trainer.facts import Facts, Numbers, Strings
+from trainer.facts import Facts, Numbers, Strings, skewness
 from trainer.features import label_encoder
+from trainer.label import label_scale
 from trainer.manifest import InputFeature, Manifest, ManifestError
 from trainer.model import to_label_units
 from trainer.preprocess import (
@@ -25,15 +27,7 @@ from trainer.preprocess import (
     HostPreprocessing,
     date_parts,
 )
-from trainer.recipe import (
-    NO_VALUE,
-    ONE_VALUE,
-    decide,
-    embedding_width,
-    label_scale,
-    log_unit,
-    skewness,
-)
+from trainer.recipe import NO_VALUE, ONE_VALUE, decide, embedding_width, log_unit
 
 RNG = np.random.default_rng(0)
 N = 1000
