@@ -244,6 +244,9 @@ def value_counts(
     stats = _split_feature(statistics, split, name)
     if stats and stats.get("distinct_exact") and len(stats.get("top", [])) == stats.get("distinct"):
         return {t["value"]: t["count"] for t in stats["top"]}, STATISTICS
+    if stats and stats.get("type") in ("int", "float") and "counts" in stats:
+        # a number's every value is counted while it has few (transforms.stats)
+        return {_text(c["value"]): c["count"] for c in stats["counts"]}, STATISTICS
     feature = manifest.features[name]
     counts: collections.Counter = collections.Counter()
     for batch in _batches(manifest, split, [feature], set(), skip_corrupt, None):

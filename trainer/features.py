@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
+import numpy as np
 import tensorflow as tf
 
 from trainer.manifest import InputFeature, Manifest, ManifestError
@@ -134,8 +135,9 @@ def label_encoder(
     """Maps a [batch] label tensor to the training target.
 
     Classification: the index of the value in `values` (int32); an unknown label fails the
-    step. Regression: the value as float32, standardized with `scale` (trainer.recipe.
-    LabelScale: (y - mean) / std, of log(y) on a log scale) when given.
+    step. Regression: the value as float32, standardized with `scale` (trainer.label.
+    LabelScale: (y - mean) / std, of log(y) on a log scale, a value <= 0 taken as the smallest
+    positive float32) when given.
     """
     if label_task(feature) == REGRESSION:
         if scale is None:
@@ -143,7 +145,7 @@ def label_encoder(
 
         def standardize(y: tf.Tensor) -> tf.Tensor:
             y = tf.cast(y, tf.float32)
-            y = tf.math.log(y) if scale.log else y
+            y = tf.math.log(tf.maximum(y, np.finfo(np.float32).tiny)) if scale.log else y
             return (y - scale.mean) / scale.std
 
         return standardize

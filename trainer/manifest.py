@@ -51,7 +51,6 @@ class InputFeature:
     max: float | None = None
     buckets: int | None = None
     image_size: tuple[int, int, int] | None = None  # an image: decoded and resized to this
-    vocabulary: tuple[str, ...] | None = None  # a string list's tokens from the train split
     text: bool = False  # free text (--text-features): split into words on the host
 
     @property

@@ -187,10 +187,12 @@ _LOSSES = {
 }
 
 
-def to_label_units(z: tf.Tensor, scale: LabelScale) -> tf.Tensor:
-    """Standardized predictions (or targets) in the label's units: clipped to the scale's
-    bounds, un-standardized, exponentiated for a log scale."""
-    z = tf.clip_by_value(tf.cast(z, tf.float32), scale.low, scale.high)
+def to_label_units(z: tf.Tensor, scale: LabelScale, clip: bool = True) -> tf.Tensor:
+    """Standardized predictions (or, `clip` False, targets) in the label's units: clipped to the
+    scale's bounds, un-standardized, exponentiated for a log scale."""
+    z = tf.cast(z, tf.float32)
+    if clip:
+        z = tf.clip_by_value(z, scale.low, scale.high)
     value = z * scale.std + scale.mean
     return tf.exp(value) if scale.log else value
 
@@ -207,7 +209,7 @@ class LabelUnitsError(tf_keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_pred = tf.reshape(y_pred, tf.shape(y_true))
-        error = to_label_units(y_pred, self.scale) - to_label_units(y_true, self.scale)
+        error = to_label_units(y_pred, self.scale) - to_label_units(y_true, self.scale, False)
         error = tf.cast(tf.square(error) if self.squared else tf.abs(error), tf.float64)
         weight = (
             tf.ones_like(error)

@@ -4,14 +4,16 @@ A TPU cannot run string ops, and on a GPU a vocabulary lookup or a hash inside t
 every batch back to the host. So the model is split in two:
 
 - the **host** preprocessing (`HostPreprocessing.model`, a tf_keras model of Keras'
-  preprocessing layers) turns the dense inputs of `trainer.features.dense_inputs` into numbers:
-  a string or int with `values` becomes the id of its value (StringLookup/IntegerLookup; 0 for a
-  value not in the list), any other string the id of its hash bucket (Hashing), a list of
-  strings a row of such ids (0 for padding), free text (`--text-features`) the row of its
-  words' ids (`words`), numbers float32. It runs in the tf.data pipeline's
-  parallel map, before prefetch (`trainer.dataset.Inputs`), and again in the exported
-  `serving_default` signature before the model (`trainer.export`): one function for both, so
-  training and serving cannot drift apart.
+  preprocessing layers and a few of ours) turns the dense inputs of
+  `trainer.features.dense_inputs` into the model inputs the recipe decided (trainer.recipe):
+  a category becomes the id of its value in its `values` or train vocabulary
+  (StringLookup/IntegerLookup; 0 for another value), a string beyond the vocabulary size the id
+  of its hash bucket (Hashing), a list of strings a row of such ids (0 for padding), free text
+  (`--text-features`) the row of its words' ids (`words`), a date or timestamp its parts
+  (`DateParts`), a skewed number its log (`LogScale`), numbers float32. It runs in the tf.data
+  pipeline's parallel map, before prefetch (`trainer.dataset.Inputs`), and again in the
+  exported `serving_default` signature before the model (`trainer.export`): one function for
+  both, so training and serving cannot drift apart.
 - the **device** model (`trainer.model.build_model`, or a model of your own) takes only those
   dense numeric tensors, described by `ModelInput`s.
 """
