@@ -67,7 +67,7 @@ from transforms.contract.layout import (
     TRANSFORM_DIR,
 )
 from transforms.contract.suggest import did_you_mean
-from transforms.files import is_remote
+from transforms.files import is_remote, location_problem
 from transforms.sources import registry
 
 NAME_RE = re.compile(r"[a-z0-9_-]+")  # with fullmatch: `$` would let a trailing newline in
@@ -270,6 +270,9 @@ def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
         if fmt in FILE_FORMATS:
             if path is None or path == "":
                 raise ConfigError(f"{where}.path", "is required for file formats")
+            problem = location_problem(path) if isinstance(path, str) else None
+            if problem is not None:
+                raise ConfigError(f"{where}.path", problem)
             path = resolve_path(path_text(path, f"{where}.path"), base_dir)
         elif path is not None:
             raise ConfigError(f"{where}.path", f"not used by {fmt} sources (see its options)")

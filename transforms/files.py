@@ -62,6 +62,34 @@ def relative_path(path: str, root: str) -> str:
     return path[len(prefix) :] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
 
 
+FILE_SCHEMES = ("gs", "file")  # the URI schemes of file locations, besides local paths
+
+
+def redacted(location: str) -> str:
+    """`location` with the password of a URI's user info hidden (`user:***@host`): what a
+    message may repeat of it."""
+    scheme, sep, rest = location.partition("://")
+    if not sep:
+        return location
+    authority, slash, tail = rest.partition("/")
+    user, at, host = authority.rpartition("@")
+    if not at or ":" not in user:
+        return location
+    return f"{scheme}://{user.split(':', 1)[0]}:***@{host}{slash}{tail}"
+
+
+def location_problem(path: str) -> str | None:
+    """Why `path` is not a file location shardflow reads (a URI of another scheme: a database,
+    a web address), its password never repeated; None for a local path or gs://."""
+    scheme, sep, _ = path.partition("://")
+    if not sep or scheme.lower() in FILE_SCHEMES:
+        return None
+    return (
+        f"{redacted(path)!r} is not a file location (a local path or gs://...); a database is "
+        "read with format: sql"
+    )
+
+
 def is_remote(path: str) -> bool:
     """A URI of a remote filesystem (gs://...), as opposed to a local path."""
     return "://" in path
@@ -85,6 +113,9 @@ def match_files(path: str, recursive: bool = False) -> list[str]:
     """The sorted input files of `path`; empty when nothing matches."""
     from apache_beam.io.filesystems import FileSystems  # Beam: only once files are touched
 
+    problem = location_problem(path)
+    if problem is not None:
+        raise FileError(problem)
     results = FileSystems.match([file_pattern(path, recursive)])[0].metadata_list
     root = pattern_root(path)
     return sorted(m.path for m in results if is_input(m.path, root))

@@ -19,7 +19,14 @@ from typing import Any, Iterator
 from pipelines.fields import ConfigError
 from pipelines.init import detect
 from transforms.contract.config import SourceSpec
-from transforms.files import CorruptFile, FileError, is_remote, match_files, open_file
+from transforms.files import (
+    CorruptFile,
+    FileError,
+    is_remote,
+    location_problem,
+    match_files,
+    open_file,
+)
 from transforms.records import CHUNK_ROWS, RawChunk
 from transforms.sources import registry
 
@@ -70,6 +77,9 @@ def find_sources(groups: list[list[str]]) -> list[Sample]:
 
 def _files_of(value: str) -> tuple[list[str], str]:
     """The files of one --source value, and their format."""
+    problem = location_problem(value)
+    if problem is not None:
+        raise ConfigError("--source", problem)
     if not is_remote(value) and not any(c in value for c in _GLOB_CHARS):
         if not os.path.exists(value):
             raise ConfigError("--source", f"{value!r}: no such file or folder")

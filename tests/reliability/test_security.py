@@ -746,3 +746,42 @@ def test_a_run_writes_only_output_and_the_temp_location(isolated_runs, name):
 def test_a_transform_run_writes_nothing_in_home_or_next_to_the_module(isolated_runs):
     before, after = isolated_runs["first"]
     assert _outside(_changed(before, after)) == set()
+
+
+# --- a URI with a password where a file path belongs --------------------------------------------
+
+SECRET_URIS = [
+    "postgresql://etl:s3cret-9@db.example.com/sales",
+    "mysql://root:s3cret-9@127.0.0.1:3306/db",
+    "https://user:s3cret-9@example.com/data.csv",
+    "sqlite:///var/data/s3cret-9.db",
+]
+
+
+@pytest.mark.parametrize("uri", SECRET_URIS)
+def test_init_and_etl_refuse_a_database_url_as_a_path_without_repeating_its_password(
+    tmp_path, capsys, uri
+):
+    from pipelines.init import main as init
+
+    code = init(["--source", uri])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    shown = uri.replace(":s3cret-9@", ":***@") if "@" in uri else uri
+    assert err.splitlines()[-1] == (
+        f"shardflow init: error: --source: {shown!r} is not a file location (a local path or "
+        "gs://...); a database is read with format: sql"
+    )
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"name: x\nsources: [{{name: s, format: csv, path: {json.dumps(uri)}}}]\n"
+        f"features: {{a: {{type: int}}}}\noutput: {{path: {json.dumps(str(tmp_path / 'o'))}}}\n"
+    )
+    assert run(["--config", str(config)]) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-1] == (
+        f"shardflow etl: error: sources[0].path: {shown!r} is not a file location (a local "
+        "path or gs://...); a database is read with format: sql"
+    )
+    if "@" in uri:
+        assert "s3cret" not in out + err
