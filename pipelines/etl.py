@@ -317,13 +317,27 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
     as with --skip-complete), a failed date does not stop the others. Exit 0 when every date is
     done, else 1."""
     first = load_config(args.config, args.output, dates[0])  # a bad config: exit 2 at once
+    where = "--output" if args.output else "output.path"
     probe = load_config(args.config, args.output, dates[0] + datetime.timedelta(days=1))
     if probe.output.path == first.output.path:
         raise ConfigError(
-            "--output" if args.output else "output.path",
+            where,
             f"{first.output.path!r} has no date template ({{date}} or {{YYYY}}, {{MM}}, "
             "{DD}): every date would write the same dataset",
         )
+    # Every date's dataset, before any work: two dates of the range must never share one (a
+    # template of the year alone repeats within a year), or the second would be skipped as
+    # complete, or replace the first with --overwrite.
+    seen: dict[str, datetime.date] = {}
+    for day in dates:
+        path = load_config(args.config, args.output, day).output.path
+        if path in seen:
+            raise ConfigError(
+                where,
+                f"gives {path!r} for both {seen[path]} and {day}: every date of --from/--to "
+                "needs a dataset of its own (a template with {date}, or {YYYY}, {MM} and {DD})",
+            )
+        seen[path] = day
     done, skipped, failed = 0, 0, []
     for i, day in enumerate(dates, 1):
         started = time.monotonic()

@@ -74,6 +74,23 @@ def test_a_backfill_into_one_output_is_refused(tmp_path, capsys):
     assert "output.path" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_backfill_whose_template_repeats_across_the_range_is_refused_before_any_work(
+    tmp_path, capsys, overwrite
+):
+    days = ("2026-12-31", "2027-01-01", "2027-01-02")
+    cfg = _write(tmp_path, output="out/{YYYY}", days=days)
+    code = run(["--config", cfg, "--from", days[0], "--to", days[-1], *overwrite])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"shardflow etl: error: output.path: gives '{tmp_path / 'out/2027'}' for both 2027-01-01 "
+        "and 2027-01-02: every date of --from/--to needs a dataset of its own (a template with "
+        "{date}, or {YYYY}, {MM} and {DD})"
+    ]
+    assert not (tmp_path / "out").exists()  # nothing written, no date skipped as complete
+
+
 @pytest.mark.slow
 def test_date_runs_and_backfill_skip_complete_dates_and_go_on_after_a_failure(tmp_path, capsys):
     cfg = _write(tmp_path)
