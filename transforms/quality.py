@@ -2,15 +2,19 @@
 
 A run can complete without an error and still produce a dataset that is plainly not what the
 user meant: a source that contributed nothing (its path matched empty files, or every record
-was rejected), a split with no records, or the key or a `source: SRC.FIELD` field that no
-record of a source holds (a join key spelled differently in one file). Each of these fails the
-run with one line naming the cause and the fix, unless the config allows it explicitly in
-`output.allow` (`empty_source`, `empty_split`, `missing_field`). The rejected-record limits
-(`output.max_rejected[_fraction]`) are checked here too (`check_rejections`).
+was rejected), a split with no records, the key or a `source: SRC.FIELD` field that no
+record of a source holds (a join key spelled differently in one file), or a feature's field
+that no source has at all (a misspelled optional feature, published as all default). Each of
+these fails the run with one line naming the cause and the fix, unless the config allows it
+explicitly in `output.allow` (`empty_source`, `empty_split`, `missing_field`). The
+rejected-record limits (`output.max_rejected[_fraction]`) are checked here too
+(`check_rejections`).
 
 Field presence is counted while the records flow (`CountFields`): per source and field, the
 records holding a value. Fields that nothing reads are the manifest's `ignored_fields`; fields
-that the key or a feature reads are counted under `present/SOURCE/FIELD` for the checks here.
+that the key or a `source:` feature reads are counted under `present/SOURCE/FIELD`, and the
+chunks that have the field of a feature read from any source under `seen/SOURCE/FIELD`, for the
+checks here.
 """
 
 from __future__ import annotations
@@ -55,12 +59,23 @@ def present_counter(source_name: str, field: str) -> str:
     return f"present/{source_name}/{field}"
 
 
+def seen_counter(source_name: str, field: str) -> str:
+    """The name under which the chunks of a source that have a field at all are counted."""
+    return f"seen/{source_name}/{field}"
+
+
 def used_fields(dataset: DatasetSpec, source_name: str) -> frozenset[str]:
     """The fields of a source's records that the dataset reads: its features' and the key."""
     used = {f.field_name for f in dataset.features if f.source in (None, source_name)}
     if dataset.key is not None:
         used.add(dataset.key)
     return frozenset(used)
+
+
+def feature_fields(dataset: DatasetSpec) -> frozenset[str]:
+    """The fields of the features read from whichever source holds them (no `source:`): each
+    must be held by some record of some source."""
+    return frozenset(f.field_name for f in dataset.features if f.source is None)
 
 
 def checked_fields(dataset: DatasetSpec, source_name: str) -> frozenset[str]:
@@ -75,14 +90,18 @@ def checked_fields(dataset: DatasetSpec, source_name: str) -> frozenset[str]:
 class CountFields(beam.DoFn):
     """Counts, per source and field, the records holding a value in it: fields that no feature
     (nor the key) reads are ignored, never silently; the key and `source:` fields are checked
-    for presence before publication."""
+    for presence before publication; the chunks that have the field of a feature read from any
+    source are counted, so that a field no source has is found."""
 
     def __init__(self, dataset: DatasetSpec):
         self._used = {s.name: used_fields(dataset, s.name) for s in dataset.sources}
         self._checked = {s.name: checked_fields(dataset, s.name) for s in dataset.sources}
+        self._anywhere = feature_fields(dataset)
 
     def process(self, chunk: RawChunk):
         used, checked = self._used[chunk.source], self._checked[chunk.source]
+        for name in self._anywhere & chunk.columns.keys():
+            yield seen_counter(chunk.source, name), 1
         for name, column in chunk.columns.items():
             if name in used and name not in checked:
                 continue
@@ -121,6 +140,20 @@ def check_dataset(
 
 
 def _check_fields(dataset: DatasetSpec, manifest: Manifest, counts: dict[str, int]):
+    sources = [s for s in dataset.sources if manifest.sources[s.name].records]
+    for f in dataset.features:
+        if f.source is not None or not sources or f.field_name == dataset.key:
+            continue
+        if any(counts.get(seen_counter(s.name, f.field_name), 0) for s in sources):
+            continue
+        fields = sorted({n for s in sources for n in manifest.sources[s.name].ignored_fields or {}})
+        hint = f" (they hold {_names(fields)})" if fields else ""
+        records = sum(manifest.sources[s.name].records for s in sources)
+        raise QualityError(
+            f"feature {f.name!r}: no source has a field {f.field_name!r} in any of its {records} "
+            f"records{hint}; fix the feature's name (or `field:`), or set output.allow: "
+            "[missing_field]; no dataset published"
+        )
     for i, source in enumerate(dataset.sources):
         if manifest.sources[source.name].records == 0:
             continue  # said by the empty-source check

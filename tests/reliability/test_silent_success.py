@@ -62,6 +62,37 @@ def _allowed(config: Path, allow: list[str], capsys) -> dict:
     return readback.manifest(config.parent / "out")
 
 
+@pytest.mark.parametrize(
+    "feature",
+    [
+        {"nmae": {"type": "string", "required": False}},
+        {"lable": {"type": "string", "required": False, "default": "none"}},
+    ],
+)
+def test_a_misspelled_optional_feature_that_no_source_has_fails_naming_it(
+    tmp_path, capsys, feature
+):
+    (tmp_path / "a.csv").write_bytes(CSV)
+    (tmp_path / "b.jsonl").write_text('{"id": 9, "name": "z", "note": null}\n')
+    config = _config(tmp_path, [
+        {"name": "a", "format": "csv", "path": "a.csv"},
+        {"name": "b", "format": "jsonl", "path": "b.jsonl"},
+    ])  # fmt: skip
+    raw = yaml.safe_load(config.read_text())
+    raw["features"].update(feature, note={"type": "string", "required": False})
+    config.write_text(yaml.safe_dump(raw))
+    (name,) = feature
+    line = _refused(tmp_path, config, capsys)
+    assert line == (
+        f"shardflow etl: job failed: feature {name!r}: no source has a field {name!r} in any of "
+        "its 5 records (they hold 'extra'); fix the feature's name (or `field:`), or set "
+        "output.allow: [missing_field]; no dataset published"
+    )
+    # `note` is in b's records, null there: all missing is data, not a misspelled name
+    manifest = _allowed(config, ["missing_field"], capsys)
+    assert sum(s["records"] for s in manifest["splits"].values()) == 5
+
+
 def test_a_source_whose_records_are_all_rejected_fails_naming_it(tmp_path, capsys):
     (tmp_path / "good.csv").write_bytes(CSV)
     (tmp_path / "bad.csv").write_bytes(b"id,name\nx,a\ny,b\n")
