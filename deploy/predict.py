@@ -17,8 +17,9 @@ encoded as a raw tf.train.Example and served by `MODEL_DIR/export`
 record's key when the config has one, else its location. A rejected record is never dropped:
 it goes to `--rejected FILE` (JSON lines, as in a dataset's rejected/ files) or, without it, to
 stderr as one line naming its location and reason; a last stderr line counts both.
-Exit status: 0 done (rejected records included), 2 bad command line, config, input or model,
-1 an input that cannot be read or records the model cannot serve.
+Exit status: 0 done (rejected records included, as long as one was served), 2 bad command line,
+config, input or model, 1 an input that cannot be read, records the model cannot serve, or every
+record rejected.
 
 With `--data`, the first `--take` examples of a split are served (`trainer.predict`), each line
 with the record's key, its label and the answer.
@@ -152,6 +153,13 @@ def _predict_input(args: argparse.Namespace) -> int:
         f"{_PROG}: {counts['predicted']} predicted, {counts['rejected']} rejected{where}",
         file=sys.stderr,
     )
+    if counts["rejected"] and not counts["predicted"]:
+        print(
+            f"{_PROG}: every record was rejected: none could be served (the reasons above; "
+            "new records are read and checked as the config's source reads them)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -63,8 +63,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _difference(config, manifest) -> str | None:
+    """The first way a config's dataset differs from a manifest's: its name, a feature one of
+    them lacks, a feature's type; None when they describe the same dataset."""
+    if config.name != manifest.name:
+        return f"name {config.name!r}, not {manifest.name!r}"
+    theirs = {name: f.type for name, f in manifest.features.items()}
+    ours = {f.name: f.type for f in config.features}
+    for name in sorted(theirs.keys() | ours.keys()):
+        if name not in ours:
+            return f"no feature {name!r}"
+        if name not in theirs:
+            return f"a feature {name!r} the dataset does not have"
+        if ours[name] != theirs[name]:
+            return f"feature {name!r} is {ours[name]}, {theirs[name]} in the dataset"
+    return None
+
+
 def _validate(args: argparse.Namespace) -> int:
     from pipelines.config import load_config
+    from pipelines.fields import ConfigError
     from pipelines.validation import schema_text_of
     from transforms.contract.config import ValidationSpec
     from transforms.sink.storage import read_if_exists as read
@@ -75,7 +93,15 @@ def _validate(args: argparse.Namespace) -> int:
     spec = ValidationSpec()
     if args.config is not None:  # a date-partitioned config: the dataset's date
         day = None if manifest.date is None else datetime.date.fromisoformat(manifest.date)
-        spec = load_config(args.config, output=dataset, date=day).validation
+        config = load_config(args.config, output=dataset, date=day)
+        other = _difference(config, manifest)
+        if other is not None:
+            raise ConfigError(
+                "--config",
+                f"{args.config} describes another dataset than {dataset} ({other}): give the "
+                "config the dataset was made with",
+            )
+        spec = config.validation
     if args.schema is not None:
         text = schema_text_of(args.schema, read, "--schema")
         spec = dataclasses.replace(spec, schema=args.schema, schema_text=text)

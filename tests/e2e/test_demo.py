@@ -442,6 +442,22 @@ def test_predict_with_the_config_of_another_model_names_the_features_that_differ
     ]
 
 
+def test_predict_with_every_record_rejected_exits_1(model, tmp_path):
+    new = tmp_path / "new.jsonl"
+    new.write_text('{"id": 7002, "island": "Dream", "year": 2008, "tags": 5}\n')
+    result = shardflow(
+        "predict", "--model-dir", str(model), "--config", str(SAMPLE / "penguins.yaml"),
+        "--input", str(new),
+    )  # fmt: skip
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.splitlines()[-3:] == [
+        f"shardflow predict: rejected {new}:1: tags: expected a list",
+        "shardflow predict: 0 predicted, 1 rejected",
+        "shardflow predict: every record was rejected: none could be served (the reasons above; "
+        "new records are read and checked as the config's source reads them)",
+    ]
+
+
 def test_bad_config_exits_2_with_one_line_naming_the_field(tmp_path):
     cfg = (
         (SAMPLE / "penguins.yaml")

@@ -239,6 +239,17 @@ def test_validate_recomputes_the_anomalies_of_a_dataset(runs, capsys):
     assert capsys.readouterr().out == f"{folder}/v1: 0 anomalies (0 blocking; schema: dataset)\n"
 
 
+def test_validate_refuses_the_config_of_another_dataset(runs, capsys):
+    folder, _ = runs
+    retyped = folder / "v1text.yaml"  # mass is a string there
+    assert validate_main([str(folder / "v1"), "--config", str(retyped)]) == 2
+    assert capsys.readouterr().err == (
+        f"shardflow validate: error: --config: {retyped} describes another dataset than "
+        f"{folder}/v1 (feature 'mass' is string, float in the dataset): give the config "
+        "the dataset was made with\n"
+    )
+
+
 def test_validate_names_what_it_cannot_read(tmp_path, capsys):
     assert validate_main([str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err
