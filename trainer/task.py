@@ -30,6 +30,7 @@ from trainer.evaluate import warnings_of
 from trainer.export import export_model
 from trainer.fit import Trained, is_chief, train
 from trainer.flags import parse_args
+from trainer.integrity import DatasetChanged, verify_shards
 from trainer.manifest import Manifest, ManifestError
 from trainer.paths import join
 from trainer.profile import profile_input
@@ -64,12 +65,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if cfg.profile_input:
             tf_keras.utils.set_random_seed(cfg.seed)
+            verify_shards(manifest, cfg.verify)
             print(json.dumps(profile_input(cfg, inputs_of(cfg, manifest))), flush=True)
         else:
             run(cfg, manifest)
     except (UsageError, ManifestError) as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 2
+    except DatasetChanged as e:
+        print(f"shardflow train: {e}", file=sys.stderr)
+        return 1
     except tf.errors.DataLossError as e:
         logger.debug("training failed", exc_info=True)
         print(f"shardflow train: {corrupt_message(manifest, e)}", file=sys.stderr)
@@ -87,6 +92,7 @@ def run(cfg: TrainConfig, manifest: Manifest) -> dict:
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     strategy = get_strategy(cfg.strategy)
+    verify_shards(manifest, cfg.verify)
     inputs = inputs_of(cfg, manifest)
     chief = is_chief(strategy)
     earlier = modeldir.claim(cfg, inputs, chief)

@@ -1,5 +1,6 @@
 """Corrupt shards: the scan of trainer/integrity.py and the skipping reader of trainer/input.py."""
 
+import shutil
 import struct
 
 import pytest
@@ -60,3 +61,53 @@ def test_skip_corrupt_reader_keeps_every_record_before_the_bad_one(corrupt):
     ids = [int(i) for batch in ds for i in batch["id"].numpy()]
 
     assert sorted(ids) == list(range(20)) + list(range(20, 20 + BROKEN))
+
+
+def test_a_shard_replaced_after_publishing_is_refused_naming_it(tmp_path, capsys):
+    from trainer.task import main
+
+    written = write_dataset(tmp_path / "d", make_rows(300))
+    train0 = written.root / "train/train-00000-of-00002.tfrecord.gz"
+    shutil.copyfile(written.root / "eval/eval-00000-of-00001.tfrecord.gz", train0)  # eval's
+    code = main(["--data", str(written.root), "--model-dir", str(tmp_path / "m"), "--epochs", "1"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and not (tmp_path / "m" / "export").exists()
+    size = train0.stat().st_size
+    listed = written.manifest["splits"]["train"]["files"][0]
+    assert err == [
+        f"shardflow train: {train0}: holds 60 records in {size:,} bytes where the manifest lists "
+        f"{listed['records']} in {listed['bytes']:,} (sha256 differs): the dataset changed after "
+        "it was written (a shard replaced or rewritten); rerun the ETL"
+    ]
+
+
+def test_a_shard_of_the_same_size_is_compared_by_its_sha256_unless_told_not_to(tmp_path):
+    from trainer.integrity import verify_shards
+    from trainer.manifest import ManifestError
+
+    written = write_dataset(tmp_path / "d", make_rows(300), compression="none")
+    shard = written.root / "train/train-00000-of-00002.tfrecord"
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
+    with tf.io.TFRecordWriter(str(shard)) as writer:  # the same records in reverse: same size
+        for record in reversed(records):
+            writer.write(record)
+    m = load_manifest(str(written.root))
+    with pytest.raises(ManifestError, match="sha256 differs"):
+        verify_shards(m)
+    verify_shards(m, hashes=False)  # --no-verify: the size alone matches
+
+
+def test_a_dataset_replaced_during_training_stops_the_run(tmp_path):
+    from trainer.integrity import DatasetChanged, DatasetWatch
+
+    written = write_dataset(tmp_path / "d", make_rows(40), splits={"train": 1})
+    watch = DatasetWatch([str(written.root)])
+    watch.on_epoch_end(0)  # unchanged: nothing happens
+    manifest = written.root / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"penguins"', '"penguins2"'))
+    with pytest.raises(DatasetChanged) as e:
+        watch.on_epoch_end(1)
+    assert str(e.value) == (
+        f"{written.root}: the dataset was replaced while training read it (its manifest changed "
+        "during epoch 2); training stopped, nothing exported: rerun on the new dataset"
+    )

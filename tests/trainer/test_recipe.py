@@ -222,3 +222,21 @@ def test_include_and_exclude_name_features():
         _decide(features, facts, include=("z",))
     with pytest.raises(ManifestError, match="--include-features: 'y' is the label"):
         _decide(features, facts, include=("y",))
+
+
+def test_on_enough_records_a_number_is_also_read_in_pieces_of_its_train_quantiles():
+    import dataclasses
+
+    from trainer.model import PiecewiseLinear
+
+    values = np.arange(5000, dtype=np.float64)
+    features = {"x": InputFeature("x", "float")}
+    few = _decide(features, _facts(numbers={"x": values[:1000]}))
+    assert few.inputs[0].bins is None  # 1,000 train records: no pieces
+    many = _decide(features, dataclasses.replace(_facts(numbers={"x": values}), train_records=5000))
+    (x,) = many.inputs
+    assert x.bins == tuple(np.quantile(values, np.linspace(0, 1, 9)))  # 8 pieces
+    pieces = PiecewiseLinear([0.0, 10.0, 20.0, 40.0])(tf.constant([[-5.0], [5.0], [25.0], [99.0]]))
+    np.testing.assert_allclose(
+        pieces, [[0, 0, 0], [0.5, 0, 0], [1, 1, 0.25], [1, 1, 1]]
+    )  # 0 … 1 … 1 across the edges
