@@ -106,10 +106,24 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT, no traceback
         print(f"shardflow {name}: interrupted", file=sys.stderr)
         sys.exit(130)
-    sys.stdout.flush()
+    except BrokenPipeError:  # `shardflow inspect ... | head`: the reader has what it wanted
+        _stop_writing()
+        sys.exit(141)  # as a process ended by SIGPIPE
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stop_writing()
+        sys.exit(141)
     sys.stderr.flush()
     # A command module may end the process its own way (`pipelines.etl.exit_process`).
     getattr(command, "exit_process", sys.exit)(code)
+
+
+def _stop_writing() -> None:
+    """Points stdout at /dev/null, so that the interpreter's last flush of a closed pipe is
+    silent (else Python prints `Exception ignored ... BrokenPipeError`)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

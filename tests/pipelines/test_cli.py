@@ -141,6 +141,19 @@ def test_tensorflow_commands_are_quiet_unless_verbose(tmp_path):
     assert loud.returncode == 0 and "absl::InitializeLog" in loud.stderr
 
 
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
+    from tests.trainer.datasets import make_rows, write_dataset
+
+    data = write_dataset(tmp_path / "d", make_rows(200), splits={"train": 1})
+    command = f"{sys.executable} -m pipelines.cli inspect {data.root} --take 100 | head -n 1"
+    proc = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.stdout.splitlines() == [f"dataset: penguins at {data.root}"]
+    assert proc.returncode == 141 and proc.stderr == ""  # as SIGPIPE: no traceback, no noise
+
+
 def test_an_unknown_command_is_answered_with_the_nearest_one():
     proc, _ = _shardflow("trian")
     assert proc.returncode == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from pipelines.config import parse_config
-from transforms.quality import CountFields, present_counter, used_fields
+from transforms.quality import CountFields, present_counter, seen_counter, used_fields
 from transforms.records import RawChunk, ignored_counter
 
 
@@ -54,12 +54,15 @@ def test_ignored_fields_count_records_holding_a_value(tmp_path):
     )
     assert dict(fn.process(chunk)) == {
         present_counter("a", "id"): 3,  # the key: checked for presence in every source
+        seen_counter("a", "name"): 1,  # a feature read from any source: its field was seen
+        seen_counter("a", "id"): 1,
         ignored_counter("a", "points"): 1,
         ignored_counter("a", "extra"): 2,
     }
     chunk_b = RawChunk("b", "b.jsonl", {"id": [1], "points": [2.0], "note": ["n"]}, [1])
     assert dict(fn.process(chunk_b)) == {
         present_counter("b", "id"): 1,
+        seen_counter("b", "id"): 1,
         present_counter("b", "points"): 1,  # `source: b.points`
         ignored_counter("b", "note"): 1,
     }
