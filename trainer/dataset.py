@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -208,6 +209,30 @@ def scan_corrupt(manifest: Manifest, log: bool = True) -> dict[str, list[Corrupt
     if skipped and log:
         logger.warning("--skip-corrupt: %d records skipped in all", skipped)
     return corrupt
+
+
+_MISMATCH = re.compile(
+    r"Key: (?P<key>.+?), Index: \d+\.\s+Data types don't match\. "
+    r"(?:Data type: (?P<held>\w+) but expected type: (?P<want>\w+)"
+    r"|Expected type: (?P<want2>\w+), Actual type: (?P<held2>\w+))"
+)
+_TYPE_NAMES = {"int64": "int", "float": "float", "string": "string or bytes"}
+
+
+def mismatch_message(manifest: Manifest, e: tf.errors.OpError) -> str | None:
+    """One line for a shard whose values are of another type than the manifest says (the
+    manifest was edited, or does not belong to these shards); None for any other error."""
+    match = _MISMATCH.search(getattr(e, "message", None) or str(e))
+    if match is None:
+        return None
+    held = _TYPE_NAMES.get(match["held"] or match["held2"], match["held"] or match["held2"])
+    want = manifest.features.get(match["key"])
+    declared = want.type if want is not None else match["want"] or match["want2"]
+    return (
+        f"{manifest.root}: feature {match['key']!r}: the shards hold {held} values where "
+        f"manifest.json declares {declared}: the manifest was edited after the ETL wrote it, "
+        "or is not these shards' manifest; rerun the ETL"
+    )
 
 
 def corrupt_message(manifest: Manifest, e: tf.errors.DataLossError) -> str:

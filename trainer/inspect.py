@@ -18,6 +18,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from trainer.dataset import mismatch_message
+from trainer.errors import first_line
 from trainer.features import parse_spec
 from trainer.flags import inspect_parser
 from trainer.manifest import InputFeature, Manifest, ManifestError, load_manifest, load_statistics
@@ -58,9 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.take:
         for split in splits:
             print(f"first {args.take} examples of split {split!r}:")
-            for example in take_examples(manifest, files[split], args.take):
-                print(json.dumps(example, ensure_ascii=False))
+            try:
+                for example in take_examples(manifest, files[split], args.take):
+                    print(json.dumps(example, ensure_ascii=False))
+            except tf.errors.OpError as e:
+                mismatch = mismatch_message(manifest, e)
+                print(f"shardflow inspect: {mismatch or read_failure(split, e)}", file=sys.stderr)
+                return 2 if mismatch else 1
     return 0
+
+
+def read_failure(split: str, e: tf.errors.OpError) -> str:
+    """One line for a split whose shards cannot be read (a corrupt shard)."""
+    return f"split {split!r}: its shards cannot be read: {first_line(e)}"
 
 
 def summary(manifest: Manifest) -> list[str]:

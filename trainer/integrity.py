@@ -21,6 +21,8 @@ losing the whole file. The scan counts exactly what such a reader keeps.
 from __future__ import annotations
 
 import hashlib
+import struct
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,37 +43,98 @@ class DatasetChanged(RuntimeError):
 
 
 def verify_shards(manifest: Manifest, hashes: bool = True) -> None:
-    """ManifestError for the first shard whose size (or, with `hashes`, sha256) is not the
-    manifest's and that reads without an error; a corrupt shard is left to the reader."""
+    """ManifestError for a split whose record count is not the sum of its shards', and for the
+    first shard whose size (or, with `hashes`, sha256 and record count, read in the same pass)
+    is not the manifest's and that reads without an error; a corrupt shard is left to the
+    reader."""
+    for name, split in manifest.splits.items():
+        listed = sum(f.records for f in split.files)
+        if split.files and split.records != listed:
+            raise ManifestError(
+                f"{manifest.root}: split {name!r} lists {split.records:,} records but its "
+                f"shards {listed:,}: the manifest was edited after the ETL wrote it; rerun the ETL"
+            )
     shards = [f for split in manifest.splits.values() for f in split.files]
+    compression = manifest.compression_type
 
-    def differs(shard: ShardFile) -> bool:
+    def differs(shard: ShardFile) -> str | None:
         if shard.bytes is None or not tf.io.gfile.exists(shard.path):
-            return False  # nothing to compare with; a missing shard is check_dataset's
+            return None  # nothing to compare with; a missing shard is check_dataset's
         if tf.io.gfile.stat(shard.path).length != shard.bytes:
-            return True
-        return hashes and shard.sha256 is not None and _sha256(shard.path) != shard.sha256
+            return "size differs"
+        if not hashes:
+            return None
+        digest, records = _sha256_and_records(shard.path, compression)
+        if shard.sha256 is not None and digest != shard.sha256:
+            return "sha256 differs"
+        if records is not None and records != shard.records:
+            return "record count differs"
+        return None
 
     with ThreadPoolExecutor(_THREADS) as pool:
-        changed = [s for s, bad in zip(shards, pool.map(differs, shards)) if bad]
-    for shard in changed:
-        records = _records_if_readable(shard.path, manifest.compression_type)
+        changed = [(s, why) for s, why in zip(shards, pool.map(differs, shards)) if why]
+    for shard, why in changed:
+        records = _records_if_readable(shard.path, compression)
         if records is None:
             continue  # corrupt: the read fails naming it, or --skip-corrupt skips it
         size = tf.io.gfile.stat(shard.path).length
         raise ManifestError(
-            f"{shard.path}: holds {records} records in {size:,} bytes where the manifest lists "
-            f"{shard.records} in {shard.bytes:,} (sha256 differs): the dataset changed after it "
-            "was written (a shard replaced or rewritten); rerun the ETL"
+            f"{shard.path}: holds {records:,} records in {size:,} bytes where the manifest lists "
+            f"{shard.records:,} in {shard.bytes:,} ({why}): the dataset changed after "
+            "it was written (a shard replaced or rewritten, or the manifest edited); rerun the ETL"
         )
 
 
-def _sha256(path: str) -> str:
+def _sha256_and_records(path: str, compression: str) -> tuple[str, int | None]:
+    """A shard's sha256 and the TFRecord frames it holds, in one read (None: its compressed
+    stream or framing is broken, which the reader reports)."""
     digest = hashlib.sha256()
+    frames = _Frames()
+    inflate = {"GZIP": 16 + 15, "ZLIB": 15}.get(compression)
+    unzip = zlib.decompressobj(inflate) if inflate else None
+    broken = False
     with tf.io.gfile.GFile(path, "rb") as f:
         while chunk := f.read(_READ):
             digest.update(chunk)
-    return digest.hexdigest()
+            if broken:
+                continue
+            try:
+                frames.feed(unzip.decompress(chunk) if unzip else chunk)
+            except zlib.error:
+                broken = True
+    if unzip is not None and not broken:
+        frames.feed(unzip.flush())
+    return digest.hexdigest(), None if broken or not frames.whole else frames.records
+
+
+class _Frames:
+    """Counts the TFRecord frames of a byte stream fed in pieces: an 8-byte little-endian
+    length and its 4-byte CRC, then the payload and its 4-byte CRC."""
+
+    def __init__(self):
+        self.records = 0
+        self._header = b""
+        self._skip = 0
+
+    @property
+    def whole(self) -> bool:
+        return not self._header and not self._skip
+
+    def feed(self, data: bytes) -> None:
+        i, n = 0, len(data)
+        while i < n:
+            if self._skip:
+                taken = min(self._skip, n - i)
+                i += taken
+                self._skip -= taken
+                continue
+            taken = min(12 - len(self._header), n - i)
+            self._header += data[i : i + taken]
+            i += taken
+            if len(self._header) == 12:
+                self._skip = struct.unpack("<Q", self._header[:8])[0] + 4
+                self._header = b""
+                self.records += 1
 
 
 def _records_if_readable(path: str, compression: str) -> int | None:

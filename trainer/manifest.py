@@ -162,8 +162,7 @@ def load_manifest(dataset_uri: str) -> Manifest:
             f"{dataset_uri}: no manifest.json at {path}, "
             "the run is incomplete or this is not a shardflow dataset"
         )
-    with tf.io.gfile.GFile(path, "r") as f:
-        return _anchored(contract.Manifest.from_json(f.read(), where=path), root)
+    return _anchored(contract.Manifest.from_json(_read_bytes(path), where=path), root)
 
 
 def load_statistics(root: str) -> dict | None:
@@ -184,13 +183,23 @@ def load_statistics(root: str) -> dict | None:
 
 
 def read_json(path: str) -> Any:
-    """The JSON document of a local or gs:// file; ManifestError when it is not valid JSON."""
-    with tf.io.gfile.GFile(path, "r") as f:
-        text = f.read()
+    """The JSON document of a local or gs:// file; ManifestError when it is not valid JSON
+    (nor UTF-8 text) or is a folder."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
+        return json.loads(_read_bytes(path).decode("utf-8"))
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
         raise ManifestError(f"{path}: not valid JSON: {e}") from None
+
+
+def _read_bytes(path: str) -> bytes:
+    """The bytes of a dataset's file; ManifestError when it is a folder or cannot be read."""
+    if tf.io.gfile.isdir(path):
+        raise ManifestError(f"{path}: is a folder, not a file: not a shardflow dataset")
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+    except tf.errors.OpError as e:
+        raise ManifestError(f"{path}: cannot be read: {e.message}") from None
 
 
 def parse_manifest(raw: Any, root: str, where: str = MANIFEST) -> Manifest:

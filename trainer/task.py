@@ -24,7 +24,7 @@ import tf_keras
 
 from trainer import modeldir
 from trainer.config import TrainConfig
-from trainer.dataset import Inputs, check_dataset, corrupt_message
+from trainer.dataset import Inputs, check_dataset, corrupt_message, mismatch_message
 from trainer.errors import UsageError, first_line
 from trainer.evaluate import warnings_of
 from trainer.export import export_model
@@ -79,6 +79,13 @@ def main(argv: list[str] | None = None) -> int:
         logger.debug("training failed", exc_info=True)
         print(f"shardflow train: {corrupt_message(manifest, e)}", file=sys.stderr)
         return 1
+    except tf.errors.InvalidArgumentError as e:
+        logger.debug("training failed", exc_info=True)
+        mismatch = mismatch_message(manifest, e)
+        print(
+            f"shardflow train: {mismatch or 'training failed: ' + first_line(e)}", file=sys.stderr
+        )
+        return 2 if mismatch else 1
     except (StrategyError, tf.errors.OpError) as e:
         logger.debug("training failed", exc_info=True)
         print(f"shardflow train: training failed: {first_line(e)}", file=sys.stderr)

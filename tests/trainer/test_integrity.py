@@ -76,8 +76,8 @@ def test_a_shard_replaced_after_publishing_is_refused_naming_it(tmp_path, capsys
     listed = written.manifest["splits"]["train"]["files"][0]
     assert err == [
         f"shardflow train: {train0}: holds 60 records in {size:,} bytes where the manifest lists "
-        f"{listed['records']} in {listed['bytes']:,} (sha256 differs): the dataset changed after "
-        "it was written (a shard replaced or rewritten); rerun the ETL"
+        f"{listed['records']} in {listed['bytes']:,} (size differs): the dataset changed after "
+        "it was written (a shard replaced or rewritten, or the manifest edited); rerun the ETL"
     ]
 
 
@@ -95,6 +95,36 @@ def test_a_shard_of_the_same_size_is_compared_by_its_sha256_unless_told_not_to(t
     with pytest.raises(ManifestError, match="sha256 differs"):
         verify_shards(m)
     verify_shards(m, hashes=False)  # --no-verify: the size alone matches
+
+
+@pytest.mark.parametrize("compression", ["gzip", "none"])
+def test_a_hand_edited_record_count_is_refused_before_a_step(tmp_path, compression):
+    """A split's count that is not its shards' sum, and a shard's count that is not the frames it
+    holds (counted while hashing), are both refused: steps per epoch come from them."""
+    import json
+
+    from trainer.integrity import verify_shards
+    from trainer.manifest import ManifestError
+
+    written = write_dataset(tmp_path / "d", make_rows(300), compression=compression)
+    path = written.root / "manifest.json"
+    raw = json.loads(path.read_text())
+    train = raw["splits"]["train"]
+    verify_shards(load_manifest(str(written.root)))  # as written: no complaint
+    train["records"] = 10**9
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ManifestError) as e:
+        verify_shards(load_manifest(str(written.root)))
+    assert str(e.value) == (
+        f"{written.root}: split 'train' lists 1,000,000,000 records but its shards 240: the "
+        "manifest was edited after the ETL wrote it; rerun the ETL"
+    )
+    held = train["files"][0]["records"]
+    train["files"][0]["records"] = 10**9 - sum(f["records"] for f in train["files"][1:])
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ManifestError, match=rf"holds {held} records .* \(record count differs\)"):
+        verify_shards(load_manifest(str(written.root)))
+    verify_shards(load_manifest(str(written.root)), hashes=False)  # --no-verify: sizes only
 
 
 def test_a_dataset_replaced_during_training_stops_the_run(tmp_path):

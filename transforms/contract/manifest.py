@@ -490,7 +490,7 @@ class Manifest:
     def from_json(cls, text: str | bytes, where: str = MANIFEST) -> Manifest:
         """Reads and validates the text of a manifest.json; `where` names it in errors."""
         try:
-            raw = json.loads(text)
+            raw = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
         except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
             raise ManifestError(f"{where}: not valid JSON: {e}") from None
         return cls.from_dict(raw, where)
