@@ -107,7 +107,10 @@ def _predict_input(args: argparse.Namespace) -> int:
     except ConfigError as e:
         raise _Refused(str(e)) from None
     dataset, source = _for_prediction(dataset, args.source, args.input)
-    paths = match_files(args.input, recursive=source.format in RECURSIVE_FORMATS)
+    try:
+        paths = match_files(args.input, recursive=source.format in RECURSIVE_FORMATS)
+    except FileError as e:  # a pipe or a device
+        raise _Refused(f"--input: {e}") from None
     if not paths:
         raise _Refused(f"--input: no files match {args.input!r}")
     import tensorflow as tf

@@ -24,6 +24,7 @@ from transforms.contract.layout import (
 )
 from transforms.files import (
     RECURSIVE_FORMATS,
+    FileError,
     file_pattern,
     is_input,
     is_remote,
@@ -57,7 +58,10 @@ def check_inputs(dataset: DatasetSpec, overwrite: bool = False) -> tuple[list[st
     files = []
     for i, source in enumerate(dataset.sources):
         recursive = source.format in RECURSIVE_FORMATS
-        matched = match_files(source.path, recursive) if source.path is not None else []
+        try:
+            matched = match_files(source.path, recursive) if source.path is not None else []
+        except FileError as e:  # a pipe or a device among the files: refused before any work
+            raise ConfigError(f"sources[{i}].path", str(e)) from None
         if source.path is not None and not matched:
             raise ConfigError(f"sources[{i}].path", f"no files match {source.path!r}")
         files += matched

@@ -20,6 +20,7 @@ import bz2
 import gzip
 import io
 import os
+import stat
 import zlib
 from typing import BinaryIO
 
@@ -118,7 +119,36 @@ def match_files(path: str, recursive: bool = False) -> list[str]:
         raise FileError(problem)
     results = FileSystems.match([file_pattern(path, recursive)])[0].metadata_list
     root = pattern_root(path)
-    return sorted(m.path for m in results if is_input(m.path, root))
+    files = sorted(m.path for m in results if is_input(m.path, root))
+    for file in files if not is_remote(path) else []:
+        kind = special_kind(file)
+        if kind is not None:
+            raise FileError(
+                f"{file}: is {kind}, not a regular file: only regular files are read "
+                "(a pipe or a device has no end); move it out of the source's path"
+            )
+    return files
+
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def special_kind(path: str) -> str | None:
+    """What a local path is when it is not a regular file (it or the file a link points to): a
+    pipe, a device or a socket, which a reader would wait on or read without end; else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # gone or unreadable: the reader says so
+    for test, kind in _SPECIAL:
+        if test(mode):
+            return kind
+    return None
 
 
 def open_file(path: str) -> BinaryIO:

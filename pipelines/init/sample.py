@@ -84,7 +84,10 @@ def _files_of(value: str) -> tuple[list[str], str]:
         if not os.path.exists(value):
             raise ConfigError("--source", f"{value!r}: no such file or folder")
     # Beam matches local globs from an absolute root (a config's paths are resolved so too)
-    files = match_files(value if is_remote(value) else os.path.abspath(value))
+    try:
+        files = match_files(value if is_remote(value) else os.path.abspath(value))
+    except FileError as e:  # a pipe or a device: never sampled
+        raise ConfigError("--source", str(e)) from None
     if not files:
         raise ConfigError("--source", f"no files match {value!r}")
     formats: dict[str, list[str]] = {}

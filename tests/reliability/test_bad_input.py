@@ -368,6 +368,8 @@ def test_truncated_or_undecodable_images_are_rejected(tmp_path):
     (tmp_path / "photos" / "cat" / "ok.png").write_bytes(png)
     (tmp_path / "photos" / "cat" / "truncated.png").write_bytes(png[: len(png) // 2])
     (tmp_path / "photos" / "dog" / "garbage.png").write_bytes(b"not an image at all")
+    with open(tmp_path / "photos" / "dog" / "huge.png", "wb") as f:
+        f.truncate((64 << 20) + 1)  # sparse: over the 64 MiB an image file may have
     source = {
         "name": "photos",
         "format": "images",
@@ -390,10 +392,15 @@ def test_truncated_or_undecodable_images_are_rejected(tmp_path):
     assert {k: r["reason"] for k, r in rejected.items()} == {
         "cat/truncated.png:1": "image: not a decodable image",
         "dog/garbage.png:1": "image: not a decodable image",
+        "dog/huge.png:1": "image: file larger than 64 MiB, not read",
     }
+    assert '"image": "<0 bytes>"' in rejected["dog/huge.png:1"]["record"]
     assert all(r["source"] == "photos" for r in rejected.values())
-    assert manifest["rejected"]["reasons"] == {"image: not a decodable image": 2}
-    assert manifest["sources"]["photos"]["records"] == 3
+    assert manifest["rejected"]["reasons"] == {
+        "image: not a decodable image": 2,
+        "image: file larger than 64 MiB, not read": 1,
+    }
+    assert manifest["sources"]["photos"]["records"] == 4
     _ledger_balances(manifest, 1)
 
 
@@ -436,3 +443,27 @@ def test_truncated_gzip_fails_the_job_naming_the_file(tmp_path, capsys):
     code, err = _failed_run(tmp_path, {"name": "s", "format": "csv", "path": "in.csv.gz"}, capsys)
     assert code == 1
     assert "in.csv.gz" in err
+
+
+@pytest.mark.parametrize(("fmt", "path"), [("csv", "*.csv"), ("images", "photos")])
+def test_a_fifo_or_a_link_to_a_device_among_the_files_is_refused_before_any_read(
+    tmp_path, capsys, fmt, path
+):
+    """A named pipe would hold the job forever and /dev/zero has no end: only regular files are
+    read, and the run is refused at once naming the file (exit 2, nothing published)."""
+    folder = tmp_path / "photos" / "cat" if fmt == "images" else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "a.csv").write_bytes(b"id,name\n1,a\n")
+    os.mkfifo(folder / "b.csv")
+    source = {"name": "s", "format": fmt, "path": path}
+    code, err = _failed_run(tmp_path, source, capsys)
+    assert code == 2
+    assert err == (
+        f"shardflow etl: error: sources[0].path: {folder / 'b.csv'}: is a named pipe (FIFO), not a regular file: only "
+        "regular files are read (a pipe or a device has no end); move it out of the source's path\n"
+    )
+    (folder / "b.csv").unlink()
+    os.symlink("/dev/zero", folder / "b.csv")
+    code, err = _failed_run(tmp_path, source, capsys)
+    assert code == 2 and f"{folder / 'b.csv'}: is a character device, not a regular file" in err
+    assert not (tmp_path / "out").exists()

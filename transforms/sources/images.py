@@ -73,6 +73,8 @@ ALL_FILES = "*"
 DEFAULT_QUALITY = 90
 UNDECODABLE = f"image: {NOT_DECODABLE}"
 TOO_LARGE = f"image: {TOO_MANY_PIXELS}"
+MAX_FILE_BYTES = 64 << 20  # an image file larger than this is rejected unread
+TOO_MANY_BYTES = f"image: file larger than {MAX_FILE_BYTES >> 20} MiB, not read"
 NOT_UTF8_LABEL = "label: not valid UTF-8"
 NOT_UTF8_PATH = "filename: not valid UTF-8"
 CONTROL_LABEL = "label: holds a control character"
@@ -173,8 +175,11 @@ def parse_images(
         return
     filename = relative_path(path, pattern_root(source.path))
     fields: dict[str, Any] = {"filename": filename}
-    data = stream.read()
+    data = stream.read(MAX_FILE_BYTES + 1)
     try:
+        if len(data) > MAX_FILE_BYTES:  # a huge file is not held in memory to be rejected
+            data = data[:0]
+            raise RecordError(TOO_MANY_BYTES)
         if opts["label_from"] != "none":
             fields["label"] = label_of(path, filename, opts)
         if not _is_utf8(filename):
