@@ -459,8 +459,9 @@ def test_a_fifo_or_a_link_to_a_device_among_the_files_is_refused_before_any_read
     code, err = _failed_run(tmp_path, source, capsys)
     assert code == 2
     assert err == (
-        f"shardflow etl: error: sources[0].path: {folder / 'b.csv'}: is a named pipe (FIFO), not a regular file: only "
-        "regular files are read (a pipe or a device has no end); move it out of the source's path\n"
+        f"shardflow etl: error: sources[0].path: {folder / 'b.csv'}: is a named pipe (FIFO), "
+        "not a regular file: only regular files are read (a pipe or a device has no end); "
+        "move it out of the source's path\n"
     )
     (folder / "b.csv").unlink()
     os.symlink("/dev/zero", folder / "b.csv")
