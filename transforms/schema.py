@@ -58,6 +58,7 @@ class RecordError(ValueError):
 SPACE = " \t\n\r\v\f"
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
 _DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NONZERO_MANTISSA = re.compile(r"[^eE]*[1-9]")
 _INF_TEXT = re.compile(r"[+-]?inf(?:inity)?", re.IGNORECASE)
 _INT64_DIGITS = 19  # more significant digits than this is beyond int64 (and int()'s own limit)
 # float32 rounds to nearest, ties to even: from halfway between its largest value and 2**128 a
@@ -144,6 +145,8 @@ def _coerce_float(name: str, value: Any) -> float:
             result = float(text)
             if math.isinf(result):  # decimal text beyond float64, e.g. 1e400
                 raise RecordError(f"{name}: outside float32 range")
+            if result == 0.0 and _NONZERO_MANTISSA.match(text):  # under float64's, e.g. 1e-400
+                raise RecordError(f"{name}: too small for float32 (would be 0)")
         elif _INF_TEXT.fullmatch(text):
             result = float(text)
         else:
@@ -436,6 +439,15 @@ def _parse_numbers(feature, values, reasons) -> pa.Array:
             for i in pc.indices_nonzero(over).to_pylist():
                 reasons.setdefault(i, f"{feature.name}: outside float32 range")
             array = pc.if_else(over, pa.scalar(None, array.type), array)
+        # A zero from nonzero digits is a number under float64's smallest (1e-400).
+        under = pc.fill_null(
+            pc.and_(pc.equal(array, 0.0), pc.match_substring_regex(clean, r"^[^eE]*[1-9]")),
+            False,
+        )
+        if pc.any(under).as_py():
+            for i in pc.indices_nonzero(under).to_pylist():
+                reasons.setdefault(i, f"{feature.name}: too small for float32 (would be 0)")
+            array = pc.if_else(under, pa.scalar(None, array.type), array)
     if not odd:
         return array
     fixed = array.to_pylist()

@@ -216,7 +216,8 @@ FLOAT_TEXT = [
     ("1_000.5", NAN), ("１.５", NAN), ("٣", NAN), ("nan", NAN), ("-NaN", NAN), ("0x1p3", NAN),
     ("1,5", NAN), ("\u00a01", NAN), ("infinit", NAN), ("", NAN), ("1e", NAN), ("e3", NAN),
     ("1e39", OVER), ("-1e39", OVER), ("3.5e38", OVER), ("1e400", OVER), ("-1e400", OVER),
-    ("1e-50", UNDER), ("-1e-50", UNDER), ("7e-46", UNDER),
+    ("1e-50", UNDER), ("-1e-50", UNDER), ("7e-46", UNDER), ("1e-400", UNDER), ("-5e-999", UNDER),
+    ("0e-400", 0.0), ("0.000e5", 0.0),
 ]  # fmt: skip
 
 
@@ -254,6 +255,45 @@ def test_json_numbers_beyond_float32_or_int64_are_rejected(ftype, values, outcom
     feature = F("x", ftype)
     assert [_single(feature, v) for v in values] == outcomes
     assert _batch(feature, values) == [_expected(ftype, o) for o in outcomes]
+
+
+JSON_LINES = [
+    # (a JSON line, what `x` as a float feature gets, what `x` as an int feature gets)
+    ('{"x": 1e400}', OVER, NOT_INT),
+    ('{"x": -1e400}', OVER, NOT_INT),
+    ('{"x": 1e-400}', UNDER, NOT_INT),
+    ('{"x": 0e-400}', 0.0, 0),
+    ('{"x": 9007199254740993.0}', 9007199254740993.0, NOT_INT),  # float64 would round it
+    ('{"x": 9007199254740992.0}', 9007199254740992.0, NOT_INT),
+    ('{"x": 4503599627370497.0}', 4503599627370497.0, 4503599627370497),  # under 2**53: exact
+    ('{"x": 7.0}', 7.0, 7),
+    ('{"x": 9007199254740993}', 9007199254740993.0, 9007199254740993),
+    ('{"x": ' + "1" * 5000 + "}", OVER, INT64),
+    ('{"x": -' + "1" * 5000 + "}", OVER, INT64),
+]
+
+
+@pytest.mark.parametrize(("line", "as_float", "as_int"), JSON_LINES)
+def test_a_json_number_is_exact_or_rejected_never_rounded_to_another(line, as_float, as_int):
+    """JSON numbers follow the CSV text rules: beyond float64 is out of range (never infinity),
+    under it too small (never 0.0), an integral float past 2**53 is no exact integer."""
+    from transforms.sources.jsonl import parse_line
+
+    fields, reason = parse_line(line)
+    assert reason is None
+    assert _single(F("x", "float"), fields["x"]) == as_float
+    assert _single(F("x", "int"), fields["x"]) == as_int
+    assert _batch(F("x", "float"), [fields["x"], 1.5])[0] == _expected("float", as_float)
+    assert _batch(F("x", "int"), [fields["x"], 2])[0] == as_int
+
+
+@pytest.mark.parametrize(
+    "line", ['{"x": 1, "x": 2}', '{"x": {"a": 1, "a": 1}}', '{"y":[{"k":1,"k":2}]}']
+)
+def test_a_json_object_with_a_key_twice_is_rejected_whatever_its_depth(line):
+    from transforms.sources.jsonl import parse_line
+
+    assert parse_line(line) == (None, "json: duplicate key")
 
 
 def test_typed_columns_beyond_float32_or_int64_are_rejected():

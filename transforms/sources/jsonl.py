@@ -13,6 +13,8 @@ A line is rejected, with its line number and text, and the reading goes on, when
   `json: nested deeper than 100 levels`   arrays/objects nested deeper than `MAX_DEPTH`
   `json: field name is not valid text`    a key holds a lone surrogate (`"\\udc80"`, or bytes
                                           the encoding cannot decode)
+  `json: duplicate key`                   an object (at any depth) holds a key twice: which
+                                          value was meant is not known (the line shows the key)
 The depth limit is checked on the text before parsing: Python's parser recurses per level, and
 a line like `[[[[...` 100000 deep would otherwise end the job with a RecursionError, while a
 depth just under the interpreter's limit would parse here and fail later, in whatever recurses
@@ -20,6 +22,15 @@ over the value next (pickling, encoding), depending on the stack depth at that p
 name must be text because it becomes a column, a counter and a key of the manifest; values are
 kept as they are (a `string` feature rejects a value that is not valid text, an unread field
 is only counted).
+
+Numbers keep their value or their text, never a rounded value: one number policy for every
+source (transforms/schema.py). A number that a float64 cannot hold exactly enough to be checked
+is kept as its JSON text, which the schema then reads as it reads CSV text: beyond float64
+(`1e400`: `outside float32 range`, never infinity), nonzero but under float64's smallest value
+(`1e-400`: `too small for float32`, never 0.0), an integral float of 2**53 or more
+(`9007199254740993.0`: `not an integer` for an `int` feature, never the neighbouring integer),
+an integer longer than Python converts (4,300 digits: `integer out of int64 range`, not
+"invalid JSON").
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import math
 import re
 from typing import Any, BinaryIO, Iterator
 
@@ -48,6 +60,46 @@ INVALID = "json: invalid JSON"
 NOT_AN_OBJECT = "json: not an object"
 TOO_DEEP = f"json: nested deeper than {MAX_DEPTH} levels"
 BAD_NAME = "json: field name is not valid text"
+DUPLICATE_KEY = "json: duplicate key"
+_INT_DIGITS = 4300  # Python's limit on the digits int() converts (sys.int_info)
+_EXACT_INTEGERS = 2.0**53  # from here a float64 cannot tell neighbouring integers apart
+_NONZERO_MANTISSA = re.compile(r"[^eE]*[1-9]")
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+def _float(text: str) -> float | str:
+    """A JSON number with a fraction or exponent: its float, or its text when the float would
+    not be the number (overflow, underflow to 0, an integer past 2**53)."""
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        return text
+    if value == 0.0:
+        return text if _NONZERO_MANTISSA.match(text) else value
+    if abs(value) >= _EXACT_INTEGERS and value.is_integer():
+        return text
+    return value
+
+
+def _int(text: str) -> int | str:
+    """A JSON integer: its int, or its text when it is longer than Python converts."""
+    return text if len(text) > _INT_DIGITS else int(text)
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_object, parse_float=_float, parse_int=_int)
 
 # A JSON string (escapes included), and anything that is not a bracket: what the depth scan drops.
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -97,7 +149,9 @@ def parse_line(line: str) -> tuple[dict[str, Any] | None, str | None]:
     if line.count("[") + line.count("{") > MAX_DEPTH and nesting_depth(line) > MAX_DEPTH:
         return None, TOO_DEEP
     try:
-        fields = json.loads(line)
+        fields = _DECODER.decode(line)
+    except _DuplicateKey:
+        return None, DUPLICATE_KEY
     except ValueError:
         return None, INVALID
     except RecursionError:  # text that is not JSON can fool the depth scan: the parser decides
