@@ -48,7 +48,8 @@ def print_summary(dataset: DatasetSpec, seconds: float) -> None:
         ignored = source.ignored_fields or {}
         if ignored:
             fields = ", ".join(f"{_short(f, 40)} ({n})" for f, n in list(ignored.items())[:8])
-            more = f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""
+            rest = len(ignored) - 8 + (source.ignored_fields_unlisted or 0)
+            more = f" and {rest} more" if rest > 0 else ""
             print(f"  ignored fields of {name} (records holding a value): {fields}{more}")
     print(f"  {'duplicates':<10} {manifest.duplicates:>9} records")
     if manifest.joined is not None:

@@ -58,6 +58,9 @@ from transforms.validation.check import describe
 MAX_EXAMPLES = 5  # rejected records shown per reason
 
 
+_IGNORED_SHOWN = 10  # ignored fields of a source the report's notes name, one per line
+
+
 def render(
     manifest: Manifest,
     statistics: dict[str, Any] | None = None,
@@ -161,10 +164,17 @@ def _warnings(manifest: Manifest, found: list[Shift]) -> str:
             f"{plural(len(features), 'feature')}: {links}."
         )
     for source, entry in manifest.sources.items():
-        for field, count in sorted((entry.ignored_fields or {}).items()):
+        ignored = sorted((entry.ignored_fields or {}).items())
+        for field, count in ignored[:_IGNORED_SHOWN]:
             items.append(
-                f"Source {escape(source)}: field <code>{escape(field)}</code> is read by no "
-                f"feature ({fmt_int(count)} records hold a value)."
+                f"Source {escape(source)}: field <code>{escape(clip(field))}</code> is read by "
+                f"no feature ({fmt_int(count)} records hold a value)."
+            )
+        more = len(ignored) - _IGNORED_SHOWN + (entry.ignored_fields_unlisted or 0)
+        if more > 0:
+            items.append(
+                f"Source {escape(source)}: {plural(more, 'more field')} read by no feature "
+                "(see the Sources table and the manifest)."
             )
     if not items:
         return ""
@@ -222,6 +232,8 @@ def _sources(manifest: Manifest) -> str:
             f"{fmt_int(n)}</span>)"
             for field, n in ignored.items()
         )
+        if source.ignored_fields_unlisted:
+            fields += f" and {fmt_int(source.ignored_fields_unlisted)} more"
         rows.append(
             [
                 escape(name),

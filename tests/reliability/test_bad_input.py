@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -468,3 +469,35 @@ def test_a_fifo_or_a_link_to_a_device_among_the_files_is_refused_before_any_read
     code, err = _failed_run(tmp_path, source, capsys)
     assert code == 2 and f"{folder / 'b.csv'}: is a character device, not a regular file" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_records_with_thousands_of_distinct_extra_keys_keep_the_manifest_and_report_small(
+    tmp_path, capsys
+):
+    """Each record holds a key of its own: the manifest lists the 100 ignored fields held by
+    most records and counts the rest; the chunks of the JSON Lines reader are cut at 1,000
+    distinct keys, so memory does not grow with the keys squared."""
+    from transforms.contract.config import SourceSpec
+    from transforms.sources.jsonl import parse_jsonl
+
+    lines = [json.dumps({"id": i, "name": f"n{i}", f"extra_{i:04d}": "x"}) for i in range(2500)]
+    lines += [json.dumps({"id": 9000 + i, "name": "m", "common": i}) for i in range(3)]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    source = {"name": "s", "format": "jsonl", "path": "in.jsonl"}
+    config = _config(tmp_path, [source], {"id": {"type": "int"}, "name": {"type": "string"}})
+    assert run(["--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    manifest = readback.manifest(tmp_path / "out")
+    entry = manifest["sources"]["s"]
+    assert entry["records"] == 2503
+    assert len(entry["ignored_fields"]) == 100
+    assert entry["ignored_fields"]["common"] == 3  # held by most records: listed first
+    assert entry["ignored_fields_unlisted"] == 2401
+    assert sum(entry["ignored_fields"].values()) == 3 + 99
+    assert (tmp_path / "out" / "manifest.json").stat().st_size < 20_000
+    assert (tmp_path / "out" / "report.html").stat().st_size < 200_000
+    assert "and 2493 more" in out  # the terminal names 8: 2,501 fields in all
+    spec = SourceSpec(name="s", format="jsonl", path="in.jsonl", options={"encoding": "utf-8"})
+    chunks = list(parse_jsonl(io.BytesIO("\n".join(lines).encode()), "in.jsonl", spec))
+    assert max(len(c.columns) for c in chunks) <= 1001
+    assert sum(len(c.lines) for c in chunks) == 2503

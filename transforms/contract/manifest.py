@@ -253,11 +253,14 @@ class SourceEntry:
     format: str | None
     records: int = 0
     ignored_fields: Mapping[str, int] | None = None
+    ignored_fields_unlisted: int | None = None  # ignored fields beyond the listed ones
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": self.format, "records": self.records}
         if self.ignored_fields is not None:
             out["ignored_fields"] = dict(self.ignored_fields)
+        if self.ignored_fields_unlisted:
+            out["ignored_fields_unlisted"] = self.ignored_fields_unlisted
         return out
 
     @classmethod
@@ -275,6 +278,10 @@ class SourceEntry:
             format=raw.get("format"),
             records=_count(raw.get("records", 0), where, f"{at}.records"),
             ignored_fields=None if ignored is None else dict(ignored),
+            ignored_fields_unlisted=_count(
+                raw.get("ignored_fields_unlisted", 0), where, f"{at}.ignored_fields_unlisted"
+            )
+            or None,
         )
 
 

@@ -23,6 +23,8 @@ from transforms.contract.manifest import (
 )
 from transforms.records import ignored_counter, read_counter
 
+MAX_IGNORED_LISTED = 100  # ignored fields a source lists in the manifest, by records holding them
+
 
 def build_manifest(
     dataset: DatasetSpec,
@@ -50,7 +52,7 @@ def build_manifest(
         s.name: SourceEntry(
             format=s.format,
             records=counts.get(read_counter(s.name), 0),
-            ignored_fields=_ignored_fields(counts, s.name),
+            **_ignored_fields(counts, s.name),
         )
         for s in dataset.sources
     }
@@ -100,7 +102,13 @@ def _file(facts: dict[str, Any]) -> FileEntry:
     return FileEntry(facts["path"], facts["records"], facts["bytes"], facts["sha256"])
 
 
-def _ignored_fields(counts: dict[str, int], source_name: str) -> dict[str, int]:
-    """{field: records holding a value in it} of a source's fields that no feature reads."""
+def _ignored_fields(counts: dict[str, int], source_name: str) -> dict[str, Any]:
+    """`ignored_fields`, {field: records holding a value in it} of a source's fields that no
+    feature reads, the MAX_IGNORED_LISTED held by most records (by name), and
+    `ignored_fields_unlisted`, how many more there are (records with thousands of distinct
+    keys must not make a manifest of megabytes)."""
     prefix = ignored_counter(source_name, "")
-    return {k[len(prefix) :]: n for k, n in sorted(counts.items()) if k.startswith(prefix)}
+    fields = {k[len(prefix) :]: n for k, n in counts.items() if k.startswith(prefix)}
+    listed = sorted(fields.items(), key=lambda item: (-item[1], item[0]))[:MAX_IGNORED_LISTED]
+    unlisted = len(fields) - len(listed)
+    return {"ignored_fields": dict(sorted(listed)), "ignored_fields_unlisted": unlisted or None}

@@ -61,6 +61,7 @@ NOT_AN_OBJECT = "json: not an object"
 TOO_DEEP = f"json: nested deeper than {MAX_DEPTH} levels"
 BAD_NAME = "json: field name is not valid text"
 DUPLICATE_KEY = "json: duplicate key"
+MAX_CHUNK_FIELDS = 1000  # distinct keys in one chunk's records; more and the chunk is cut
 _INT_DIGITS = 4300  # Python's limit on the digits int() converts (sys.int_info)
 _EXACT_INTEGERS = 2.0**53  # from here a float64 cannot tell neighbouring integers apart
 _NONZERO_MANTISSA = re.compile(r"[^eE]*[1-9]")
@@ -126,6 +127,7 @@ def parse_jsonl(
     pending = ChunkBuilder(
         source.name, path, chunk_rows, columns_of=_columns, raw_fields=one_line_records
     )
+    keys: set[str] = set()  # the keys of the records waiting
     for line_no, line in enumerate(text, start=1):
         if not line.strip():
             continue
@@ -135,8 +137,13 @@ def parse_jsonl(
             yield rejection(source.name, location(path, line_no), reason, raw)
             continue
         chunk = pending.add_row(fields, line_no, raw)
+        keys.update(fields)
         if chunk is not None:
+            keys.clear()
             yield chunk
+        elif len(keys) > MAX_CHUNK_FIELDS:  # lines of many distinct keys: a chunk is a table
+            keys.clear()  # with a column per key, so it is cut short of its rows
+            yield from pending.flush()
     yield from pending.flush()
 
 
