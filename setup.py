@@ -25,6 +25,8 @@ COMMON = [
     "pillow",
     "pg8000>=1.31",
     "fastavro>=1.9",
+    # a linear-time engine for `text` regexes with nested quantifiers ((a+)+)
+    "google-re2==1.1.20251105",
     # the statistics and schema in TFDV's formats (statistics.pb, schema.pbtxt): protos only
     "tensorflow-metadata==1.21.0",
 ]

@@ -53,6 +53,7 @@ from transforms.sink.storage import discard, read_if_exists, staging_path
 from transforms.sink.write import SPILL_BYTES, WRITE_THREADS, WriteShards
 from transforms.sources import ranges, registry
 from transforms.sources.read import FirstRecords, ReadSource
+from transforms.sources.text import regex_note
 from transforms.stats import MergeStats
 from transforms.validation.check import read_dataset
 from transforms.validation.schema import read_schema
@@ -241,6 +242,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         if len(dates) > 1:
             return _backfill(args, beam_args, dates)
         dataset = _limited(load_config(args.config, args.output, dates[0]), args)
+        _warn_of(dataset)
         if args.skip_complete and not args.overwrite and holds_dataset(dataset.output.path):
             print(f"shardflow etl: {dataset.output.path} is complete; skipped")
             return 0
@@ -312,11 +314,20 @@ def _limited(dataset: DatasetSpec, args: argparse.Namespace) -> DatasetSpec:
     return dataset if args.limit is None else dataclasses.replace(dataset, limit=args.limit)
 
 
+def _warn_of(dataset: DatasetSpec) -> None:
+    """Prints the config's warnings: what it asks for that works, but not as one may expect."""
+    for i, source in enumerate(dataset.sources):
+        note = regex_note(source.options.get("regex")) if source.format == "text" else None
+        if note is not None:
+            print(f"shardflow etl: warning: sources[{i}] {source.name!r}: {note}", file=sys.stderr)
+
+
 def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[datetime.date]) -> int:
     """Runs the dataset of every date in turn: complete ones are skipped (unless --overwrite;
     as with --skip-complete), a failed date does not stop the others. Exit 0 when every date is
     done, else 1."""
     first = load_config(args.config, args.output, dates[0])  # a bad config: exit 2 at once
+    _warn_of(first)
     where = "--output" if args.output else "output.path"
     probe = load_config(args.config, args.output, dates[0] + datetime.timedelta(days=1))
     if probe.output.path == first.output.path:

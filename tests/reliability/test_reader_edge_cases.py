@@ -129,6 +129,74 @@ def _truncated_gzip_shard(ids: list[int]) -> tuple[bytes, int, int]:
     return cut, whole, ends[whole]
 
 
+# --- text with a regex ---------------------------------------------------------------------------
+
+
+def _text(data: bytes, regex: str) -> list[tuple]:
+    from transforms.sources.text import parse_text
+
+    source = SourceSpec("t", "text", "f.log", registry.check_options("text", {"regex": regex}))
+    return _items(parse_text(io.BytesIO(data), "f.log", source))
+
+
+@pytest.mark.parametrize(("regex", "nested"), [
+    (r"(?P<a>(a+)+)b", "(a+)+"),
+    (r"(?P<a>(\w+\s?)*)", "(\\w+\\s?)*"),
+    (r"(?P<k>\w+)=(?P<v>[^,]*)(?:,\w+=[^,]*)*", "(?:,\\w+=[^,]*)*"),
+    (r"(?P<a>\w+) (?P<b>\d+)", None),
+    (r"(?P<a>(?:ab)+)", None),  # a repeated group of no repeat
+    (r"(?P<a>(a++)+)", None),  # possessive: no backtracking
+    (r"(?P<a>(?>a+)+)", None),  # atomic
+])  # fmt: skip
+def test_a_nested_quantifier_is_found_in_the_parsed_regex(regex, nested):
+    from transforms.sources.text import nested_quantifier
+
+    assert nested_quantifier(regex) == (None if nested is None else nested.replace("\\\\", "\\"))
+
+
+@pytest.mark.timeout(60)
+def test_a_hostile_line_against_a_backtracking_regex_takes_linear_time():
+    """(a+)+ against 'aaaa…c' doubles Python's time per character (7 minutes at 32): RE2 takes
+    microseconds, and the line is rejected as any line that does not match."""
+    import time
+
+    lines = b"aaa b\n" + b"a" * 5000 + b"c\n" + b"\xffa b\n" + b"aa b\n"
+    started = time.monotonic()
+    items = _text(lines, r"(?P<word>(a+)+) (?P<rest>\w)")
+    assert time.monotonic() - started < 5
+    assert items == [
+        ("rejected", "f.log:2", "text: line does not match regex", "a" * 5000 + "c"),
+        ("rejected", "f.log:3", "text: line holds bytes the encoding cannot decode (the regex "
+         "is matched by RE2)", "\\xffa b"),
+        (1, {"word": "aaa", "rest": "b"}, "aaa b"),  # rejections come first, then the chunk
+        (4, {"word": "aa", "rest": "b"}, "aa b"),
+    ]  # fmt: skip
+
+
+def test_a_nested_quantifier_re2_cannot_run_is_refused_at_config_time(tmp_path, capsys):
+    (tmp_path / "a.log").write_text("aa aa\n")
+    config = {
+        "name": "t",
+        "sources": [{"name": "logs", "format": "text", "path": "a.log",
+                     "options": {"regex": r"(?P<w>(a+)+) \1"}}],
+        "features": {"w": {"type": "string"}},
+        "splits": {"train": 1.0},
+        "output": {"path": "out"},
+    }  # fmt: skip
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert run(["--config", str(tmp_path / "c.yaml"), "--validate-only"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("shardflow etl: error: sources[0].options.regex: has a nested quantifier")
+    assert "(a+)+" in err and "RE2" in err and "possessive (a++)" in err
+    config["sources"][0]["options"]["regex"] = r"(?P<w>(a+)+) (?P<x>a+)"
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert run(["--config", str(tmp_path / "c.yaml"), "--validate-only"]) == 0
+    assert capsys.readouterr().err == (
+        "shardflow etl: warning: sources[0] 'logs': regex has a nested quantifier ((a+)+): "
+        "matched by RE2 in linear time, where \\w, \\d, \\s and \\b match ASCII only\n"
+    )
+
+
 # --- JSON Lines ---------------------------------------------------------------------------------
 
 

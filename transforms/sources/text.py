@@ -10,6 +10,14 @@ the start of a file is not text. Bytes the encoding cannot decode are kept (as l
 a `string` feature rejects such a value, a `bytes` feature gets the bytes back, and a rejected
 record's text shows them as `\\xNN`.
 
+A regex with a nested quantifier (a repeated group that itself holds an unbounded repeat, as in
+`(a+)+` or `(\\w+\\s?)*`) can take time exponential in a line's length with Python's engine
+(backtracking): one hostile line would hold the job for hours. Such a regex is matched with RE2
+(google-re2), which takes linear time; there `\\w`, `\\d`, `\\s` and `\\b` are ASCII-only, and
+a line holding bytes the encoding could not decode is rejected (`NOT_TEXT`). A nested quantifier
+RE2 cannot run (with a backreference or a lookaround) is refused at config time. `regex_note`
+says which regexes RE2 matches, for the warning at start-up. Other regexes keep Python's engine.
+
 The work per line is done by C code over whole blocks: decoding, `str.split`, the blank test
 (`str.strip` through `map`), `Pattern.fullmatch` through `map`, and a `zip` that turns the
 matches' groups into columns. Values stay text; `transforms.schema` types them.
@@ -35,6 +43,7 @@ from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.registry import OptionsReader
 
 NO_MATCH = "text: line does not match regex"
+NOT_TEXT = "text: line holds bytes the encoding cannot decode (the regex is matched by RE2)"
 _READ_BYTES = 1 << 20
 _BOM = "\ufeff"
 
@@ -60,15 +69,86 @@ def options(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def compile_regex(regex: str) -> re.Pattern:
-    """The compiled pattern; an `OptionError` on `regex` when it is invalid or has no names."""
+def compile_regex(regex: str) -> Any:
+    """The compiled pattern (Python's, or RE2's for a nested quantifier); an `OptionError` on
+    `regex` when it is invalid, has no names, or has a nested quantifier RE2 cannot run."""
     try:
         pattern = re.compile(regex)
     except re.error as e:
         raise OptionError("regex", f"invalid regular expression: {e}") from None
     if not pattern.groupindex:
         raise OptionError("regex", "has no named group: name each field as (?P<name>...)")
-    return pattern
+    nested = nested_quantifier(regex)
+    if nested is None:
+        return pattern
+    import re2  # only for the regexes that need it
+
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(regex, options)
+    except re2.error as e:
+        why = e.args[0].decode("utf-8", "replace") if isinstance(e.args[0], bytes) else e
+        raise OptionError(
+            "regex",
+            f"has a nested quantifier ({nested}), which can take time exponential in a line's "
+            f"length, and the linear-time engine (RE2) cannot run it ({why}); make the inner "
+            "repeat possessive (a++) or atomic ((?>...)), or rewrite it without one",
+        ) from None
+
+
+def regex_note(regex: str | None) -> str | None:
+    """A start-up warning for a regex RE2 matches (a nested quantifier); None for the others."""
+    nested = None if regex is None else nested_quantifier(regex)
+    if nested is None:
+        return None
+    return (
+        f"regex has a nested quantifier ({nested}): matched by RE2 in linear time, where \\w, "
+        "\\d, \\s and \\b match ASCII only"
+    )
+
+
+def nested_quantifier(regex: str) -> str | None:
+    """The first repeated group of a (valid) regex that holds an unbounded repeat, shown as
+    text, or None; possessive repeats and atomic groups do not backtrack and do not count."""
+    from re import _constants as c
+    from re import _parser
+
+    def unbounded(items) -> bool:
+        for op, arg in items:
+            if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+                if arg[1] == c.MAXREPEAT or unbounded(arg[2]):
+                    return True
+            elif op == c.SUBPATTERN and unbounded(arg[3]):
+                return True
+            elif op == c.BRANCH and any(unbounded(b) for b in arg[1]):
+                return True
+        return False
+
+    def find(items) -> bool:
+        for op, arg in items:
+            if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+                if arg[1] > 1 and unbounded(arg[2]):
+                    return True
+                if find(arg[2]):
+                    return True
+            elif op == c.SUBPATTERN and find(arg[3]):
+                return True
+            elif op == c.BRANCH and any(find(b) for b in arg[1]):
+                return True
+            elif op in (c.ASSERT, c.ASSERT_NOT) and find(arg[1]):
+                return True
+        return False
+
+    found = find(_parser.parse(regex))
+    if not found:
+        return None
+    match = _NESTED_TEXT.search(regex)
+    return match.group(0) if match else "a repeated group holding a repeat"
+
+
+# The shortest text of a repeated group with a quantifier inside, to name it in messages.
+_NESTED_TEXT = re.compile(r"\((?:[^()]|\([^()]*\))*[*+}](?:[^()]|\([^()]*\))*\)[*+{]")
 
 
 def parse_text(
@@ -77,6 +157,7 @@ def parse_text(
     """Yields chunks of raw records and, for lines the regex does not match, rejected records."""
     opts = source.options
     pattern = compile_regex(opts["regex"]) if opts["regex"] is not None else None
+    match = None if pattern is None else _matcher(pattern)
     pending = ChunkBuilder(source.name, path, chunk_rows, raw_fields=_raw_text, text=True)
     for first, lines in _line_blocks(_decoded(stream, opts["encoding"])):
         numbers: Any = range(first, first + len(lines))
@@ -88,23 +169,42 @@ def parse_text(
         if pattern is None:
             yield from pending.add({opts["field"]: lines}, numbers, lines)
             continue
-        matches = list(map(pattern.fullmatch, lines))
-        if None in matches:
-            found = list(map(operator.is_not, matches, itertools.repeat(None)))
-            for line, number in itertools.compress(zip(lines, numbers), map(operator.not_, found)):
-                yield rejection(source.name, location(path, number), NO_MATCH, shown(line))
+        matches = list(map(match, lines))
+        if None in matches or NOT_TEXT in matches:
+            found = [m is not None and m is not NOT_TEXT for m in matches]
+            for m, line, number in itertools.compress(
+                zip(matches, lines, numbers), map(operator.not_, found)
+            ):
+                why = NOT_TEXT if m is NOT_TEXT else NO_MATCH
+                yield rejection(source.name, location(path, number), why, shown(line))
             matches = list(itertools.compress(matches, found))
             lines = list(itertools.compress(lines, found))
             numbers = list(itertools.compress(numbers, found))
         if not matches:
             continue
-        groups = list(zip(*map(re.Match.groups, matches)))
+        groups = list(zip(*map(_GROUPS, matches)))
         columns = {name: groups[index - 1] for name, index in pattern.groupindex.items()}
         yield from pending.add(columns, numbers, lines)
     yield from pending.flush()
 
 
 parse = parse_text
+_GROUPS = operator.methodcaller("groups")
+
+
+def _matcher(pattern: Any) -> Any:
+    """`pattern.fullmatch` for Python's engine; for RE2's, the same with NOT_TEXT for a line
+    holding lone surrogates (undecoded bytes), which RE2 cannot take."""
+    if isinstance(pattern, re.Pattern):
+        return pattern.fullmatch
+
+    def fullmatch(line: str) -> Any:
+        try:
+            return pattern.fullmatch(line)
+        except UnicodeEncodeError:
+            return NOT_TEXT
+
+    return fullmatch
 
 
 def shown(line: str) -> str:
