@@ -97,6 +97,9 @@ _OUTPUT_KEYS = set(reference.key_names("output"))
 DATE_TOKENS = ("{date}", "{YYYY}", "{MM}", "{DD}")
 
 
+MAX_FEATURES = 1000  # features a config may declare
+
+
 def has_date_template(path: str | None) -> bool:
     """True when a path holds one of DATE_TOKENS."""
     return path is not None and any(token in path for token in DATE_TOKENS)
@@ -290,6 +293,13 @@ def _parse_options(fmt: str, options: dict[str, Any], where: str) -> dict[str, A
 def _parse_features(raw: Any, sources: tuple[SourceSpec, ...]) -> tuple[FeatureSpec, ...]:
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("features", "must map one or more feature names to their schema")
+    if len(raw) > MAX_FEATURES:
+        raise ConfigError(
+            "features",
+            f"{len(raw):,} features, more than the {MAX_FEATURES:,} a config may declare (each "
+            "is a column of the statistics and a model input of its own); declare values that "
+            "belong together as one list feature (shape: [n]), or leave out what is not needed",
+        )
     source_names = {s.name for s in sources}
     out = []
     for name, fraw in raw.items():

@@ -286,6 +286,88 @@ class PiecewiseLinear(tf_keras.layers.Layer):
         return {**super().get_config(), "edges": list(self.edges)}
 
 
+def _moments_of(model_input: ModelInput) -> Moments:
+    if model_input.moments is None:
+        raise ValueError(f"model input {model_input.name!r}: no normalization moments given")
+    return model_input.moments
+
+
+class Numbers(tf_keras.layers.Layer):
+    """Every number input of the model at once, as [batch, columns] float32: each standardized
+    with its train moments and softly clipped (`SoftClip`'s curve), then the pieces of the
+    numbers that have quantile `edges` (`PiecewiseLinear`'s), both zero where the feature's
+    presence input says the value is missing (it sits at the mean, not at its filler), then the
+    presence inputs themselves.
+
+    `widths`: the values of each number input (1 for a scalar); `mean`, `variance`: one per
+    value; `edges`: per input, None or its edges; `presence`: per input, the index of its
+    feature's presence input, or -1.
+    """
+
+    def __init__(self, widths, mean, variance, edges, presence, **kwargs):
+        super().__init__(**kwargs)
+        self.widths = [int(w) for w in widths]
+        self.mean = [float(v) for v in mean]
+        self.variance = [float(v) for v in variance]
+        self.edges = [None if e is None else [float(v) for v in e] for e in edges]
+        self.presence = [int(p) for p in presence]
+        columns = np.repeat(np.arange(len(self.widths)), self.widths)  # input of each column
+        self._column_presence = np.asarray(self.presence, np.int64)[columns]
+        binned = [i for i, e in enumerate(self.edges) if e is not None]
+        starts = np.concatenate([[0], np.cumsum(self.widths)])[:-1].astype(np.int64)
+        self._binned = starts[binned] if binned else np.zeros([0], np.int64)
+        self._binned_presence = np.asarray([self.presence[i] for i in binned], np.int64)
+        pieces = max((len(self.edges[i]) - 1 for i in binned), default=0)
+        low = np.zeros([len(binned), pieces], np.float32)
+        width = np.full([len(binned), pieces], np.inf, np.float32)  # padding: always 0
+        for row, i in enumerate(binned):
+            e = np.asarray(self.edges[i], np.float32)
+            low[row, : len(e) - 1], width[row, : len(e) - 1] = e[:-1], np.diff(e)
+        self._low, self._width = low, width
+
+    def call(self, inputs):
+        numbers, presences = inputs
+        batch = tf.shape(numbers[0] if numbers else presences[0])[0]
+        flat = [
+            tf.reshape(tf.cast(x, tf.float32), [batch, w]) for x, w in zip(numbers, self.widths)
+        ]
+        present = [tf.reshape(tf.cast(p, tf.float32), [batch, 1]) for p in presences]
+        out = []
+        if flat:
+            x = tf.concat(flat, axis=1)
+            # as Keras' Normalization: (x - mean) / max(std, epsilon)
+            std = tf.maximum(tf.sqrt(tf.constant(self.variance)), tf_keras.backend.epsilon())
+            z = (x - tf.constant(self.mean)) / std
+            clipped = z * tf.math.rsqrt(1.0 + tf.square(z / 3.0))
+            # present[-1]: ones, for the numbers of features without a presence input
+            mask = tf.concat([*present, tf.ones([batch, 1])], axis=1)
+            clipped *= tf.gather(mask, _or_last(self._column_presence, len(present)), axis=1)
+            out.append(clipped)
+            if len(self._binned):
+                values = tf.gather(x, self._binned, axis=1)[:, :, None]
+                pieces = tf.clip_by_value((values - self._low) / self._width, 0.0, 1.0)
+                kept = tf.gather(mask, _or_last(self._binned_presence, len(present)), axis=1)
+                pieces *= kept[:, :, None]
+                out.append(tf.reshape(pieces, [batch, pieces.shape[1] * pieces.shape[2]]))
+        out.extend(present)
+        return out[0] if len(out) == 1 else tf.concat(out, axis=1)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "widths": self.widths,
+            "mean": self.mean,
+            "variance": self.variance,
+            "edges": self.edges,
+            "presence": self.presence,
+        }
+
+
+def _or_last(indices: np.ndarray, last: int) -> np.ndarray:
+    """Indices with -1 (none) replaced by `last`."""
+    return np.where(indices < 0, last, indices)
+
+
 class SoftClip(tf_keras.layers.Layer):
     """x / sqrt(1 + (x / 3)^2): the identity near 0, bounded by ±3 far out, smooth everywhere.
     A standardized number keeps its order, but an outlier cannot swamp the layers after it."""
@@ -295,31 +377,42 @@ class SoftClip(tf_keras.layers.Layer):
 
 
 def _build(recipe: Recipe, cfg: ModelConfig, dropout: float, seed: int = 0) -> tf_keras.Model:
-    reserved = {"concat", "probabilities", "prediction"}
+    reserved = {"concat", "probabilities", "prediction", "numbers"}
     reserved |= {f"hidden_{i}" for i in range(len(cfg.hidden_units))}
     reserved |= {f"dropout_{i}" for i in range(len(cfg.hidden_units))}
     names = LayerNames(reserved)
     inputs: dict[str, tf.Tensor] = {}
     encoded = []
-    # a feature's number encodings (several for a date), until its presence input comes
-    numbers: dict[str, list[int]] = {}
+    # Every number and presence input goes through one layer (`Numbers`): a layer per feature
+    # would make a model of thousands of layers, slow to build, trace and save.
+    numbers: list[tuple[tf.Tensor, ModelInput]] = []
+    presences: dict[str, tf.Tensor] = {}  # feature name → its presence input
     for model_input in recipe.inputs:
         base = names.unique(model_input.name)
         x = inputs[model_input.name] = model_input.keras_input(base)
-        feature = model_input.feature
-        if model_input.kind != PRESENCE:
-            if model_input.kind == NUMBER:
-                numbers.setdefault(feature.name, []).append(len(encoded))
+        if model_input.kind == NUMBER:
+            numbers.append((x, model_input))
+        elif model_input.kind == PRESENCE:
+            presences[model_input.feature.name] = x
+        else:
             encoded.append(_encode(model_input, x, base, names))
-            continue
-        present = tf_keras.layers.Reshape((1,), name=names.unique(f"{base}_2d"))(x)
-        # A missing value sits at the mean (0 once standardized), not at its filler (a year's
-        # 0 is far off): the presence input says it is missing.
-        for position in numbers.pop(feature.name, []):
-            encoded[position] = tf_keras.layers.Multiply(
-                name=names.unique(f"{names.base(feature.name)}_if_present")
-            )([encoded[position], present])
-        encoded.append(present)
+    if numbers or presences:
+        present = list(presences)
+        block = Numbers(
+            widths=[int(np.prod(mi.shape)) for _, mi in numbers],
+            mean=[float(v) for _, mi in numbers for v in np.reshape(_moments_of(mi).mean, [-1])],
+            variance=[
+                float(v) for _, mi in numbers for v in np.reshape(_moments_of(mi).variance, [-1])
+            ],
+            edges=[None if mi.bins is None else list(mi.bins) for _, mi in numbers],
+            presence=[
+                present.index(mi.feature.name) if mi.feature.name in presences else -1
+                for _, mi in numbers
+            ],
+            name="numbers",
+            dtype="float32",  # raw values (a year, a price) do not fit bfloat16's 8 bits
+        )
+        encoded.insert(0, block([[x for x, _ in numbers], [presences[n] for n in present]]))
 
     x = encoded[0] if len(encoded) == 1 else tf_keras.layers.Concatenate(name="concat")(encoded)
     for i, units in enumerate(cfg.hidden_units):
@@ -401,23 +494,6 @@ def _encode(model_input: ModelInput, x: tf.Tensor, base: str, names: LayerNames)
         x = layers.Conv2D(16, 3, strides=2, activation="relu", name=name("conv_1"))(x)
         x = layers.Conv2D(32, 3, strides=2, activation="relu", name=name("conv_2"))(x)
         return layers.GlobalAveragePooling2D(name=name("pool"))(x)
-    if model_input.kind == NUMBER:
-        m = model_input.moments
-        if m is None:
-            raise ValueError(f"model input {model_input.name!r}: no normalization moments given")
-        flat = layers.Reshape((int(np.prod(model_input.shape)),), name=name("2d"))(x)
-        # float32 whatever the policy: raw values (a year, a price) do not fit bfloat16's 8 bits
-        normalized = layers.Normalization(
-            mean=np.reshape(m.mean, [-1]),
-            variance=np.reshape(m.variance, [-1]),
-            name=name("norm"),
-            dtype="float32",
-        )(flat)
-        clipped = SoftClip(name=name("clip"), dtype="float32")(normalized)
-        if model_input.bins is None:
-            return clipped
-        pieces = PiecewiseLinear(model_input.bins, name=name("pieces"), dtype="float32")(flat)
-        return layers.Concatenate(name=name("number"))([clipped, pieces])
     if model_input.ids == FROM_TRANSFORM:  # -1 (missing) or any id outside the range: zeros
         if model_input.kind == TOKENS:
             return IdEmbedding(size, width, mean=True, name=name("embed"))(x)

@@ -509,3 +509,17 @@ def test_source_options_that_would_fail_the_job_are_refused(tmp_path, fmt, optio
     with pytest.raises(ConfigError) as e:
         parse_config(raw, base_dir=str(tmp_path))
     assert str(e.value).startswith(message), str(e.value)
+
+
+def test_more_features_than_a_config_may_declare_are_refused_at_config_time(tmp_path, capsys):
+    """10,000 features trained at 4.3 GB without finishing an epoch: a config declares at most
+    1,000 (the model reads every number through one layer, which trains 1,000 in a minute)."""
+    many = {f"f{i}": {"type": "float", "required": False} for i in range(10_000)}
+    line = _refused(capsys, _config(tmp_path, features={**BASE["features"], **many}))
+    assert line == (
+        "features: 10,004 features, more than the 1,000 a config may declare (each is a column "
+        "of the statistics and a model input of its own); declare values that belong together "
+        "as one list feature (shape: [n]), or leave out what is not needed"
+    )
+    allowed = {f"f{i}": {"type": "float", "required": False} for i in range(996)}
+    _accepted(capsys, _config(tmp_path, features={**BASE["features"], **allowed}))

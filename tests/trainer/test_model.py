@@ -12,6 +12,7 @@ from trainer.export import export_model
 from trainer.features import dense_inputs, parse_spec
 from trainer.manifest import load_manifest
 from trainer.model import ModelConfig, build_model, compute_moments, to_label_units
+from trainer.preprocess import NUMBER
 from trainer.recipe import NOT_AN_INPUT
 
 # one_hot_max=2: island and year (3 values each) take the embedding path here, the one-hot path
@@ -128,11 +129,17 @@ def test_a_missing_numeric_value_enters_the_model_at_the_mean(dataset):
 
     m = load_manifest(str(dataset.root))
     moments = _moments(m)
-    model = build_model(_inputs(m).recipe, SMALL)
-    # the normalized (and softly clipped) body mass, as the hidden layers see it
-    probe = tf_keras.Model(model.inputs, model.get_layer("body_mass_g_if_present").output)
+    recipe = _inputs(m).recipe
+    model = build_model(recipe, SMALL)
+    # the normalized (and softly clipped) body mass, as the hidden layers see it: the numbers
+    # layer's columns are the number inputs' values in the recipe's order
+    numbers = [mi for mi in recipe.inputs if mi.kind == NUMBER]
+    column = sum(
+        int(np.prod(mi.shape)) for mi in numbers[: [mi.name for mi in numbers].index("body_mass_g")]
+    )
+    probe = tf_keras.Model(model.inputs, model.get_layer("numbers").output)
     inputs, _ = next(iter(_batches(m, batch_size=64)))
-    seen = probe(inputs).numpy()[:, 0]
+    seen = probe(inputs).numpy()[:, column]
     present = inputs["body_mass_g__present"].numpy() == 1.0
     assert (~present).any() and present.any()
     assert np.all(seen[~present] == 0.0)  # not (0 - mean) / std, thousands of stds away

@@ -142,7 +142,7 @@ def test_bfloat16_computes_in_bfloat16_and_keeps_weights_normalization_and_outpu
     assert tf_keras.mixed_precision.global_policy().name == "float32"  # restored
     assert model.get_layer("hidden_0").compute_dtype == "bfloat16"
     assert model.get_layer("hidden_0").kernel.dtype == tf.float32
-    assert model.get_layer("flipper_mm_norm").compute_dtype == "float32"
+    assert model.get_layer("numbers").compute_dtype == "float32"
     features, _ = next(iter(_batches(inputs)))
     probabilities = model(features, training=False)
     assert probabilities.dtype == tf.float32

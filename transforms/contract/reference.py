@@ -94,10 +94,11 @@ TOP = Part(
         Key(
             "features",
             "mapping",
-            "The schema: every feature written to the examples, by name (see Features).",
+            "The schema: every feature written to the examples, by name (see Features); at "
+            "most 1,000.",
             {"year": {"type": "int"}},
             default=REQUIRED,
-            length=(1, None),
+            length=(1, 1000),
             schema={"propertyNames": {"minLength": 1}},
         ),
         Key("label", "string", "The feature the trainer predicts; one of the features.", "species"),
