@@ -36,14 +36,14 @@ from apache_beam.options.pipeline_options import (
 
 from pipelines import joblog, progress, workers
 from pipelines.config import ConfigError, load_config
-from pipelines.examples import sample_report
+from pipelines.examples import SampleRejected, likely_cause, sample_report
 from pipelines.flags import Tuning, beam_flags, build_parser, dates_of, tuning_from
 from pipelines.inputs import check_inputs
 from pipelines.report.graph import pipeline_graph
 from pipelines.report.writer import write_report
 from pipelines.summary import failure_reason, print_summary
 from transforms.contract.config import DatasetSpec
-from transforms.files import CorruptFile, FileError
+from transforms.files import CorruptFile, FileError, match_files
 from transforms.join import JoinByKey
 from transforms.prepare import ENCODE_THREADS, PrepareRecords
 from transforms.quality import CountFields, QualityError
@@ -246,18 +246,30 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         if args.skip_complete and not args.overwrite and holds_dataset(dataset.output.path):
             print(f"shardflow etl: {dataset.output.path} is complete; skipped")
             return 0
-        inputs, expected = check_inputs(dataset, args.overwrite)
+        # --validate-only writes nothing: a dataset at OUTPUT is said, not refused (the
+        # edit-then-check loop goes on after the first run)
+        inputs, expected = check_inputs(dataset, args.overwrite or args.validate_only)
         baseline = find_baseline(args, dataset)
     except ConfigError as e:
         print(f"shardflow etl: error: {e}", file=sys.stderr)
         return 2
     if args.validate_only:
         print(f"shardflow etl: {dataset.name}: config valid; {len(inputs)} input file(s)")
+        if expected.state.dataset is not None and not args.overwrite:
+            print(
+                f"shardflow etl: note: {dataset.output.path} already holds a dataset: a run "
+                "needs --overwrite to replace it (or --skip-complete to keep it)"
+            )
         try:
             lines = sample_report(dataset)
         except (FileError, CorruptFile) as e:
             print(f"shardflow etl: {e}", file=sys.stderr)
             return 1
+        except SampleRejected as e:
+            *sampled, why = str(e).split("\n")
+            print("\n".join(sampled))
+            print(f"shardflow etl: error: {why}", file=sys.stderr)
+            return 2
         print("\n".join(lines))
         return 0
     return _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args), started, baseline)
@@ -432,6 +444,8 @@ def _run_dataset(
             raise  # said by `run`
         # A refusal of the data or of OUTPUT says all there is to say in its one line.
         details = "" if isinstance(e, (QualityError, OutputError)) else joblog.failure(e)
+        if isinstance(e, QualityError):
+            details = _likely_cause(dataset)
         print(f"shardflow etl: job failed: {failure_reason(e)}{details}", file=sys.stderr)
         return 1
     template = options.view_as(GoogleCloudOptions).template_location
@@ -443,6 +457,22 @@ def _run_dataset(
     write_report(dataset.output.path, graph, timings)
     print_summary(dataset, time.monotonic() - started)
     return 0
+
+
+def _likely_cause(dataset: DatasetSpec) -> str:
+    """What the first file of a source suggests is wrong with its options (a UTF-16 file read
+    as UTF-8, another delimiter), as the end of a refusal's line; "" when nothing does."""
+    for i, source in enumerate(dataset.sources):
+        if source.path is None or source.format not in ("csv", "jsonl", "text"):
+            continue
+        try:
+            paths = match_files(source.path)
+        except (FileError, OSError):
+            continue
+        cause = likely_cause(source, paths[0]) if paths else None
+        if cause is not None:
+            return f" (sources[{i}] {source.name!r}: {cause})"
+    return ""
 
 
 def exit_process(code: int) -> None:

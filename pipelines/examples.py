@@ -86,6 +86,14 @@ def _encoded(chunk: RawChunk, index, key_maker, preparer, names) -> Iterator[Exa
     yield Examples(keys, where, serialized)
 
 
+MOSTLY_REJECTED = 0.9  # a sample rejected this much is a config that does not fit its files
+
+
+class SampleRejected(ValueError):
+    """(Nearly) every sampled record of a source is rejected: the config does not describe its
+    files (a wrong delimiter or encoding); the message names the likely cause."""
+
+
 def sample_report(dataset: DatasetSpec, limit: int = SAMPLE_RECORDS) -> list[str]:
     """What reading and validating `limit` records from the start of each file source finds: a line
     per source (records read, valid, rejected) and its most frequent rejection reasons, each
@@ -117,4 +125,45 @@ def sample_report(dataset: DatasetSpec, limit: int = SAMPLE_RECORDS) -> list[str
         )
         for reason, count in reasons.most_common(5):
             lines.append(f"    {reason}: {count} (first at {first[reason]})")
+        if rejected and rejected >= MOSTLY_REJECTED * (valid + rejected):
+            i = dataset.sources.index(source)
+            cause = likely_cause(source, paths[0]) if paths else None
+            raise SampleRejected(
+                "\n".join(lines)
+                + f"\nsources[{i}] {source.name!r}: {rejected} of {valid + rejected} sampled "
+                "records rejected: the config does not describe its files; "
+                + (cause or "check the source's options and the features' names and types")
+            )
     return lines
+
+
+def likely_cause(source: SourceSpec, path: str) -> str | None:
+    """What the first bytes of a source's file suggest is wrong with its options, if anything:
+    a UTF-16 byte order mark read as another encoding, a delimiter other than the one set."""
+    import codecs
+
+    from pipelines.init import detect  # the same sniffing as `shardflow init`
+
+    try:
+        with open_file(path) as stream:
+            head = stream.read(detect.HEAD_BYTES + 1)
+    except OSError:
+        return None
+    whole = len(head) <= detect.HEAD_BYTES
+    text, found = detect.decode_head(head[: detect.HEAD_BYTES], whole)
+    encoding = codecs.lookup(source.options.get("encoding", "utf-8")).name
+    if found.startswith("utf-16") and not encoding.startswith("utf-16"):
+        return (
+            f"{path} starts with a UTF-16 byte order mark, but options.encoding is "
+            f"{encoding!r}: set encoding: utf-16"
+        )
+    if source.format != "csv":
+        return None
+    delimiter = source.options.get("delimiter", ",")
+    sniffed = detect.sniff_delimiter(text, whole, delimiter)
+    if sniffed is not None and sniffed != delimiter:
+        return (
+            f"the first rows of {path} are split by {sniffed!r}, not by options.delimiter "
+            f"{delimiter!r}: set delimiter: {sniffed!r}"
+        )
+    return None
