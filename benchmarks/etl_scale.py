@@ -65,8 +65,6 @@ TARGET_VS_NAIVE = 7.0
 TARGET_VS_FLOOR = 0.5
 TARGET_TWO_VS_ONE = 1.6
 TARGET_RSS_GROWTH = 1.2
-# TFX 1.21 CsvExampleGen on the same kind of CSV, measured once on this machine.
-CSV_EXAMPLE_GEN_ROWS_S = 3000
 
 # Rough cost model for the up-front time estimate: (start-up s, µs per row), from the etl_csv
 # runs in RESULTS.md at 200,000 rows on this 2-core machine.
@@ -386,14 +384,6 @@ def notes(medians: dict[tuple[int, str], Summary], sizes: list[int]) -> list[str
                     f"at {smallest:,}: {_verdict(growth <= TARGET_RSS_GROWTH)} "
                     f"({big.tree_rss_mb:,.0f} / {small.tree_rss_mb:,.0f} MB = {growth:.2f}x)"
                 )
-    for variant in ("shardflow-1", "shardflow-2"):
-        found = medians.get((largest, variant))
-        if found:
-            out.append(
-                f"reference: TFX CsvExampleGen ~{CSV_EXAMPLE_GEN_ROWS_S:,} rows/s measured on "
-                f"this machine; {variant} at {largest:,} rows: {found.rows_s:,.0f} rows/s wall "
-                f"= {found.rows_s / CSV_EXAMPLE_GEN_ROWS_S:.1f}x"
-            )
     return out
 
 
