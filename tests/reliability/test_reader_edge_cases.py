@@ -281,6 +281,28 @@ def test_tfrecord_corrupt_length_is_checked_before_the_length_is_used(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("damage", ["length checksum", "length", "both"])
+def test_tfrecord_records_behind_a_corrupt_length_are_read(tmp_path, damage):
+    """A damaged length (or its checksum) in mid-file costs one record, not the rest of the
+    file: the reader goes on at the next frame whose length and data checksums hold."""
+    examples = _examples(list(range(1, 8)), [b"r%d" % i for i in range(1, 8)])
+    data = bytearray(frame_records(examples))
+    third = sum(16 + len(e) for e in examples[:2])  # where record 3 starts
+    if damage in ("length checksum", "both"):
+        data[third + 9] ^= 0x40
+    if damage in ("length", "both"):
+        data[third + 2] ^= 0x01  # a length 65,536 bytes longer than the record
+    path = tmp_path / "f.tfrecord"
+    path.write_bytes(bytes(data))
+    items = _tfrecords(path)
+    rejected = [item for item in items if item[0] == "rejected"]
+    assert rejected == [
+        ("rejected", f"{path}:3", "tfrecord: corrupt record length", json.dumps({"offset": third}))
+    ]
+    read = [item for item in items if item[0] != "rejected"]
+    assert [(n, f["id"]) for n, f, _ in read] == [(n, [n]) for n in (1, 2, 4, 5, 6, 7)]
+
+
 def test_truncated_gzip_tfrecord_keeps_every_record_inflated_whole(tmp_path):
     ids = list(range(3000))
     data, whole, tail = _truncated_gzip_shard(ids)
@@ -325,6 +347,20 @@ def test_csv_blank_lines_are_never_records_or_the_header(both_parsers):
     assert _csv(b"1,a\n\n \n2,b\n", header=False, columns=["id", "name"]) == [
         (1, {"id": "1", "name": "a"}, "1,a\n"),
         (4, {"id": "2", "name": "b"}, "2,b\n"),
+    ]
+
+
+def test_csv_a_quote_left_open_says_how_many_lines_it_swallowed(both_parsers):
+    items = _csv(b'id,name\n1,a\n2,"b\n3,c\n4,d\n5,e\n')
+    assert sorted(items, key=str) == [
+        (
+            "rejected",
+            "f.csv:3",
+            "csv: a quote opened in this record is never closed: the 4 lines to the end of the "
+            "file are one record",
+            '2,"b\n3,c\n4,d\n5,e\n',
+        ),
+        (2, {"id": "1", "name": "a"}, "1,a\n"),
     ]
 
 

@@ -633,3 +633,40 @@ def test_a_lone_surrogate_for_a_bytes_feature_is_rejected_and_undecoded_bytes_co
     assert coerce_scalar(feature, "a\udc80") == b"a\x80"
     with pytest.raises(RecordError, match=r"^b: not valid text in the source's encoding$"):
         coerce_scalar(feature, "\ud800")
+
+
+def _png_chunks(png: bytes) -> list[tuple[bytes, bytes]]:
+    at, chunks = 8, []
+    while at < len(png):
+        (length,) = struct.unpack_from(">I", png, at)
+        chunks.append((png[at + 4 : at + 8], png[at + 8 : at + 8 + length]))
+        at += 12 + length
+    return chunks
+
+
+def _png_of(chunks, bad_crc: bytes | None = None) -> bytes:
+    out = b"\x89PNG\r\n\x1a\n"
+    for kind, data in chunks:
+        crc = zlib.crc32(kind + data) ^ (0xFFFF if kind == bad_crc else 0)
+        out += struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+    return out
+
+
+def test_a_png_pillow_reads_but_tensorflows_decoder_refuses_is_rejected_by_the_etl():
+    """An IDAT chunk failing its CRC, or an unknown critical chunk: Pillow decodes both, libpng
+    (tf.io.decode_png) refuses both, in every training run. The ETL rejects them with the
+    reason; a sound PNG passes."""
+    import tensorflow as tf
+
+    chunks = _png_chunks(_small_png())
+    idat_crc = _png_of(chunks, bad_crc=b"IDAT")
+    unknown = _png_of([*chunks[:1], (b"ZZZZ", b"hello"), *chunks[1:]])
+    refused = "x: a PNG TensorFlow's decoder refuses (a critical chunk fails its CRC or is unknown)"
+    for png in (idat_crc, unknown):
+        Image.open(io.BytesIO(png)).load()  # Pillow reads it
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            tf.io.decode_png(png)
+        assert _single(F("x", "image"), png) == refused
+    png = _png_of(chunks)
+    tf.io.decode_png(png)
+    assert _single(F("x", "image"), png) == png

@@ -264,7 +264,13 @@ def _python_records(
         except csv.Error as e:
             cur = reader.line_num
             where = location(path, line0 + prev + 1)
-            yield rejection(source.name, where, f"csv: {e}", window.text(prev, cur))
+            reason = f"csv: {e}"
+            if str(e) == "unexpected end of data":  # a quote left open swallows the rest
+                reason = (
+                    f"csv: a quote opened in this record is never closed: the {cur - prev} "
+                    "lines to the end of the file are one record"
+                )
+            yield rejection(source.name, where, reason, window.text(prev, cur))
             if not rows:
                 window.mark(cur)
             prev = cur

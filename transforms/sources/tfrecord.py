@@ -11,8 +11,13 @@ CRC-32C of the data; both checksums are verified. Record numbers (1-based, in fi
 records' "lines". Rejected, with these reasons, and the reading goes on:
   `tfrecord: data checksum mismatch`      the record's data is corrupt
   `tfrecord: not a tf.train.Example`      the data is not a serialized Example
+  `tfrecord: corrupt record length`       the length's checksum fails: one record, and the
+                                          reading goes on at the next whole frame (the length
+                                          itself when the data's checksum holds for it, else
+                                          the next offset where a length, its checksum and the
+                                          data's checksum all hold, found byte by byte), so
+                                          the records behind a damaged length are read
 Rejected as one record, ending the reading of the file (what follows cannot be framed):
-  `tfrecord: corrupt record length`       the length's checksum fails
   `tfrecord: truncated record`            the file ends inside a record
   `tfrecord: corrupt compressed data`     the compressed stream cannot be inflated
 The length is checked against its checksum before anything is read for the record, and the data
@@ -57,6 +62,7 @@ TRUNCATED = "tfrecord: truncated record"
 CORRUPT_COMPRESSED = "tfrecord: corrupt compressed data"
 
 _HEADER = struct.Struct("<QI")
+MAX_RESYNC_LENGTH = 64 << 20  # a record length believed when reading past a corrupt one
 _CRC = struct.Struct("<I")
 _READ_BYTES = 1 << 20
 _INFLATE_BYTES = 1 << 16  # compressed input per step: bounds what one step inflates to
@@ -210,8 +216,13 @@ class _Frames:
             number += 1
             length, length_crc = _HEADER.unpack_from(self._buffer, self._pos)
             if _masked_crc(bytes(self._buffer[self._pos : self._pos + 8])) != length_crc:
+                # The frames after it are still records: skip to the next whole one
                 yield number, offset, None, CORRUPT_LENGTH
-                return
+                skip = self._whole_frame(0, length, check_header=False) or self._next_frame()
+                if skip is None:
+                    return
+                self._pos += skip
+                continue
             if not self._fill(_HEADER.size + length + _CRC.size):
                 yield number, offset, None, self._broken or TRUNCATED
                 return
@@ -224,6 +235,37 @@ class _Frames:
                 yield number, offset, None, CHECKSUM_MISMATCH
             else:
                 yield number, offset, data, None
+
+    def _whole_frame(self, at: int, length: int, check_header: bool = True) -> int | None:
+        """The size of the frame `at` bytes past the next record when it is whole (its data
+        checksum holds, and its length's unless not `check_header`); else None. A length over
+        MAX_RESYNC_LENGTH is not believed."""
+        if length > MAX_RESYNC_LENGTH:
+            return None
+        size = _HEADER.size + length + _CRC.size
+        if not self._fill(at + size):
+            return None
+        start = self._pos + at
+        if check_header:
+            head = bytes(self._buffer[start : start + 8])
+            if _masked_crc(head) != _HEADER.unpack_from(self._buffer, start)[1]:
+                return None
+        data = bytes(self._buffer[start + _HEADER.size : start + _HEADER.size + length])
+        (data_crc,) = _CRC.unpack_from(self._buffer, start + _HEADER.size + length)
+        return at + size if _masked_crc(data) == data_crc else None
+
+    def _next_frame(self) -> int | None:
+        """How many bytes past the next record's start the next whole frame begins (its length
+        and data checksums hold), searched byte by byte; None when none is left."""
+        at = 1
+        while self._fill(at + _HEADER.size):
+            start = self._pos + at
+            length, length_crc = _HEADER.unpack_from(self._buffer, start)
+            if _masked_crc(bytes(self._buffer[start : start + 8])) == length_crc:
+                if self._whole_frame(at, length) is not None:
+                    return at
+            at += 1
+        return None
 
     def _fill(self, need: int) -> bool:
         """Makes `need` bytes available from the next record on; False if the stream ends first."""

@@ -100,12 +100,12 @@ def test_a_data_checksum_mismatch_rejects_that_record_only():
     ]
 
 
-def test_a_corrupt_length_rejects_the_rest_of_the_file_as_one_record():
+def test_a_corrupt_length_rejects_its_record_and_the_next_frames_are_read():
     data = bytearray(frame_records(THREE))
     second = 16 + len(THREE[0])
     data[second] ^= 0x01
     chunks, rejected = _parse(bytes(data))
-    assert [line for line, _ in _rows(chunks)] == [1]
+    assert [line for line, _ in _rows(chunks)] == [1, 3]
     assert [(r["location"], r["reason"]) for r in rejected] == [
         ("f.tfrecord:2", "tfrecord: corrupt record length")
     ]
