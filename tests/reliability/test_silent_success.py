@@ -303,3 +303,33 @@ def test_verbose_prints_the_traceback_of_a_failed_job(tmp_path, capsys):
     last = err.splitlines()[-1]
     assert last.startswith(f"shardflow etl: job failed: {tmp_path}/bad.parquet: not a readable")
     assert "details" not in last
+
+
+def test_a_field_inside_an_avro_recursive_record_is_not_published_as_all_missing(
+    tmp_path, capsys
+):
+    """A recursive record is not flattened (it has no finite set of fields): a feature reading
+    a field inside it (`next.id`) finds no such field, and the run fails naming what the
+    records hold, instead of publishing the feature as all missing."""
+    import fastavro
+
+    schema = {
+        "type": "record",
+        "name": "Node",
+        "fields": [
+            {"name": "id", "type": "int"},
+            {"name": "next", "type": ["null", "Node"], "default": None},
+        ],
+    }
+    with open(tmp_path / "a.avro", "wb") as f:
+        records = [{"id": 1, "next": {"id": 2, "next": None}}, {"id": 3, "next": None}]
+        fastavro.writer(f, fastavro.parse_schema(schema), records)
+    config = _config(tmp_path, [{"name": "s", "format": "avro", "path": "a.avro"}])
+    raw = yaml.safe_load(config.read_text())
+    raw["features"] = {"id": {"type": "int"}, "next.id": {"type": "int", "required": False}}
+    config.write_text(yaml.safe_dump(raw))
+    assert _refused(tmp_path, config, capsys) == (
+        "shardflow etl: job failed: feature 'next.id': no source has a field 'next.id' in any "
+        "of its 2 records (they hold 'next'); fix the feature's name (or `field:`), or set "
+        "output.allow: [missing_field]; no dataset published"
+    )
