@@ -42,6 +42,9 @@ from transforms.contract import suggest
 _PROG = "shardflow predict"
 
 
+_NO_OUTPUT = "/nonexistent/predict-writes-no-dataset"  # stands for output.path
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = suggest.ArgumentParser(
         prog=_PROG,
@@ -103,7 +106,8 @@ def _predict_input(args: argparse.Namespace) -> int:
 
     try:
         # A date template in the config's paths is filled with today: --input replaces them.
-        dataset = load_config(args.config, date=datetime.date.today())
+        # Nothing is written to the dataset's OUTPUT: a config without output.path will do.
+        dataset = load_config(args.config, _NO_OUTPUT, date=datetime.date.today())
     except ConfigError as e:
         raise _Refused(str(e)) from None
     dataset, source = _for_prediction(dataset, args.source, args.input)

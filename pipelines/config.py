@@ -544,6 +544,9 @@ def _dataset_folder(value: Any, where: str, base_dir: str | None) -> str:
 
     if not text:
         refuse("an empty path")
+    control = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
+    if control is not None:  # a newline pasted in, a tab: no one means a folder named so
+        refuse(f"it holds a control character, U+{ord(control):04X}")
     last = text.rstrip("/").rsplit("/", 1)[-1]
     if last in (".", ".."):
         refuse(f"it ends in {last!r}: name a folder of the dataset's own")

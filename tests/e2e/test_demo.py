@@ -422,6 +422,25 @@ def test_predict_without_output_flags_prints_answers_and_rejections(model, tmp_p
     ]
 
 
+def test_predict_takes_a_config_without_an_output_path(model, tmp_path, capsys):
+    """predict writes no dataset: a config without output.path is enough to read --input."""
+    import yaml
+
+    from deploy.predict import main as predict
+
+    raw = yaml.safe_load((SAMPLE / "penguins.yaml").read_text())
+    raw.pop("output")
+    config = tmp_path / "penguins.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    new = tmp_path / "new.jsonl"
+    new.write_text('{"id": 7001, "island": "Dream", "year": 2008, "bill_length_mm": 40.1}\n')
+    argv = ["--model-dir", str(model), "--config", str(config), "--input", str(new)]
+    assert predict(argv) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["key"] == "7001"
+    assert err.splitlines()[-1] == "shardflow predict: 1 predicted, 0 rejected"
+
+
 def test_predict_with_the_config_of_another_model_names_the_features_that_differ(model, tmp_path):
     new = tmp_path / "other.csv"
     new.write_text("id,island,year,bill_length_mm\n1,Dream,2008.5,40.1\n")

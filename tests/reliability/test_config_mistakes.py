@@ -251,6 +251,8 @@ def test_the_largest_allowed_sizes_are_accepted(tmp_path, capsys):
         ("out/../", "it ends in '..'"),
         ("gs://bucket", "a bucket root"),
         ("gs://bucket/", "a bucket root"),
+        ("out\nput", "it holds a control character, U+000A"),
+        ("out\t", "it holds a control character, U+0009"),
     ],
 )
 def test_an_output_without_a_parent_and_a_name_is_refused(tmp_path, capsys, output, why):

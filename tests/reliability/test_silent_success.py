@@ -305,9 +305,7 @@ def test_verbose_prints_the_traceback_of_a_failed_job(tmp_path, capsys):
     assert "details" not in last
 
 
-def test_a_field_inside_an_avro_recursive_record_is_not_published_as_all_missing(
-    tmp_path, capsys
-):
+def test_a_field_inside_an_avro_recursive_record_is_not_published_as_all_missing(tmp_path, capsys):
     """A recursive record is not flattened (it has no finite set of fields): a feature reading
     a field inside it (`next.id`) finds no such field, and the run fails naming what the
     records hold, instead of publishing the feature as all missing."""
