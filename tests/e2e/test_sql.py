@@ -283,6 +283,25 @@ def test_a_wrong_password_fails_the_job_without_showing_it(
     assert sorted(os.listdir(tmp_path)) == ["dataset.yaml"]  # no dataset, no staging folder
 
 
+def test_a_server_asking_for_a_password_when_none_is_set_says_how_to_give_one(
+    readings, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.delenv("SHARDFLOW_E2E_PG_PASSWORD", raising=False)
+    source = {"name": "readings", "format": "sql",
+              "options": {"url": readings.url(), "table": "readings"}}  # fmt: skip
+    config = _write_config(tmp_path, [source], {"id": {"type": "int"}})
+    assert run(["--config", config]) == 1
+    err = capsys.readouterr().err
+    assert f"sql source 'readings': cannot connect to {readings.url()}" in err
+    assert (
+        ": the server asks for a password and none is set: give it in the environment variable "
+        "PGPASSWORD (or `password_env`), or in `password_file`"
+    ) in err
+    assert "NoneType" not in err
+    assert sorted(os.listdir(tmp_path)) == ["dataset.yaml"]
+
+
 def test_a_bad_query_fails_the_job_with_the_server_message(readings, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PGPASSWORD", readings.password)
     source = {

@@ -195,3 +195,31 @@ def test_a_failed_upload_is_cancelled_not_retried_when_its_writer_is_collected(
         assert proxy.seen["upload"] == tries
         assert tries > 1  # retried before giving up
     assert list(client.list_blobs(BUCKET, prefix="faults/abandoned/")) == []
+
+
+def test_validate_only_with_an_unreachable_gcs_output_says_so_in_one_line(tmp_path):
+    """No network (the endpoint refuses every connection): the client retries for minutes then
+    raises a traceback; the checks before a run wait STORAGE_ANSWER_S (3 s here) and say so."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a.csv").write_text("id\n1\n")
+    (tmp_path / "c.yaml").write_text(
+        "name: t\nsources: [{name: s, format: csv, path: a.csv}]\n"
+        "features: {id: {type: int}}\nsplits: {train: 1.0}\noutput: {path: gs://b/out}\n"
+    )
+    code = (
+        "import sys; from transforms.sink import output; output.STORAGE_ANSWER_S = 3\n"
+        "from pipelines.etl import run\n"
+        f"sys.exit(run(['--config', {str(tmp_path / 'c.yaml')!r}, '--validate-only']))"
+    )
+    env = dict(os.environ, STORAGE_EMULATOR_HOST="http://127.0.0.1:9")
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "shardflow etl: error: output.path: 'gs://b/out': Cloud Storage did not answer in 3 s "
+        "(no network, or its endpoint is down); nothing was read or written"
+    )
+    assert "Traceback" not in done.stderr

@@ -15,7 +15,8 @@ import hashlib
 import json
 import os
 import stat
-from typing import Any
+import threading
+from typing import Any, Callable
 
 from transforms.contract.layout import MANIFEST
 from transforms.contract.manifest import manifest_problem
@@ -23,6 +24,7 @@ from transforms.files import is_remote
 from transforms.sink.storage import list_objects, read_object
 
 PUBLISHING = ".shardflow-publishing"  # on object stores: a publication of ours is under way
+STORAGE_ANSWER_S = 30.0  # how long the checks before a run wait for Cloud Storage to answer
 
 
 class OutputError(ValueError):
@@ -64,7 +66,7 @@ class Expected:
 def expect(output: str, overwrite: bool) -> Expected:
     """What a run starting now may replace at OUTPUT. Raises OutputError when OUTPUT is not ours
     to replace (see `check_output`)."""
-    return Expected(output_state(output), overwrite)
+    return Expected(output_state(output, bounded=True), overwrite)
 
 
 def check_output(output: str) -> None:
@@ -83,10 +85,12 @@ def holds_dataset(output: str) -> bool:
     return state.dataset is not None and not state.partial
 
 
-def output_state(output: str) -> OutputState:
-    """What OUTPUT holds now; raises OutputError when it is not ours to replace."""
+def output_state(output: str, bounded: bool = False) -> OutputState:
+    """What OUTPUT holds now; raises OutputError when it is not ours to replace. `bounded`: an
+    object store that does not answer within STORAGE_ANSWER_S is an OutputError (the checks
+    before a run; the publication itself keeps the client's own retries)."""
     if is_remote(output):
-        return remote_state(output)
+        return remote_state(output, bounded)
     return local_state(output)
 
 
@@ -134,12 +138,39 @@ def _dataset_state(output: str, data: bytes, **marker: Any) -> OutputState:
     return OutputState(hashlib.sha256(data).hexdigest(), str(raw.get("created")), partial, **marker)
 
 
-def remote_state(output: str) -> OutputState:
+def _answered(call: Callable[[], Any], output: str) -> Any:
+    """What `call` returns, when the object store answers within STORAGE_ANSWER_S; else, or
+    when it fails, OutputError naming OUTPUT (its client retries a dead endpoint for minutes,
+    then raises a traceback's worth of errors)."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = call()
+        except Exception as e:  # noqa: BLE001 - said below, in one line
+            result["error"] = e
+
+    worker = threading.Thread(target=run, daemon=True, name="output-check")
+    worker.start()
+    worker.join(STORAGE_ANSWER_S)
+    if worker.is_alive():
+        raise OutputError(
+            f"{output!r}: Cloud Storage did not answer in {STORAGE_ANSWER_S:g} s (no network, or "
+            "its endpoint is down); nothing was read or written"
+        )
+    if "error" in result:
+        e = result["error"]
+        first = (str(e).splitlines() or [type(e).__name__])[0][:300]
+        raise OutputError(f"{output!r}: cannot be listed: {first}")
+    return result["value"]
+
+
+def remote_state(output: str, bounded: bool = False) -> OutputState:
     output = output.rstrip("/")
     _, _, rest = output.partition("://")
     if "/" not in rest:
         raise OutputError(f"{output!r} is a bucket root; give a folder inside the bucket")
-    objects = list_objects(output)
+    objects = _answered(lambda: list_objects(output), output) if bounded else list_objects(output)
     if not objects:
         return OutputState()
     marker = {}

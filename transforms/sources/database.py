@@ -207,14 +207,25 @@ class Database:
                 raise source_error(
                     self._source, "no PostgreSQL user: give one in the url, `user` or PGUSER"
                 ) from None
-        return pg8000.dbapi.connect(
-            user=user,
-            password=self._password,
-            host=self.target.host,
-            port=self.target.port,
-            database=self.target.database,
-            application_name="shardflow",
-        )
+        try:
+            return pg8000.dbapi.connect(
+                user=user,
+                password=self._password,
+                host=self.target.host,
+                port=self.target.port,
+                database=self.target.database,
+                application_name="shardflow",
+            )
+        except (AttributeError, TypeError):
+            if self._password is not None:
+                raise
+            # pg8000 answers a server's password request with None.decode()
+            raise source_error(
+                self._source,
+                f"cannot connect to {self.target.describe()}: the server asks for a password "
+                f"and none is set: give it in the environment variable {DEFAULT_PASSWORD_ENV} "
+                "(or `password_env`), or in `password_file`",
+            ) from None
 
     @contextlib.contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
