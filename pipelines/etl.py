@@ -41,7 +41,7 @@ from pipelines.flags import Tuning, beam_flags, build_parser, dates_of, tuning_f
 from pipelines.inputs import check_inputs
 from pipelines.report.graph import pipeline_graph
 from pipelines.report.writer import write_report
-from pipelines.summary import failure_reason, print_summary
+from pipelines.summary import failure_reason, is_refusal, print_summary
 from transforms.contract.config import DatasetSpec
 from transforms.files import CorruptFile, FileError, match_files
 from transforms.join import JoinByKey
@@ -443,8 +443,9 @@ def _run_dataset(
         if not isinstance(e, Exception) or _INTERRUPTED.is_set():
             raise  # said by `run`
         # A refusal of the data or of OUTPUT says all there is to say in its one line.
-        details = "" if isinstance(e, (QualityError, OutputError)) else joblog.failure(e)
-        if isinstance(e, QualityError):
+        refused = isinstance(e, (QualityError, OutputError)) or is_refusal(e)
+        details = "" if refused else joblog.failure(e)
+        if isinstance(e, QualityError) or (refused and "QualityError" in str(e)):
             details = _likely_cause(dataset)
         print(f"shardflow etl: job failed: {failure_reason(e)}{details}", file=sys.stderr)
         return 1

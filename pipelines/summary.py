@@ -15,13 +15,27 @@ from transforms.validation.check import describe
 _TOP_REASONS = 5
 
 
+# Refusals of the data or of OUTPUT: their message says all there is to say. A worker process
+# (multi_processing) sends them back as text prefixed with their class's qualified name.
+REFUSALS = ("transforms.quality.QualityError", "transforms.sink.output.OutputError")
+
+
 def failure_reason(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
     # Beam wraps worker errors in long chains; the last line names the original error.
     lines = [line for line in text.splitlines() if line.strip()]
     last = lines[-1] if lines else text
     # ... and ends it with the step that raised it, which means nothing to a user.
-    return re.sub(r" \[while running '[^']*'\]$", "", last)
+    last = re.sub(r" \[while running '[^']*'\]$", "", last)
+    for name in REFUSALS:
+        last = last.removeprefix(f"{name}: ")
+    return last
+
+
+def is_refusal(error: BaseException) -> bool:
+    """A refusal of the data or of OUTPUT, raised here or in a worker process."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return bool(lines) and lines[-1].startswith(tuple(f"{name}: " for name in REFUSALS))
 
 
 def _short(text: str, most: int = 120) -> str:

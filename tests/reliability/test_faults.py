@@ -161,3 +161,34 @@ def test_a_run_killed_before_replacing_a_dataset_leaves_the_old_one_intact(clean
     proc.communicate(timeout=60)
     assert tree(out) == before == clean
     assert [p.parent for p in fresh.rglob("manifest.json")] == [out]
+
+
+def test_a_full_disk_names_the_file_being_written_and_leaves_nothing(tmp_path, capsys):
+    """A file system that fills up mid-run: the one line names the file that could not be
+    written (which says on which device), and the staging folder is removed."""
+    from pipelines.etl import run
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    tried = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True
+    ) if shutil.which("mount") else None  # fmt: skip
+    if tried is None or tried.returncode != 0:
+        pytest.skip("cannot mount a small file system here (needs root)")
+    try:
+        rows = "".join(f"{i},{i * 7919 % 10007}.{i % 97},n{i * 31 % 1009}\n" for i in range(60000))
+        (tmp_path / "big.csv").write_text("id,x,name\n" + rows)
+        (tmp_path / "c.yaml").write_text(
+            "name: t\nsources: [{name: s, format: csv, path: big.csv}]\n"
+            "features: {id: {type: int}, x: {type: float}, name: {type: string}}\n"
+            f"splits: {{train: 1.0}}\noutput: {{path: {mount / 'out'}}}\n"
+        )
+        assert run(["--config", str(tmp_path / "c.yaml")]) == 1
+        err = capsys.readouterr().err.splitlines()[-1]
+        assert err.startswith(
+            "shardflow etl: job failed: OSError: [Errno 28] No space left on device (writing "
+            f"{mount}/.out.incomplete-"
+        ), err
+        assert os.listdir(mount) == []
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)

@@ -331,3 +331,23 @@ def test_a_field_inside_an_avro_recursive_record_is_not_published_as_all_missing
         "of its 2 records (they hold 'next'); fix the feature's name (or `field:`), or set "
         "output.allow: [missing_field]; no dataset published"
     )
+
+
+def test_a_refusal_from_a_worker_process_reads_as_the_same_one_line(tmp_path, capsys):
+    """Under multi_processing the refusal comes back from a worker as text prefixed with its
+    class (`transforms.quality.QualityError: ...`): the line is the same as in one process."""
+    (tmp_path / "a.csv").write_bytes(b"id,name\n1,a\n2,b\nx,c\n")
+    config = _config(
+        tmp_path,
+        [{"name": "s", "format": "csv", "path": "a.csv"}],
+        output={"path": "out", "max_rejected": 0},
+    )
+    capsys.readouterr()
+    argv = ["--config", str(config), "--direct_num_workers", "2"]
+    assert run([*argv, "--direct_running_mode", "multi_processing"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        "shardflow etl: job failed: 1 of 3 records rejected, more than output.max_rejected (0); "
+        "no dataset published"
+    )
+    assert not (tmp_path / "out").exists()

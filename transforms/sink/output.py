@@ -66,7 +66,29 @@ class Expected:
 def expect(output: str, overwrite: bool) -> Expected:
     """What a run starting now may replace at OUTPUT. Raises OutputError when OUTPUT is not ours
     to replace (see `check_output`)."""
+    if not is_remote(output):
+        _check_writable(output)
     return Expected(output_state(output, bounded=True), overwrite)
+
+
+def _check_writable(output: str) -> None:
+    """OutputError, before any work, for a local OUTPUT a run could not publish: a mount point
+    (the dataset is staged beside OUTPUT and renamed over it, which a mount point refuses), or
+    a place whose nearest existing folder cannot be written (permissions, a read-only file
+    system)."""
+    if os.path.ismount(output):
+        raise OutputError(
+            f"{output!r} is a mount point: a dataset is staged beside OUTPUT and renamed over "
+            "it, which a mount point refuses; give a folder inside it"
+        )
+    folder = os.path.dirname(os.path.abspath(output))
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(
+            f"{output!r} cannot be written: {folder!r} is not writable (its permissions, or a "
+            "read-only file system); nothing was read"
+        )
 
 
 def check_output(output: str) -> None:

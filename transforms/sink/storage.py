@@ -9,6 +9,7 @@ made as Beam makes its own (`gcs_blob`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,11 @@ def create_file(path: str, mime_type: str) -> Iterator[BinaryIO]:
     try:
         yield f
         f.close()
+    except OSError as e:
+        abandon(f, path)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT) and not e.filename:  # say where
+            raise OSError(e.errno, f"{e.strerror} (writing {path})") from None
+        raise
     except BaseException:
         abandon(f, path)
         raise
