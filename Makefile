@@ -15,17 +15,21 @@ install: $(STAMP)
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing shardflow and its dependencies into $(VENV) (about 1.5 GB: a few minutes; the log is $(VENV)/install.log)"
 	$(BIN)/python -m pip install --no-compile -e ".[all,test]" > $(VENV)/install.log 2>&1 \
 	  || { grep -v "is ignored: it is neither" $(VENV)/install.log | tail -40; exit 1; }
 	$(BIN)/python -m pip check
 	touch $(STAMP)
 
+# Each demo step is shown as a user types it, then run from the project's .venv.
+STEP = @printf '\n$$ shardflow %s\n' "$(1)" && $(RUN) $(BIN)/shardflow $(1)
+
 demo: $(STAMP)
-	$(RUN) $(BIN)/shardflow etl --config examples/penguins/penguins.yaml --output $(DEMO_OUT)/penguins --overwrite
-	$(RUN) $(BIN)/shardflow inspect $(DEMO_OUT)/penguins --split train --take 2
-	$(RUN) $(BIN)/shardflow train --data $(DEMO_OUT)/penguins --model-dir $(DEMO_OUT)/model --fresh
-	$(RUN) $(BIN)/shardflow predict --model-dir $(DEMO_OUT)/model --data $(DEMO_OUT)/penguins --split test --take 5
-	$(RUN) $(BIN)/shardflow predict --model-dir $(DEMO_OUT)/model --config examples/penguins/penguins.yaml --input examples/penguins/new_penguins.csv
+	$(call STEP,etl --config examples/penguins/penguins.yaml --output $(DEMO_OUT)/penguins --overwrite)
+	$(call STEP,inspect $(DEMO_OUT)/penguins --split train --take 2)
+	$(call STEP,train --data $(DEMO_OUT)/penguins --model-dir $(DEMO_OUT)/model --fresh)
+	$(call STEP,predict --model-dir $(DEMO_OUT)/model --data $(DEMO_OUT)/penguins --split test --take 5)
+	$(call STEP,predict --model-dir $(DEMO_OUT)/model --config examples/penguins/penguins.yaml --input examples/penguins/new_penguins.csv)
 	@echo "dataset: $(DEMO_OUT)/penguins   model: $(DEMO_OUT)/model (export/, metrics.json, logs/)"
 
 # ruff (settings in pyproject.toml): lint and the formatting check; `make format` rewrites.

@@ -222,7 +222,15 @@ def _source_of(path: str, sources: list):
     wanted = _FORMATS_OF.get(os.path.splitext(name)[1])
     if wanted is None and os.path.isdir(path):
         wanted = "images"
-    return next((s for s in sources if s.format == wanted), sources[0])
+    found = next((s for s in sources if s.format == wanted), None)
+    if found is not None or wanted is None:
+        return found or sources[0]
+    formats = ", ".join(f"{s.name!r} ({s.format})" for s in sources)
+    raise _Refused(
+        f"--input: {path} is {wanted} by its name, and no source of the config reads {wanted} "
+        f"(its sources: {formats}): new records come in the format of the source they stand "
+        "for; convert them, or give --source NAME to read them as that source does"
+    )
 
 
 class _output:

@@ -39,9 +39,9 @@ COMMANDS = {
              "write a commented config inferred from sample files"),
 }  # fmt: skip
 
-# The commands that run TensorFlow in this process: its native chatter is filtered
-# (`pipelines.quiet`) unless --verbose.
-TENSORFLOW_COMMANDS = ("train", "inspect", "predict")
+# The commands that run TensorFlow in this process (the ETL for a `transform:` section): its
+# native chatter is filtered (`pipelines.quiet`) unless --verbose.
+TENSORFLOW_COMMANDS = ("train", "inspect", "predict", "etl")
 
 USAGE = "usage: shardflow [--version] {%s} [ARGS ...]\n\n%s\n\n%s" % (
     ",".join(COMMANDS),

@@ -86,9 +86,11 @@ def test_the_site_builds_strictly_without_a_warning(tmp_path, monkeypatch):
     # Every page of docs/ was written, the included reliability table among them.
     docs = ROOT / "docs"
     for page in docs.rglob("*.md"):
-        name = page.relative_to(docs).with_suffix("")
-        folder = name.parent if name.name == "index" else name
-        assert (site / folder / "index.html").is_file(), page
-    reliability = (site / "reliability" / "index.html").read_text(encoding="utf-8")
+        assert (site / page.relative_to(docs).with_suffix(".html")).is_file(), page
+    reliability = (site / "reliability.html").read_text(encoding="utf-8")
     assert "Reliability cases and their outcomes" in reliability
     assert "--8&lt;--" not in reliability and "--8<--" not in reliability
+    # opened from the file system: links name pages, and search has its index as a script
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert 'href="getting-started.html"' in index
+    assert (site / "search" / "search_index.js").is_file()

@@ -134,8 +134,14 @@ def _feature_card(
         banner = f'<div class="banner"{attrs(id=make_id("shifts", feature))}><ul>{items}</ul></div>'
     return (
         f'<div class="feature"{attrs(id=make_id("feature", feature), data_feature=feature)}>'
-        f'{banner}<div class="charts">{table}{"".join(charts)}</div></div>'
+        f'{banner}<div class="charts">{table}{_side_by_side(charts)}</div></div>'
     )
+
+
+def _side_by_side(charts: list[str]) -> str:
+    """The splits' charts in one row that wraps as a whole (under the table when it is wide),
+    never one chart alone on a row of its own, away from the others' scale."""
+    return f'<div class="split-charts">{"".join(charts)}</div>' if charts else ""
 
 
 def _split_table(

@@ -81,3 +81,18 @@ def test_the_source_that_reads_input_follows_its_extension(path, source):
     assert chosen.name == source and chosen.path == path
     assert "species" not in [f.name for f in dataset.features]  # the label is not asked for
     assert dataset.sources[[s.name for s in dataset.sources].index(source)] == chosen
+
+
+def test_input_of_a_format_no_source_reads_is_refused_naming_the_sources():
+    """An Avro file for a config of CSV, JSON Lines and Parquet sources: refused before any read
+    (it was a Parquet reader's error about magic bytes), saying what --source does."""
+    with pytest.raises(predict._Refused) as e:
+        predict._for_prediction(load_config(str(PENGUINS)), None, "new.avro")
+    assert str(e.value) == (
+        "--input: new.avro is avro by its name, and no source of the config reads avro (its "
+        "sources: 'measurements' (csv), 'observations' (jsonl), 'nests' (parquet)): new records "
+        "come in the format of the source they stand for; convert them, or give --source NAME "
+        "to read them as that source does"
+    )
+    _, chosen = predict._for_prediction(load_config(str(PENGUINS)), "nests", "new.avro")
+    assert chosen.format == "parquet"  # --source: read as that source reads

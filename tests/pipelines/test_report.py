@@ -589,6 +589,10 @@ def test_each_feature_is_one_card_with_its_splits_side_by_side(page, doc):
         charts = _splits_of(card, "figure")
         sized = feature in ("photo", "thumbnail", "raw")
         assert charts == ([] if sized else ["train", "eval"]), feature  # side by side
+        # the charts wrap as one row (under the table when it is wide), never one by one
+        grouped = [a for t, a, _ in card.tags if t == "div" and a.get("class") == "split-charts"]
+        assert len(grouped) == (0 if sized else 1), feature
+    assert ".split-charts{display:flex;flex-wrap:nowrap" in page
     assert page.count('<div class="feature"') == len(FEATURE_ORDER)
     assert page.count("<h3>") == 0  # no split after split
 

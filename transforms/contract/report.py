@@ -54,6 +54,7 @@ svg text{font:11px sans-serif;fill:#333}.node rect{fill:#eef3fb;stroke:#4a7bd0}
 grid-template-columns:max-content auto;gap:.1em 1.5em}dl.summary dt{font-weight:bold}
 dl.summary dd{margin:0}
 .charts{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
+.split-charts{display:flex;flex-wrap:nowrap;gap:8px;align-items:flex-start}
 figure{margin:0;border:1px solid #eee;padding:4px}figcaption{font-weight:bold;padding:2px 6px}
 .feature{border:1px solid #e4e4e4;padding:.2em .8em .4em;margin:.6em 0}
 .feature .banner{margin:.3em 0}.feature table{margin:0}.feature th,.feature td{padding:.1em .5em}
