@@ -124,8 +124,11 @@ def check_dataset(
     a field missing from every record of a source, a source that contributed no record, a split
     without records. `output.allow` lets each through."""
     allowed = set(dataset.output.allow)
+    rejected = list(rejected)
     if "missing_field" not in allowed:
-        _check_fields(dataset, manifest, counts)
+        # A joined record that is rejected names every source it holds ("a,b").
+        by_source = Counter(s for r in rejected for s in r["source"].split(","))
+        _check_fields(dataset, manifest, counts, by_source)
     if "empty_source" not in allowed:
         _check_sources(dataset, manifest, rejected)
     if "empty_split" not in allowed:
@@ -139,8 +142,12 @@ def check_dataset(
                 )
 
 
-def _check_fields(dataset: DatasetSpec, manifest: Manifest, counts: dict[str, int]):
-    sources = [s for s in dataset.sources if manifest.sources[s.name].records]
+def _check_fields(
+    dataset: DatasetSpec, manifest: Manifest, counts: dict[str, int], rejected: Counter
+):
+    # the sources that delivered a record: one whose records were all rejected (or that read
+    # none) is said by the empty-source check, not as a field it lacks
+    sources = [s for s in dataset.sources if manifest.sources[s.name].records > rejected[s.name]]
     for f in dataset.features:
         if f.source is not None or not sources or f.field_name == dataset.key:
             continue
