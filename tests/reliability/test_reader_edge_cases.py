@@ -197,6 +197,42 @@ def test_a_nested_quantifier_re2_cannot_run_is_refused_at_config_time(tmp_path, 
     )
 
 
+@pytest.mark.parametrize("regex", [None, r"(?P<line>.*)"])
+def test_text_a_line_longer_than_the_limit_is_rejected_unread(monkeypatch, regex):
+    """A file of one endless line (a link to /dev/zero is refused; a huge regular file is not):
+    past MAX_LINE_CHARS the line is counted, not held, and rejected with its length."""
+    from transforms.sources import text
+
+    monkeypatch.setattr(text, "MAX_LINE_CHARS", 100)
+    monkeypatch.setattr(text, "_READ_BYTES", 16)  # blocks smaller than a line
+    data = b"short\n" + b"x" * 250 + b"\nafter\n" + b"y" * 300
+    options = {"regex": regex} if regex else {}
+    source = SourceSpec("t", "text", "f.log", registry.check_options("text", options))
+    items = _items(text.parse_text(io.BytesIO(data), "f.log", source))
+    too_long = "text: line longer than 64 Mi characters, not read"
+    assert sorted(items, key=str) == [
+        ("rejected", "f.log:2", too_long, "<250 characters>"),
+        ("rejected", "f.log:4", too_long, "<300 characters>"),
+        (1, {"line": "short"}, "short"),
+        (3, {"line": "after"}, "after"),
+    ]
+
+
+def test_jsonl_a_line_longer_than_the_limit_is_rejected_unread(monkeypatch):
+    from transforms.sources import jsonl
+
+    monkeypatch.setattr(jsonl, "MAX_LINE_CHARS", 100)
+    data = b'{"a": 1}\n{"b": "' + b"x" * 250 + b'"}\n{"a": 2}\n' + b"[" * 500
+    assert _jsonl(data) == [
+        ("rejected", "f.jsonl:2", "json: line longer than 64 Mi characters, not read",
+         "<259 characters>"),
+        ("rejected", "f.jsonl:4", "json: line longer than 64 Mi characters, not read",
+         "<500 characters>"),
+        (1, {"a": 1}, '{"a": 1}'),
+        (3, {"a": 2}, '{"a": 2}'),
+    ]  # fmt: skip
+
+
 # --- JSON Lines ---------------------------------------------------------------------------------
 
 

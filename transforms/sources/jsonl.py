@@ -13,6 +13,7 @@ A line is rejected, with its line number and text, and the reading goes on, when
   `json: nested deeper than 100 levels`   arrays/objects nested deeper than `MAX_DEPTH`
   `json: field name is not valid text`    a key holds a lone surrogate (`"\\udc80"`, or bytes
                                           the encoding cannot decode)
+  `json: line longer than 64 Mi characters, not read`   read in pieces, never held whole
   `json: duplicate key`                   an object (at any depth) holds a key twice: which
                                           value was meant is not known (the line shows the key)
 The depth limit is checked on the text before parsing: Python's parser recurses per level, and
@@ -61,6 +62,8 @@ NOT_AN_OBJECT = "json: not an object"
 TOO_DEEP = f"json: nested deeper than {MAX_DEPTH} levels"
 BAD_NAME = "json: field name is not valid text"
 DUPLICATE_KEY = "json: duplicate key"
+MAX_LINE_CHARS = 64 << 20  # a longer line is rejected, never held whole
+TOO_LONG = "json: line longer than 64 Mi characters, not read"
 MAX_CHUNK_FIELDS = 1000  # distinct keys in one chunk's records; more and the chunk is cut
 _INT_DIGITS = 4300  # Python's limit on the digits int() converts (sys.int_info)
 _EXACT_INTEGERS = 2.0**53  # from here a float64 cannot tell neighbouring integers apart
@@ -128,7 +131,11 @@ def parse_jsonl(
         source.name, path, chunk_rows, columns_of=_columns, raw_fields=one_line_records
     )
     keys: set[str] = set()  # the keys of the records waiting
-    for line_no, line in enumerate(text, start=1):
+    for line_no, (line, overlong) in enumerate(_bounded_lines(text), start=1):
+        if overlong:
+            where = location(path, line_no)
+            yield rejection(source.name, where, TOO_LONG, f"<{overlong} characters>")
+            continue
         if not line.strip():
             continue
         raw = _without_line_end(line)
@@ -148,6 +155,20 @@ def parse_jsonl(
 
 
 parse = parse_jsonl
+
+
+def _bounded_lines(text: io.TextIOWrapper) -> Iterator[tuple[str, int]]:
+    """(line, 0) per line of `text`, or ("", its length) for a line longer than MAX_LINE_CHARS,
+    read in pieces and not held."""
+    while line := text.readline(MAX_LINE_CHARS + 1):
+        if len(line) <= MAX_LINE_CHARS or line.endswith("\n"):
+            yield line, 0
+            continue
+        chars = len(line)
+        while line and not line.endswith("\n"):
+            line = text.readline(MAX_LINE_CHARS)
+            chars += len(line)
+        yield "", chars - line.endswith("\n")
 
 
 def parse_line(line: str) -> tuple[dict[str, Any] | None, str | None]:

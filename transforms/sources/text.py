@@ -43,6 +43,8 @@ from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.registry import OptionsReader
 
 NO_MATCH = "text: line does not match regex"
+MAX_LINE_CHARS = 64 << 20  # a longer line is rejected, never held whole
+TOO_LONG = "text: line longer than 64 Mi characters, not read"
 NOT_TEXT = "text: line holds bytes the encoding cannot decode (the regex is matched by RE2)"
 _READ_BYTES = 1 << 20
 _BOM = "\ufeff"
@@ -160,6 +162,10 @@ def parse_text(
     match = None if pattern is None else _matcher(pattern)
     pending = ChunkBuilder(source.name, path, chunk_rows, raw_fields=_raw_text, text=True)
     for first, lines in _line_blocks(_decoded(stream, opts["encoding"])):
+        if len(lines) == 1 and isinstance(lines[0], Overlong):
+            where = location(path, first)
+            yield rejection(source.name, where, TOO_LONG, f"<{lines[0].chars} characters>")
+            continue
         numbers: Any = range(first, first + len(lines))
         if opts["skip_blank_lines"]:
             keep = list(map(bool, map(str.strip, lines)))
@@ -239,10 +245,25 @@ def _decoded(stream: BinaryIO, encoding: str) -> Iterator[str]:
             return
 
 
+class Overlong(str):
+    """A line longer than MAX_LINE_CHARS, not kept: only its length (`chars`)."""
+
+    chars: int = 0
+
+
+def _overlong(chars: int) -> list[str]:
+    line = Overlong("")
+    line.chars = chars
+    return [line]
+
+
 def _line_blocks(blocks: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
-    """(line number of the first line, lines without terminators) for blocks of text."""
+    """(line number of the first line, lines without terminators) for blocks of text; a line
+    longer than MAX_LINE_CHARS comes alone, as an `Overlong` (its text is not held)."""
     first = 1
     head: list[str] = []  # the start of a line that runs past the blocks read so far
+    held = 0  # the characters in `head`
+    skipped = 0  # the characters of an overlong line read so far (not held)
     start = True
     for block in blocks:
         if start:
@@ -250,16 +271,35 @@ def _line_blocks(blocks: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
             block = block[1:] if block.startswith(_BOM) else block
         cut = block.rfind("\n")
         if cut < 0:
+            if skipped:
+                skipped += len(block)
+                continue
             head.append(block)
+            held += len(block)
+            if held > MAX_LINE_CHARS:
+                skipped, head, held = held, [], 0
             continue
+        if skipped:  # the overlong line ends in this block
+            end = block.index("\n")
+            yield first, _overlong(skipped + end)
+            first += 1
+            skipped, block = 0, block[end + 1 :]
+            cut = block.rfind("\n")
+            if cut < 0:
+                head, held = ([block], len(block)) if block else ([], 0)
+                continue
         body = "".join(head) + block[: cut + 1] if head else block[: cut + 1]
         head = [block[cut + 1 :]] if cut + 1 < len(block) else []
+        held = len(head[0]) if head else 0
         if "\r" in body:
             body = body.replace("\r\n", "\n")
         lines = body.split("\n")
         lines.pop()  # the empty string after the last terminator
         yield first, lines
         first += len(lines)
+    if skipped:
+        yield first, _overlong(skipped)
+        return
     last = "".join(head)
     if last:  # a last line without a terminator
         yield first, [last[:-1] if last.endswith("\r") else last]
