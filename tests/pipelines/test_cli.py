@@ -141,6 +141,25 @@ def test_tensorflow_commands_are_quiet_unless_verbose(tmp_path):
     assert loud.returncode == 0 and "absl::InitializeLog" in loud.stderr
 
 
+def test_etl_with_a_transform_is_quiet_too(tmp_path):
+    """tf.Transform runs TensorFlow in the ETL's process: its native start-up lines (a CUDA
+    probe that reads as an error on a machine without a GPU) are filtered as in `train`."""
+    rows = "".join(f"{i},{i * 1.5},{'ab'[i % 2]}\n" for i in range(40))
+    (tmp_path / "a.csv").write_text("id,x,c\n" + rows)
+    (tmp_path / "c.yaml").write_text(
+        "name: t\nsources: [{name: s, format: csv, path: a.csv}]\n"
+        "features: {id: {type: int}, x: {type: float}, c: {type: string}}\n"
+        "splits: {train: 1.0}\noutput: {path: out}\n"
+        "transform: {features: {x: [z_score], c: {vocabulary: {num_oov_buckets: 1}}}}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    proc, _ = _shardflow("etl", "--config", str(tmp_path / "c.yaml"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "transform").is_dir()
+    for noise in ("I0000", "absl::InitializeLog", "cuInit", "oneDNN", "cpu_feature_guard"):
+        assert noise not in proc.stderr, proc.stderr
+
+
 def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
     from tests.trainer.datasets import make_rows, write_dataset
 
