@@ -30,12 +30,49 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras
 
+from trainer.errors import first_line
 from trainer.manifest import Manifest, ManifestError, ShardFile
 from trainer.paths import join
 from transforms.contract.layout import MANIFEST
 
 _READ = 4 << 20  # bytes hashed at a time
 _THREADS = 8  # shards checked at once (remote storage waits more than it works)
+
+
+_DECODE_ERRORS = (
+    "Invalid PNG", "Invalid JPEG", "Invalid GIF", "Invalid BMP", "Unknown image file format",
+    "decode_image", "DecodePng", "DecodeJpeg",
+)  # fmt: skip
+
+
+def undecodable_image(manifest: Manifest, e: tf.errors.OpError) -> str | None:
+    """For an error of TensorFlow's image decoder: one line naming the first record whose image
+    it cannot decode (its shard and number, the feature), found by decoding every image of the
+    dataset's splits in file order; None for any other error, or when none is found."""
+    message = getattr(e, "message", None) or str(e)
+    images = [name for name, f in manifest.features.items() if f.type == "image"]
+    if not images or not any(text in message for text in _DECODE_ERRORS):
+        return None
+    for split in manifest.splits.values():
+        for shard in split.files:
+            records = tf.data.TFRecordDataset(
+                shard.path, compression_type=manifest.compression_type
+            )
+            for number, record in enumerate(records.as_numpy_iterator(), start=1):
+                example = tf.train.Example.FromString(record)
+                for name in images:
+                    for data in example.features.feature[name].bytes_list.value:
+                        try:
+                            tf.io.decode_image(data, expand_animations=False)
+                        except tf.errors.InvalidArgumentError as bad:
+                            why = first_line(bad).removeprefix("InvalidArgumentError: ")
+                            return (
+                                f"{shard.path}: record {number}: feature {name!r}: TensorFlow "
+                                f"cannot decode its image ({why}); rerun the ETL, which rejects "
+                                "such images, or leave the feature out (--exclude-features "
+                                f"{name})"
+                            )
+    return None
 
 
 class DatasetChanged(RuntimeError):

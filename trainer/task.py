@@ -30,7 +30,7 @@ from trainer.evaluate import warnings_of
 from trainer.export import export_model
 from trainer.fit import Trained, is_chief, train
 from trainer.flags import parse_args
-from trainer.integrity import DatasetChanged, verify_shards
+from trainer.integrity import DatasetChanged, undecodable_image, verify_shards
 from trainer.manifest import Manifest, ManifestError
 from trainer.paths import join
 from trainer.profile import profile_input
@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     except tf.errors.InvalidArgumentError as e:
         logger.debug("training failed", exc_info=True)
         mismatch = mismatch_message(manifest, e)
-        print(
-            f"shardflow train: {mismatch or 'training failed: ' + first_line(e)}", file=sys.stderr
-        )
+        undecodable = None if mismatch else undecodable_image(manifest, e)
+        line = mismatch or undecodable or f"training failed: {first_line(e)}"
+        print(f"shardflow train: {line}", file=sys.stderr)
         return 2 if mismatch else 1
     except (StrategyError, tf.errors.OpError) as e:
         logger.debug("training failed", exc_info=True)

@@ -141,3 +141,41 @@ def test_a_dataset_replaced_during_training_stops_the_run(tmp_path):
         f"{written.root}: the dataset was replaced while training read it (its manifest changed "
         "during epoch 2); training stopped, nothing exported: rerun on the new dataset"
     )
+
+
+def test_an_image_tensorflow_cannot_decode_is_named_with_its_shard_and_record(tmp_path, capsys):
+    """A PNG whose IDAT chunk fails its CRC (Pillow reads it, TensorFlow does not), put in a
+    shard by hand: the run stops naming the shard, the record and the feature, not with
+    "Invalid PNG data" alone."""
+    import io
+
+    from PIL import Image
+
+    from trainer.task import main
+
+    def png(i: int) -> bytes:
+        out = io.BytesIO()
+        Image.new("RGB", (8, 8), (i % 255, 100, 50)).save(out, "PNG")
+        return out.getvalue()
+
+    rows = make_rows(120)
+    for i, row in enumerate(rows):
+        row["photo"] = png(i)
+    data = bytearray(rows[37]["photo"])
+    at = 8
+    while at < len(data):  # flip the IDAT chunk's CRC
+        (length,) = struct.unpack_from(">I", data, at)
+        if data[at + 4 : at + 8] == b"IDAT":
+            data[at + 8 + length] ^= 0xFF
+        at += 12 + length
+    rows[37]["photo"] = bytes(data)
+    written = write_dataset(tmp_path / "d", rows, splits={"train": 2})
+    code = main(["--data", str(written.root), "--model-dir", str(tmp_path / "m"), "--epochs", "1"])
+    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("INFO")]
+    assert code == 1 and not (tmp_path / "m" / "export").exists()
+    shard = written.root / "train/train-00000-of-00002.tfrecord.gz"
+    assert err == [
+        f"shardflow train: {shard}: record 38: feature 'photo': TensorFlow cannot decode its "
+        "image (Invalid PNG data, size 77); rerun the ETL, which rejects such images, or leave "
+        "the feature out (--exclude-features photo)"
+    ]
