@@ -18,6 +18,7 @@ the case, the harness asserts:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import threading
 import time
@@ -70,32 +71,20 @@ def jsonl_source(d: Path, lines: list[str], name: str = "a.jsonl") -> dict:
     return {"name": "s", "format": "jsonl", "path": name}
 
 
+# The commands a case may run, in this process: module and function.
+COMMANDS = {
+    "etl": ("pipelines.etl", "run"),
+    "init": ("pipelines.init", "main"),
+    "validate": ("pipelines.validate", "main"),
+    "inspect": ("trainer.inspect", "main"),
+    "train": ("trainer.task", "main"),
+    "predict": ("deploy.predict", "main"),
+}
+
+
 def run_command(command: str, argv: list[str]) -> int:
-    if command == "etl":
-        from pipelines.etl import run
-
-        return run(argv)
-    if command == "init":
-        from pipelines.init import main
-
-        return main(argv)
-    if command == "validate":
-        from pipelines.validate import main
-
-        return main(argv)
-    if command == "inspect":
-        from trainer.inspect import main
-
-        return main(argv)
-    if command == "train":
-        from trainer.task import main
-
-        return main(argv)
-    if command == "predict":
-        from deploy.predict import main
-
-        return main(argv)
-    raise ValueError(command)
+    module, function = COMMANDS[command]
+    return getattr(importlib.import_module(module), function)(argv)
 
 
 class PeakMemory:

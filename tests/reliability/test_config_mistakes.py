@@ -530,17 +530,9 @@ def test_more_features_than_a_config_may_declare_are_refused_at_config_time(tmp_
 def test_a_mount_point_or_a_read_only_output_is_refused_before_any_work(tmp_path, capsys):
     """Found only after the whole job before: a mount point cannot be renamed over, a read-only
     file system cannot be written. Both are refused by the checks (exit 2)."""
-    import shutil
-    import subprocess
+    from tests.reliability.mounts import tmpfs
 
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    tried = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)], capture_output=True
-    ) if shutil.which("mount") else None  # fmt: skip
-    if tried is None or tried.returncode != 0:
-        pytest.skip("cannot mount a read-only file system here (needs root)")
-    try:
+    with tmpfs(tmp_path / "ro", "ro,size=1m") as mount:
         config = _config(tmp_path)
         line = _refused(capsys, config, "--output", str(mount))
         assert line == (
@@ -552,5 +544,3 @@ def test_a_mount_point_or_a_read_only_output_is_refused_before_any_work(tmp_path
             f"output.path: {str(mount / 'out' / 'd')!r} cannot be written: {str(mount)!r} is "
             "not writable (its permissions, or a read-only file system); nothing was read"
         )
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)

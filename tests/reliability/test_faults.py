@@ -167,15 +167,9 @@ def test_a_full_disk_names_the_file_being_written_and_leaves_nothing(tmp_path, c
     """A file system that fills up mid-run: the one line names the file that could not be
     written (which says on which device), and the staging folder is removed."""
     from pipelines.etl import run
+    from tests.reliability.mounts import tmpfs
 
-    mount = tmp_path / "small"
-    mount.mkdir()
-    tried = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True
-    ) if shutil.which("mount") else None  # fmt: skip
-    if tried is None or tried.returncode != 0:
-        pytest.skip("cannot mount a small file system here (needs root)")
-    try:
+    with tmpfs(tmp_path / "small", "size=256k") as mount:
         rows = "".join(f"{i},{i * 7919 % 10007}.{i % 97},n{i * 31 % 1009}\n" for i in range(60000))
         (tmp_path / "big.csv").write_text("id,x,name\n" + rows)
         (tmp_path / "c.yaml").write_text(
@@ -190,5 +184,3 @@ def test_a_full_disk_names_the_file_being_written_and_leaves_nothing(tmp_path, c
             f"{mount}/.out.incomplete-"
         ), err
         assert os.listdir(mount) == []
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)

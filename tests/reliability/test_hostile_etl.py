@@ -8,13 +8,12 @@ from __future__ import annotations
 import codecs
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.reliability.hostile import Case, config, csv_source, jsonl_source, run_case
+from tests.reliability.mounts import mount_tmpfs, unmount
 
 ID_NAME = {"id": {"type": "int"}, "name": {"type": "string", "required": False}}
 ROWS = "id,name\n1,a\n2,b\n3,c\n"
@@ -305,13 +304,7 @@ SILENT = [
 
 def _mounted(options: str):
     def setup(d: Path):
-        if not shutil.which("mount"):
-            pytest.skip("no mount here")
-        (d / "m").mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(d / "m")],
-                              capture_output=True)  # fmt: skip
-        if done.returncode != 0:
-            pytest.skip("cannot mount a file system here (needs root)")
+        mount_tmpfs(d / "m", options)
         return _etl(d, [csv_source(d, ROWS)], ID_NAME, "--output",
                     str(d / "m" if "ro" in options else d / "m" / "out"))  # fmt: skip
 
@@ -357,7 +350,7 @@ def test_hostile_case(case: Case, tmp_path: Path, capfd):
         run_case(case, tmp_path, capfd)
     finally:
         if (tmp_path / "m").is_dir() and os.path.ismount(tmp_path / "m"):
-            subprocess.run(["umount", str(tmp_path / "m")], check=False)
+            unmount(tmp_path / "m")
 
 
 def test_the_corpus_covers_every_class():
