@@ -400,6 +400,35 @@ def test_csv_a_quote_left_open_says_how_many_lines_it_swallowed(both_parsers):
     ]
 
 
+def test_csv_a_line_or_field_longer_than_the_limit_is_rejected_unread(both_parsers, monkeypatch):
+    """A CSV line, or a quoted field of many lines, longer than MAX_CHARS (64 Mi characters;
+    100 here) is one rejection with its length, never held whole; the records after a long
+    line are read, by the Arrow path and the reference parser alike."""
+    import csv
+
+    monkeypatch.setattr(csv_module, "MAX_CHARS", 100)
+    monkeypatch.setattr(csv_module, "_READ_BYTES", 32)
+    limit = csv.field_size_limit(100)
+    try:
+        line = _csv(b"id,name\n1,a\n2," + b"x" * 250 + b"\n3,c\n")
+        field = _csv(b'id,name\n1,a\n2,"' + b"y\n" * 60 + b'"\n')
+    finally:
+        csv.field_size_limit(limit)
+    too_long = "csv: a line or field longer than 64 Mi characters, not read"
+    assert sorted(line, key=str) == [
+        ("rejected", "f.csv:3", too_long, "<253 characters>"),
+        (2, {"id": "1", "name": "a"}, "1,a\n"),
+        (4, {"id": "3", "name": "c"}, "3,c\n"),
+    ]
+    rejected = [item for item in field if item[0] == "rejected"]
+    assert rejected[0] == ("rejected", "f.csv:3", too_long, "<105 characters>")
+    # what follows the cut is read as the csv module reads it after an error: line by line,
+    # each line counted (here as a wrong field count, the closing quote as an open one)
+    assert len(field) == 1 + len(rejected)  # record 1 and the rejections: nothing uncounted
+    assert {r[2] for r in rejected[1:-1]} == {"csv: expected 2 fields, got 1"}
+    assert rejected[-1][2].startswith("csv: a quote opened in this record is never closed")
+
+
 def test_csv_a_file_of_blank_lines_has_no_records(both_parsers):
     for data in (b"\n", b"\n\n  \n\t\n", b"\r\n \r\n", b"   "):
         assert _csv(data) == [], data

@@ -50,7 +50,9 @@ from transforms.files import FileError
 from transforms.records import CHUNK_ROWS, RawChunk, location, printable, rejection
 from transforms.sources.registry import OptionsReader
 
-csv.field_size_limit(1 << 30)
+MAX_CHARS = 64 << 20  # a longer line or field is rejected, never held whole
+TOO_LONG = "csv: a line or field longer than 64 Mi characters, not read"
+csv.field_size_limit(MAX_CHARS)
 _EMPTY_ONLY = frozenset([""])
 _READ_BYTES = 1 << 20
 _MAX_BLOCK = 16 << 20  # a chunk of long records may hold fewer than chunk_rows
@@ -244,7 +246,11 @@ def _python_records(
         try:
             for values in reader:
                 cur = reader.line_num
-                if len(values) <= 1 and blank(values, prev, cur):
+                if window.overlong and window.holds_overlong(prev, cur):
+                    where = location(path, line0 + prev + 1)
+                    record = f"<{window.chars(prev, cur)} characters>"
+                    yield rejection(source.name, where, TOO_LONG, record)
+                elif len(values) <= 1 and blank(values, prev, cur):
                     pass  # a blank line is not a record
                 elif len(values) == width:
                     rows.append(values)
@@ -264,18 +270,40 @@ def _python_records(
         except csv.Error as e:
             cur = reader.line_num
             where = location(path, line0 + prev + 1)
-            reason = f"csv: {e}"
+            reason, record = f"csv: {e}", None
             if str(e) == "unexpected end of data":  # a quote left open swallows the rest
                 reason = (
                     f"csv: a quote opened in this record is never closed: the {cur - prev} "
                     "lines to the end of the file are one record"
                 )
-            yield rejection(source.name, where, reason, window.text(prev, cur))
+            if str(e).startswith("field larger than field limit") or (
+                window.overlong and window.holds_overlong(prev, cur)
+            ):
+                reason, record = TOO_LONG, f"<{window.chars(prev, cur)} characters>"
+            yield rejection(source.name, where, reason, record or window.text(prev, cur))
             if not rows:
                 window.mark(cur)
             prev = cur
     if rows:
         yield chunk()
+
+
+class _TooLong(str):
+    """A line longer than MAX_CHARS, read in pieces and not kept: an empty line standing for
+    its `chars` characters (the window notes its number: its record is rejected)."""
+
+    chars: int = 0
+
+    @classmethod
+    def after(cls, start: str, text: io.TextIOBase) -> _TooLong:
+        """The line that begins with `start`, read to its end from `text`."""
+        chars, piece = len(start), start
+        while piece and not piece.endswith("\n"):
+            piece = text.readline(MAX_CHARS)
+            chars += len(piece)
+        line = cls("\n")
+        line.chars = chars
+        return line
 
 
 class _LineWindow:
@@ -289,12 +317,35 @@ class _LineWindow:
         self._text = text
         self._buffer: list[str] = []
         self._base = 0  # line number (0-based) of _buffer[0]
+        self._read = 0  # lines read so far
+        self.overlong: dict[int, int] = {}  # line number (0-based) → its characters, not kept
         self.lines = itertools.chain.from_iterable(iter(self._read_block, []))
 
     def _read_block(self) -> list[str]:
-        block = self._text.readlines(1 << 16)
+        block, size = [], 0
+        while size < 1 << 16:  # lines as `readlines(65536)` gives them, each bounded
+            line = self._text.readline(MAX_CHARS + 1)
+            if not line:
+                break
+            if len(line) > MAX_CHARS and not line.endswith("\n"):
+                line = _TooLong.after(line, self._text)
+                self.overlong[self._read + len(block)] = line.chars
+            block.append(line)
+            size += len(line)
+        self._read += len(block)
         self._buffer.extend(block)
         return block
+
+    def holds_overlong(self, start: int, end: int) -> bool:
+        """Whether lines start..end hold an overlong line (forgotten once asked for)."""
+        found = [n for n in self.overlong if start <= n < end]
+        for n in found:
+            del self.overlong[n]
+        return bool(found)
+
+    def chars(self, start: int, end: int) -> int:
+        """The characters of lines start..end, an overlong line's counted whole."""
+        return sum(getattr(line, "chars", len(line)) for line in self.take(start, end))
 
     def take(self, start: int, end: int) -> list[str]:
         """Lines start..end (0-based, end excluded)."""
@@ -463,6 +514,12 @@ class _ArrowCsv:
                 yield from self._python_rest(buf, columns, line0)
                 return
             starts = np.concatenate(([0], scan.ends[:-1]))
+            tail = len(buf) - (int(scan.ends[-1]) if len(scan.ends) else 0)
+            if max(tail, int(np.max(scan.ends - starts, initial=0))) > MAX_CHARS:
+                # a record longer than the limit: the reference reader rejects it without
+                # holding it, and reads on
+                yield from self._python_rest(buf, columns, line0)
+                return
             a = np.frombuffer(buf, np.uint8)
             blank = _blank_records(a, starts, scan.ends, self._delimiter)
             nonblank = np.flatnonzero(~blank)
