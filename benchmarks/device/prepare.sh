@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Puts a TensorFlow stand-in into .device/tf_stub/ for a benchmark host without TensorFlow: the naive Beam pipeline of benchmarks/etl_csv.py (case d of etl_workers.py) needs
-# only tf.train.Example. It copies the stand-in package of benchmarks/device/tf_stub/ and, beside
+# only tf.train.Example. It installs benchmarks/device/tensorflow_stand_in.py as the package
+# .device/tf_stub/tensorflow/ (a template here, so that no second `tensorflow` is in the tree) and, beside
 # it, TensorFlow's generated Example protos (core/example/example_pb2.py and feature_pb2.py, which
 # import only google.protobuf) from the local TensorFlow install.
 # Run from the project root, once Beam's wheels for the host are in .device/:
@@ -13,6 +14,6 @@ tf=$("$PY" -c 'import importlib.util; print(importlib.util.find_spec("tensorflow
 target=.device/tf_stub/tensorflow
 rm -rf .device/tf_stub
 mkdir -p "$target/core/example"
-cp benchmarks/device/tf_stub/tensorflow/__init__.py "$target/"
+cp benchmarks/device/tensorflow_stand_in.py "$target/__init__.py"
 cp "$tf/core/example/example_pb2.py" "$tf/core/example/feature_pb2.py" "$target/core/example/"
 echo "TensorFlow stand-in in .device/tf_stub ($(du -sh .device/tf_stub | cut -f1)); carry [\".device\"]"

@@ -3,7 +3,9 @@
 The naive Beam pipeline of benchmarks/etl_csv.py needs nothing else of TensorFlow (it writes with
 Beam's WriteToTFRecord), so on a machine without TensorFlow it runs with this package first on
 its path. TensorFlow's two generated proto modules, which need only protobuf, go beside it:
-benchmarks/device/prepare.sh copies this file and them into .device/tf_stub/.
+benchmarks/device/prepare.sh installs this file as .device/tf_stub/tensorflow/__init__.py and
+copies them there. It is kept here under another name so that the tree holds no second package
+named `tensorflow` (tools that resolve the trainer's `import tensorflow` would find it).
 """
 
 import types
