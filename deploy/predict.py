@@ -178,16 +178,6 @@ def _reject(record: dict, rejects: IO[str] | None) -> None:
         print(f"{_PROG}: rejected {record['location']}: {record['reason']}", file=sys.stderr)
 
 
-# The formats a file's extension suggests, for picking the source that reads --input.
-_FORMATS_OF = {
-    ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
-    ".parquet": "parquet", ".avro": "avro", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord",
-    ".txt": "text", ".bin": "binary", ".bmp": "images", ".gif": "images", ".jpeg": "images",
-    ".jpg": "images", ".png": "images", ".webp": "images",
-}  # fmt: skip
-_COMPRESSED = (".gz", ".bz2", ".deflate", ".zst", ".lzma")
-
-
 def _for_prediction(dataset, source_name: str | None, path: str):
     """The dataset and source that read `path`: the label neither required nor checked, an
     image folder's label not taken from the path."""
@@ -216,15 +206,15 @@ def _for_prediction(dataset, source_name: str | None, path: str):
 
 def _source_of(path: str, sources: list):
     """The source whose format fits `path`'s extension (the first such), else the first."""
-    name = path.lower().rstrip("/")
-    for suffix in _COMPRESSED:
-        name = name.removesuffix(suffix)
-    wanted = _FORMATS_OF.get(os.path.splitext(name)[1])
-    if wanted is None and os.path.isdir(path):
-        wanted = "images"
-    found = next((s for s in sources if s.format == wanted), None)
-    if found is not None or wanted is None:
+    from transforms.sources.registry import formats_of_name
+
+    wanted = formats_of_name(path)
+    if not wanted and os.path.isdir(path):
+        wanted = ("images",)
+    found = next((s for fmt in wanted for s in sources if s.format == fmt), None)
+    if found is not None or not wanted:
         return found or sources[0]
+    wanted = wanted[0]
     formats = ", ".join(f"{s.name!r} ({s.format})" for s in sources)
     raise _Refused(
         f"--input: {path} is {wanted} by its name, and no source of the config reads {wanted} "

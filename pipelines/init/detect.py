@@ -22,27 +22,14 @@ from typing import Iterable
 from pipelines.fields import MAX_NAME_BYTES, ConfigError
 from transforms.contract.suggest import did_you_mean
 from transforms.schema import SPACE
+from transforms.sources import registry
 
-# File name endings → source format. `.txt` is delimited text when a delimiter is found, else
-# one record per line (`text`).
+# File name endings → the source format `init` proposes (the registry's first, for the formats
+# init samples): `.txt` is delimited text when a delimiter is found, else one record per line.
+INIT_FORMATS = ("csv", "jsonl", "parquet", "avro", "tfrecord")
 EXTENSIONS = {
-    ".csv": "csv",
-    ".tsv": "csv",
-    ".tab": "csv",
-    ".txt": "csv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "jsonl",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".avro": "avro",
-    ".tfrecord": "tfrecord",
-    ".tfrecords": "tfrecord",
-    ".tfrec": "tfrecord",
+    ext: formats[0] for ext, formats in registry.EXTENSIONS.items() if formats[0] in INIT_FORMATS
 }
-# Compressed files are read by their extension (`transforms.files.open_file`); `.zz` is
-# shardflow's zlib suffix for TFRecord shards.
-COMPRESSED = (".gz", ".bz2", ".zz", ".deflate", ".zst", ".xz", ".lzma")
 _UNCOMPRESSED_ONLY = ("parquet", "avro")  # their files compress inside, never as a whole
 _TFRECORD_SHARD = re.compile(r"-\d{5}-of-\d{5}$")  # train-00000-of-00004.tfrecord.gz
 
@@ -60,20 +47,7 @@ _FLOAT = re.compile(
 )
 
 
-def split_suffix(path: str) -> tuple[str, str, str]:
-    """(stem, format extension, compression extension) of a file name, lower-cased endings:
-    `a/b.Tfrecord.GZ` → (`b`, `.tfrecord`, `.gz`)."""
-    name = path.rstrip("/").rsplit("/", 1)[-1]
-    stem, compression = name, ""
-    lower = name.lower()
-    for ending in COMPRESSED:
-        if lower.endswith(ending) and len(name) > len(ending):
-            stem, compression = name[: -len(ending)], ending
-            break
-    dot = stem.rfind(".")
-    if dot <= 0:
-        return stem, "", compression
-    return stem[:dot], stem[dot:].lower(), compression
+split_suffix = registry.split_suffix
 
 
 def file_format(path: str) -> str:

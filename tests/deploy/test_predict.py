@@ -96,3 +96,30 @@ def test_input_of_a_format_no_source_reads_is_refused_naming_the_sources():
     )
     _, chosen = predict._for_prediction(load_config(str(PENGUINS)), "nests", "new.avro")
     assert chosen.format == "parquet"  # --source: read as that source reads
+
+
+def test_init_and_predict_read_every_file_name_as_the_same_format():
+    """One table of file name endings (the source registry's): a file that `init` proposes as
+    format F is read by the config's F source in `predict --input`, compressed or not."""
+    import dataclasses
+
+    from pipelines.init import detect
+    from transforms.sources.registry import COMPRESSED_SUFFIXES, EXTENSIONS
+
+    config = load_config(str(PENGUINS))
+    template = config.sources[0]
+    sources = [
+        dataclasses.replace(template, name=fmt, format=fmt)
+        for fmt in ("csv", "jsonl", "parquet", "avro", "tfrecord", "text", "binary", "images")
+    ]
+    checked = 0
+    for ext in EXTENSIONS:
+        for compression in ("", *COMPRESSED_SUFFIXES):
+            name = f"new{ext.upper() if compression == '.gz' else ext}{compression}"
+            try:
+                proposed = detect.file_format(name)
+            except Exception:  # noqa: BLE001 - init refuses it (a compressed parquet, an image)
+                continue
+            assert predict._source_of(name, sources).format == proposed, name
+            checked += 1
+    assert checked > 40

@@ -36,6 +36,46 @@ IMPLEMENTED = tuple(
 QUERY_FORMATS = ("sql", "bigquery")
 
 
+# File name endings → the formats that read such files, the likelier first: what `shardflow
+# init` proposes for a file, and which source of a config `predict --input` reads it with. A
+# `.txt` file is delimited text when `init` finds a delimiter in it, else one record per line.
+EXTENSIONS: dict[str, tuple[str, ...]] = {
+    ".csv": ("csv",), ".tsv": ("csv",), ".tab": ("csv",), ".txt": ("csv", "text"),
+    ".jsonl": ("jsonl",), ".ndjson": ("jsonl",), ".json": ("jsonl",),
+    ".parquet": ("parquet",), ".pq": ("parquet",),
+    ".avro": ("avro",),
+    ".tfrecord": ("tfrecord",), ".tfrecords": ("tfrecord",), ".tfrec": ("tfrecord",),
+    ".bin": ("binary",),
+    ".bmp": ("images",), ".gif": ("images",), ".jpeg": ("images",), ".jpg": ("images",),
+    ".png": ("images",), ".webp": ("images",),
+}  # fmt: skip
+# Compressed files are read by their name's last ending (`transforms.files.open_file`); `.zz` is
+# shardflow's zlib ending for TFRecord shards.
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".zz", ".deflate", ".zst", ".xz", ".lzma")
+
+
+def split_suffix(path: str) -> tuple[str, str, str]:
+    """(stem, format ending, compression ending) of a file name, the endings lower-cased:
+    `a/b.Tfrecord.GZ` → (`b`, `.tfrecord`, `.gz`)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    stem, compression = name, ""
+    lower = name.lower()
+    for ending in COMPRESSED_SUFFIXES:
+        if lower.endswith(ending) and len(name) > len(ending):
+            stem, compression = name[: -len(ending)], ending
+            break
+    dot = stem.rfind(".")
+    if dot <= 0:
+        return stem, "", compression
+    return stem[:dot], stem[dot:].lower(), compression
+
+
+def formats_of_name(path: str) -> tuple[str, ...]:
+    """The formats that read a file of this name, the likelier first; () when its name tells
+    none."""
+    return EXTENSIONS.get(split_suffix(path)[1], ())
+
+
 def check_options(fmt: str, raw: dict[str, Any]) -> dict[str, Any]:
     return _module(fmt).options(raw)
 
