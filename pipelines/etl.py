@@ -101,7 +101,7 @@ def build_etl(
         )
         counts.append(join_counts)
     else:
-        encoded, invalid, stats = records | "ValidateRecords" >> PrepareRecords(
+        encoded, invalid, stats = records | "PrepareRecords" >> PrepareRecords(
             dataset, tuning.encode_threads
         )
     rejected.append(invalid)

@@ -523,7 +523,7 @@ class _DropDuplicates(beam.PTransform):
     def __init__(self, dataset: DatasetSpec):
         super().__init__()
         self._splits = len(dataset.splits)
-        self._shard_bytes = dataset.output.shard_size_mb * 1024 * 1024
+        self._shard_bytes = dataset.output.shard_bytes
 
     def expand(self, chunks):
         counts = (

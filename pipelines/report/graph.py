@@ -2,7 +2,7 @@
 
 Read from the pipeline's portable representation (`Pipeline.to_runner_api()`, what any runner
 receives), so it shows the job's steps under the labels a runner's UI shows (`Read[penguins]`,
-`ValidateRecords`, `WriteShards`, `Publish`, ...). An edge is any data flowing from a step
+`PrepareRecords`, `WriteShards`, `Publish`, ...). An edge is any data flowing from a step
 into another, side inputs included, found on the steps' innermost transforms.
 """
 

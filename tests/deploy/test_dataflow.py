@@ -128,7 +128,7 @@ def test_dataflow_runner_writes_the_etl_job_with_our_package_and_image(gcs_emula
     assert options["pipelineUrl"].startswith(f"{root}/staging/shardflow-tiny-test.")
     pipeline = beam_runner_api_pb2.Pipeline.FromString(_read_gcs(options["pipelineUrl"]))
     names = {t.unique_name for t in pipeline.components.transforms.values()}
-    for step in ("Read[rows]", "MergeSources", "ValidateRecords", "WriteShards", "Publish"):
+    for step in ("Read[rows]", "MergeSources", "PrepareRecords", "WriteShards", "Publish"):
         assert step in names, f"{step} not in the job's pipeline"
     # A template run stages the job; it writes no dataset.
     assert not FileSystems.exists(f"{output}/manifest.json")

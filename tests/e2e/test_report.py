@@ -159,7 +159,7 @@ def test_the_report_holds_the_manifests_numbers_and_the_graph(dataset):
     ]
     assert all(float(v[f"step-{i}-seconds"]) >= 0 for i in range(len(FINISHING) + 3))
     assert page.external == []
-    steps = {"Read[rows]", "MergeSources", "ValidateRecords", "WriteShards", "Publish"}
+    steps = {"Read[rows]", "MergeSources", "PrepareRecords", "WriteShards", "Publish"}
     assert all(step in html for step in steps)
     assert len(page.nodes) >= len(steps) and len(page.edges) >= len(steps) - 1
 

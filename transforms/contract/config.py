@@ -143,6 +143,11 @@ class OutputSpec:
     def suffix(self) -> str:
         return shard_suffix(self.compression)
 
+    @property
+    def shard_bytes(self) -> float:
+        """The target size of a shard, in bytes (`shard_size_mb` MiB)."""
+        return self.shard_size_mb * 1024 * 1024
+
 
 @dataclasses.dataclass(frozen=True)
 class TransformOp:

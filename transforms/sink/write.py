@@ -208,7 +208,7 @@ class WriteShards(beam.PTransform):
     def expand(self, encoded):
         out = self._dataset.output
         num_splits = len(self._dataset.splits)
-        shard_bytes = out.shard_size_mb * 1024 * 1024
+        shard_bytes = out.shard_bytes
         spills = encoded | "Spill" >> beam.ParDo(
             SpillFn(self._staging, self._dataset.key is not None, self._spill_bytes)
         ).with_output_types(SpillFile)
