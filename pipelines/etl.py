@@ -41,14 +41,14 @@ from pipelines.flags import Tuning, beam_flags, build_parser, dates_of, tuning_f
 from pipelines.inputs import check_inputs
 from pipelines.report.graph import pipeline_graph
 from pipelines.report.writer import write_report
-from pipelines.summary import failure_reason, is_refusal, print_summary
+from pipelines.summary import failure_reason, print_summary, refusal
 from transforms.contract.config import DatasetSpec
 from transforms.files import CorruptFile, FileError, match_files
 from transforms.join import JoinByKey
 from transforms.prepare import ENCODE_THREADS, PrepareRecords
-from transforms.quality import CountFields, QualityError
+from transforms.quality import CountFields
 from transforms.sink.finalize import PublishDataset
-from transforms.sink.output import Expected, OutputError, holds_dataset
+from transforms.sink.output import Expected, holds_dataset
 from transforms.sink.storage import discard, read_if_exists, staging_path
 from transforms.sink.write import SPILL_BYTES, WRITE_THREADS, WriteShards
 from transforms.sources import ranges, registry
@@ -442,11 +442,11 @@ def _run_dataset(
         discard(staging)
         if not isinstance(e, Exception) or _INTERRUPTED.is_set():
             raise  # said by `run`
-        # A refusal of the data or of OUTPUT says all there is to say in its one line.
-        refused = isinstance(e, (QualityError, OutputError)) or is_refusal(e)
-        details = "" if refused else joblog.failure(e)
-        if isinstance(e, QualityError) or (refused and "QualityError" in str(e)):
-            details = _likely_cause(dataset)
+        refused = refusal(e)
+        if refused is None:
+            details = joblog.failure(e)
+        else:  # a refusal's line says all there is to say; the data's, with its likely cause
+            details = _likely_cause(dataset) if refused == "QualityError" else ""
         print(f"shardflow etl: job failed: {failure_reason(e)}{details}", file=sys.stderr)
         return 1
     template = options.view_as(GoogleCloudOptions).template_location

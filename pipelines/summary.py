@@ -32,10 +32,15 @@ def failure_reason(error: BaseException) -> str:
     return last
 
 
-def is_refusal(error: BaseException) -> bool:
-    """A refusal of the data or of OUTPUT, raised here or in a worker process."""
+def refusal(error: BaseException) -> str | None:
+    """The class name of a refusal of the data or of OUTPUT (`QualityError`, `OutputError`),
+    raised here or in a worker process; None for any other error."""
+    if type(error).__name__ in ("QualityError", "OutputError"):
+        return type(error).__name__
     lines = [line for line in str(error).splitlines() if line.strip()]
-    return bool(lines) and lines[-1].startswith(tuple(f"{name}: " for name in REFUSALS))
+    last = re.sub(r" \[while running '[^']*'\]$", "", lines[-1]) if lines else ""
+    found = next((name for name in REFUSALS if last.startswith(f"{name}: ")), None)
+    return None if found is None else found.rsplit(".", 1)[-1]
 
 
 def _short(text: str, most: int = 120) -> str:

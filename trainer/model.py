@@ -5,8 +5,9 @@ numbers keyed by input name), never a string: it can run on a TPU and be compile
 is a tf_keras (Keras 2) model, not Keras 3, because tf.Transform's `transform_features_layer()`
 is a tf_keras layer. What each input is was decided by `trainer.recipe`; here it is encoded:
 a number standardized with its train moments (`compute_moments`) and softly clipped to about
-±3 deviations (`SoftClip`: an outlier stays an outlier without swamping the layers), beside its
-pieces between train quantiles (`PiecewiseLinear`), a missing one as zeros (at the mean); a
+±3 deviations (x / sqrt(1 + (x/3)²): an outlier stays an outlier without swamping the layers),
+beside its pieces between train quantiles (piecewise linear encoding, Gorishniy et al. 2022),
+every number through one layer (`Numbers`), a missing one as zeros (at the mean); a
 category one-hot encoded or embedded in the width the recipe chose; a list of ids embedded and
 averaged; an image through a small convolutional tower. Ids of a
 tf.Transform output (`InputFeature.buckets`) use exactly `buckets` slots, an id outside them
@@ -267,25 +268,6 @@ class SeededDropout(tf_keras.layers.Layer):
         return {**super().get_config(), "rate": self.rate, "seed": self.seed}
 
 
-class PiecewiseLinear(tf_keras.layers.Layer):
-    """A number [batch, 1] as its pieces between `edges` (e_0 < ... < e_n): piece j is
-    clip((x - e_j) / (e_{j+1} - e_j), 0, 1), so [batch, n] goes 0 … 1 … 1 as x crosses the
-    edges (piecewise linear encoding, Gorishniy et al. 2022, on train quantiles)."""
-
-    def __init__(self, edges, **kwargs):
-        super().__init__(**kwargs)
-        self.edges = tuple(float(e) for e in edges)
-
-    def call(self, x):
-        edges = np.asarray(self.edges, np.float32)
-        low = tf.constant(edges[:-1])
-        width = tf.constant(np.diff(edges))
-        return tf.clip_by_value((tf.cast(x, tf.float32) - low) / width, 0.0, 1.0)
-
-    def get_config(self):
-        return {**super().get_config(), "edges": list(self.edges)}
-
-
 def _moments_of(model_input: ModelInput) -> Moments:
     if model_input.moments is None:
         raise ValueError(f"model input {model_input.name!r}: no normalization moments given")
@@ -294,8 +276,9 @@ def _moments_of(model_input: ModelInput) -> Moments:
 
 class Numbers(tf_keras.layers.Layer):
     """Every number input of the model at once, as [batch, columns] float32: each standardized
-    with its train moments and softly clipped (`SoftClip`'s curve), then the pieces of the
-    numbers that have quantile `edges` (`PiecewiseLinear`'s), both zero where the feature's
+    with its train moments and softly clipped (x / sqrt(1 + (x/3)²): the identity near 0,
+    bounded by ±3), then the pieces of the numbers that have quantile `edges` (piece j of e_0 <
+    … < e_n is clip((x - e_j) / (e_{j+1} - e_j), 0, 1)), both zero where the feature's
     presence input says the value is missing (it sits at the mean, not at its filler), then the
     presence inputs themselves.
 
@@ -366,14 +349,6 @@ class Numbers(tf_keras.layers.Layer):
 def _or_last(indices: np.ndarray, last: int) -> np.ndarray:
     """Indices with -1 (none) replaced by `last`."""
     return np.where(indices < 0, last, indices)
-
-
-class SoftClip(tf_keras.layers.Layer):
-    """x / sqrt(1 + (x / 3)^2): the identity near 0, bounded by ±3 far out, smooth everywhere.
-    A standardized number keeps its order, but an outlier cannot swamp the layers after it."""
-
-    def call(self, x):
-        return x * tf.math.rsqrt(1.0 + tf.square(x / 3.0))
 
 
 def _build(recipe: Recipe, cfg: ModelConfig, dropout: float, seed: int = 0) -> tf_keras.Model:

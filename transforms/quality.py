@@ -125,12 +125,12 @@ def check_dataset(
     without records. `output.allow` lets each through."""
     allowed = set(dataset.output.allow)
     rejected = list(rejected)
+    # A joined record that is rejected names every source it holds ("a,b").
+    by_source = Counter(s for r in rejected for s in r["source"].split(","))
     if "missing_field" not in allowed:
-        # A joined record that is rejected names every source it holds ("a,b").
-        by_source = Counter(s for r in rejected for s in r["source"].split(","))
         _check_fields(dataset, manifest, counts, by_source)
     if "empty_source" not in allowed:
-        _check_sources(dataset, manifest, rejected)
+        _check_sources(dataset, manifest, rejected, by_source)
     if "empty_split" not in allowed:
         for name in dataset.split_names:
             if manifest.splits[name].records == 0:
@@ -177,9 +177,9 @@ def _check_fields(
             )
 
 
-def _check_sources(dataset: DatasetSpec, manifest: Manifest, rejected) -> None:
-    # A joined record that is rejected names every source it holds ("a,b").
-    by_source = Counter(s for r in rejected for s in r["source"].split(","))
+def _check_sources(
+    dataset: DatasetSpec, manifest: Manifest, rejected: list, by_source: Counter
+) -> None:
     for i, source in enumerate(dataset.sources):
         read = manifest.sources[source.name].records
         if read == 0:

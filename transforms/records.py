@@ -103,6 +103,19 @@ class RawChunk:
         return out
 
 
+MAX_LINE_CHARS = 64 << 20  # a longer line (or CSV field) is rejected by its reader, never held
+
+
+def rest_of_line(text: Any, piece: str, most: int) -> int:
+    """Reads on to the end of the line whose start `piece` is (what `text.readline(n)` gave),
+    `most` characters at a time, holding none of it; the line's characters, its end excluded."""
+    chars = len(piece)
+    while piece and not piece.endswith("\n"):
+        piece = text.readline(most)
+        chars += len(piece)
+    return chars - piece.endswith("\n")
+
+
 def _taken(column: list[Any] | pa.Array, rows: np.ndarray) -> list[Any] | pa.Array:
     """The values of a column at `rows`."""
     if isinstance(column, pa.Array):

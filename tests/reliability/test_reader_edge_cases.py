@@ -416,7 +416,7 @@ def test_csv_a_line_or_field_longer_than_the_limit_is_rejected_unread(both_parse
         csv.field_size_limit(limit)
     too_long = "csv: a line or field longer than 64 Mi characters, not read"
     assert sorted(line, key=str) == [
-        ("rejected", "f.csv:3", too_long, "<253 characters>"),
+        ("rejected", "f.csv:3", too_long, "<252 characters>"),
         (2, {"id": "1", "name": "a"}, "1,a\n"),
         (4, {"id": "3", "name": "c"}, "3,c\n"),
     ]

@@ -227,7 +227,7 @@ def test_include_and_exclude_name_features():
 def test_on_enough_records_a_number_is_also_read_in_pieces_of_its_train_quantiles():
     import dataclasses
 
-    from trainer.model import PiecewiseLinear
+    from trainer.model import Numbers
 
     values = np.arange(5000, dtype=np.float64)
     features = {"x": InputFeature("x", "float")}
@@ -236,7 +236,15 @@ def test_on_enough_records_a_number_is_also_read_in_pieces_of_its_train_quantile
     many = _decide(features, dataclasses.replace(_facts(numbers={"x": values}), train_records=5000))
     (x,) = many.inputs
     assert x.bins == tuple(np.quantile(values, np.linspace(0, 1, 9)))  # 8 pieces
-    pieces = PiecewiseLinear([0.0, 10.0, 20.0, 40.0])(tf.constant([[-5.0], [5.0], [25.0], [99.0]]))
+    # the model's number layer: one standardized column, then its pieces, 0 … 1 … 1 across the
+    # edges; a second number with fewer pieces is padded with pieces that stay 0
+    layer = Numbers(
+        widths=[1, 1], mean=[0.0, 0.0], variance=[1.0, 1.0],
+        edges=[[0.0, 10.0, 20.0, 40.0], [0.0, 1.0]], presence=[-1, -1],
+    )  # fmt: skip
+    x = tf.constant([[-5.0], [5.0], [25.0], [99.0]])
+    out = layer([[x, tf.constant([[0.5]] * 4)], []]).numpy()
     np.testing.assert_allclose(
-        pieces, [[0, 0, 0], [0.5, 0, 0], [1, 1, 0.25], [1, 1, 1]]
-    )  # 0 … 1 … 1 across the edges
+        out[:, 2:5], [[0, 0, 0], [0.5, 0, 0], [1, 1, 0.25], [1, 1, 1]]
+    )  # the first number's pieces
+    np.testing.assert_allclose(out[:, 5:], [[0.5, 0, 0]] * 4)  # one piece, then padding

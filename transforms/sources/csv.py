@@ -47,10 +47,18 @@ import pyarrow.csv as pacsv
 
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.files import FileError
-from transforms.records import CHUNK_ROWS, RawChunk, location, printable, rejection
+from transforms.records import (
+    CHUNK_ROWS,
+    MAX_LINE_CHARS,
+    RawChunk,
+    location,
+    printable,
+    rejection,
+    rest_of_line,
+)
 from transforms.sources.registry import OptionsReader
 
-MAX_CHARS = 64 << 20  # a longer line or field is rejected, never held whole
+MAX_CHARS = MAX_LINE_CHARS  # a longer line or field is rejected, never held whole
 TOO_LONG = "csv: a line or field longer than 64 Mi characters, not read"
 csv.field_size_limit(MAX_CHARS)
 _EMPTY_ONLY = frozenset([""])
@@ -297,12 +305,8 @@ class _TooLong(str):
     @classmethod
     def after(cls, start: str, text: io.TextIOBase) -> _TooLong:
         """The line that begins with `start`, read to its end from `text`."""
-        chars, piece = len(start), start
-        while piece and not piece.endswith("\n"):
-            piece = text.readline(MAX_CHARS)
-            chars += len(piece)
         line = cls("\n")
-        line.chars = chars
+        line.chars = rest_of_line(text, start, MAX_CHARS)
         return line
 
 

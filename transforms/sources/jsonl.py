@@ -48,10 +48,12 @@ import numpy as np
 from transforms.contract.config import SourceSpec
 from transforms.records import (
     CHUNK_ROWS,
+    MAX_LINE_CHARS,
     RawChunk,
     location,
     one_line_records,
     rejection,
+    rest_of_line,
 )
 from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.registry import OptionsReader
@@ -62,7 +64,6 @@ NOT_AN_OBJECT = "json: not an object"
 TOO_DEEP = f"json: nested deeper than {MAX_DEPTH} levels"
 BAD_NAME = "json: field name is not valid text"
 DUPLICATE_KEY = "json: duplicate key"
-MAX_LINE_CHARS = 64 << 20  # a longer line is rejected, never held whole
 TOO_LONG = "json: line longer than 64 Mi characters, not read"
 MAX_CHUNK_FIELDS = 1000  # distinct keys in one chunk's records; more and the chunk is cut
 _INT_DIGITS = 4300  # Python's limit on the digits int() converts (sys.int_info)
@@ -164,11 +165,7 @@ def _bounded_lines(text: io.TextIOWrapper) -> Iterator[tuple[str, int]]:
         if len(line) <= MAX_LINE_CHARS or line.endswith("\n"):
             yield line, 0
             continue
-        chars = len(line)
-        while line and not line.endswith("\n"):
-            line = text.readline(MAX_LINE_CHARS)
-            chars += len(line)
-        yield "", chars - line.endswith("\n")
+        yield "", rest_of_line(text, line, MAX_LINE_CHARS)
 
 
 def parse_line(line: str) -> tuple[dict[str, Any] | None, str | None]:

@@ -34,6 +34,7 @@ from typing import Any, BinaryIO, Iterable, Iterator
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import (
     CHUNK_ROWS,
+    MAX_LINE_CHARS,
     RawChunk,
     location,
     one_line_records,
@@ -43,7 +44,6 @@ from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.registry import OptionsReader
 
 NO_MATCH = "text: line does not match regex"
-MAX_LINE_CHARS = 64 << 20  # a longer line is rejected, never held whole
 TOO_LONG = "text: line longer than 64 Mi characters, not read"
 NOT_TEXT = "text: line holds bytes the encoding cannot decode (the regex is matched by RE2)"
 _READ_BYTES = 1 << 20
