@@ -49,6 +49,7 @@ from transforms.prepare import ENCODE_THREADS, PrepareRecords
 from transforms.quality import CountFields
 from transforms.sink.finalize import PublishDataset
 from transforms.sink.output import Expected, holds_dataset
+from transforms.sink.rejected import WriteRejected
 from transforms.sink.storage import discard, read_if_exists, staging_path
 from transforms.sink.write import SPILL_BYTES, WRITE_THREADS, WriteShards
 from transforms.sources import ranges, registry
@@ -118,19 +119,23 @@ def build_etl(
     shards, shard_count = encoded | "WriteShards" >> WriteShards(
         dataset, staging, tuning.spill_bytes or SPILL_BYTES, write_threads=tuning.write_threads
     )
-    all_rejected = rejected | "MergeRejected" >> beam.Flatten()
+    rejected_files = (
+        rejected
+        | "MergeRejected" >> beam.Flatten()
+        | "WriteRejected" >> WriteRejected(staging, dataset.output.shard_bytes)
+    )
     totals = counts | "MergeCounts" >> beam.Flatten() | "SumCounts" >> beam.CombinePerKey(sum)
-    return p | "Publish" >> PublishDataset(
-        dataset,
-        staging,
-        shards,
-        shard_count,
-        all_rejected,
-        totals,
-        transform,
-        statistics,
-        expected=expected,
-        baseline=baseline,
+    inputs = {
+        "shards": shards,
+        "shard_count": shard_count,
+        "rejected": rejected_files,
+        "counts": totals,
+        "statistics": statistics,
+    }
+    if transform is not None:
+        inputs["transform"] = transform
+    return inputs | "Publish" >> PublishDataset(
+        dataset, staging, expected=expected, baseline=baseline
     )
 
 

@@ -20,7 +20,7 @@ checks here.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable
+from typing import Mapping
 
 import apache_beam as beam
 import pyarrow as pa
@@ -118,15 +118,17 @@ def check_dataset(
     dataset: DatasetSpec,
     manifest: Manifest,
     counts: dict[str, int],
-    rejected: Iterable[dict[str, Any]],
+    rejected: Mapping[tuple[str, str], int],
 ) -> None:
     """Raises QualityError for the first thing that makes the dataset plainly not the one meant:
     a field missing from every record of a source, a source that contributed no record, a split
-    without records. `output.allow` lets each through."""
+    without records. `output.allow` lets each through. `rejected`: the rejected records per
+    (source, reason); a joined record that is rejected names every source it holds ("a,b")."""
     allowed = set(dataset.output.allow)
-    rejected = list(rejected)
-    # A joined record that is rejected names every source it holds ("a,b").
-    by_source = Counter(s for r in rejected for s in r["source"].split(","))
+    by_source: Counter = Counter()
+    for (names, _), n in rejected.items():
+        for name in names.split(","):
+            by_source[name] += n
     if "missing_field" not in allowed:
         _check_fields(dataset, manifest, counts, by_source)
     if "empty_source" not in allowed:
@@ -178,7 +180,10 @@ def _check_fields(
 
 
 def _check_sources(
-    dataset: DatasetSpec, manifest: Manifest, rejected: list, by_source: Counter
+    dataset: DatasetSpec,
+    manifest: Manifest,
+    rejected: Mapping[tuple[str, str], int],
+    by_source: Counter,
 ) -> None:
     for i, source in enumerate(dataset.sources):
         read = manifest.sources[source.name].records
@@ -190,9 +195,11 @@ def _check_sources(
                 "no dataset published"
             )
         if by_source[source.name] >= read:
-            top = Counter(
-                r["reason"] for r in rejected if source.name in r["source"].split(",")
-            ).most_common(1)[0]
+            reasons: Counter = Counter()
+            for (names, reason), n in rejected.items():
+                if source.name in names.split(","):
+                    reasons[reason] += n
+            top = min(reasons.items(), key=lambda item: (-item[1], item[0]))
             raise QualityError(
                 f"sources[{i}] {source.name!r}: all {read} records were rejected (most often: "
                 f"{top[0]!r}, {top[1]}x); fix the input, or set output.allow: [empty_source]; "

@@ -8,48 +8,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 
 from transforms.contract.config import DatasetSpec
-from transforms.contract.layout import (
-    REJECTED_FILE,
-    SCHEMA,
-    STATISTICS,
-    STATISTICS_PROTO,
-    shard_name,
-)
+from transforms.contract.layout import SCHEMA, STATISTICS, STATISTICS_PROTO, shard_name
 from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
 from transforms.progress import timed
 from transforms.quality import QualityError, check_dataset, check_rejections
 from transforms.sink.manifest import build_manifest
 from transforms.sink.output import Expected
 from transforms.sink.publish import publish
+from transforms.sink.rejected import RejectedFiles
 from transforms.sink.spill import spill_folder
 from transforms.sink.storage import create_file, delete_folder, read_if_exists
 from transforms.validation.check import Baseline, describe, read_dataset, validate
-
-
-def write_rejected(staging: str, rejected: list[dict[str, Any]]) -> dict[str, Any]:
-    """Writes all rejected records, in a stable order, as one JSON Lines file."""
-    rejected = sorted(
-        rejected, key=lambda r: (r["source"], _location_key(r["location"]), r["reason"])
-    )
-    name = REJECTED_FILE
-    sha = hashlib.sha256()
-    size = 0
-    with create_file(f"{staging}/{name}", "application/x-ndjson") as f:
-        for record in rejected:
-            line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode(
-                "utf-8", errors="backslashreplace"
-            )
-            sha.update(line)
-            size += len(line)
-            f.write(line)
-    return {"path": name, "records": len(rejected), "bytes": size, "sha256": sha.hexdigest()}
 
 
 def write_json(staging: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -93,12 +68,6 @@ def validated(
     )
 
 
-def _location_key(loc: str) -> tuple:
-    """Sorts `file:12` before `file:100`."""
-    head, _, tail = loc.rpartition(":")
-    return (head, int(tail)) if tail.isdigit() else (loc, 0)
-
-
 class _PublishFn(beam.DoFn):
     def __init__(self, dataset: DatasetSpec, staging: str, expected: Expected, baseline=None):
         self._dataset = dataset
@@ -106,7 +75,16 @@ class _PublishFn(beam.DoFn):
         self._expected = expected
         self._baseline = baseline
 
-    def process(self, _, shards, shard_count, rejected, counts, transform=None, statistics=None):
+    def process(
+        self,
+        _,
+        shards,
+        shard_count,
+        rejected: RejectedFiles,
+        counts,
+        transform=None,
+        statistics=None,
+    ):
         out = self._dataset.output
         shards = list(shards)
         expected = {
@@ -121,22 +99,16 @@ class _PublishFn(beam.DoFn):
             )
         with timed("delete spill files"):
             delete_folder(spill_folder(self._staging))
-        with timed("rejected records"):
-            rejected = list(rejected)
-            rejected_file = write_rejected(self._staging, rejected)
-        reasons = Counter(r["reason"] for r in rejected)
         counts = dict(counts)
         with timed("manifest and checks"):
-            manifest = build_manifest(
-                self._dataset, shards, rejected_file, reasons, counts, transform
-            )
+            manifest = build_manifest(self._dataset, shards, rejected, counts, transform)
         if statistics is not None:
             with timed("statistics merge"):  # its last part: statistics.json
                 body = statistics.to_json(self._dataset.split_names)
                 entry = write_json(self._staging, STATISTICS, body)
             manifest = manifest.with_statistics(FileEntry(**entry))
         with timed("manifest and checks"):
-            check_dataset(self._dataset, manifest, counts, rejected)
+            check_dataset(self._dataset, manifest, counts, rejected.counts)
             check_rejections(self._dataset, manifest)
         if statistics is not None:
             with timed("validation"):  # as statistics.json reads back
@@ -152,55 +124,50 @@ class _PublishFn(beam.DoFn):
 
 
 class PublishDataset(beam.PTransform):
-    """Completes the staged dataset (empty shards, rejected file, manifest) and publishes it.
+    """Completes the staged dataset (statistics, manifest, validation) and publishes it.
 
-    `transform`, when the dataset has a tf.Transform, is a one-element PCollection holding the
-    manifest's `transform` section; publication waits for it (the transform is written under
-    the staging folder too, and published with the rest). `expected` is what publication may
-    replace at OUTPUT (`transforms.sink.publish.expect`, taken when the run started; by default
-    nothing).
+    Applied to a dict of PCollections, as the graph built them:
+      shards        the facts of every shard written (`transforms.sink.write.WriteShards`)
+      shard_count   one element: the shards per split
+      rejected      one element: the rejected files and counts (`transforms.sink.rejected`)
+      counts        (counter, total) pairs: records read per source, fields present, ...
+      transform     optional, one element: the manifest's `transform` section, when the dataset
+                    has a tf.Transform (written under the staging folder and published with it)
+      statistics    optional, one element: the merged statistics (`transforms.stats`)
+    Returns a one-element PCollection holding the published manifest. `expected` is what
+    publication may replace at OUTPUT (`transforms.sink.publish.expect`, taken when the run
+    started; by default nothing); `baseline` the dataset (URI) the statistics are compared with.
     """
 
     def __init__(
-        self,
-        dataset: DatasetSpec,
-        staging: str,
-        shards,
-        shard_count,
-        rejected,
-        counts,
-        transform=None,
-        statistics=None,
-        expected: Expected = Expected(),
-        baseline=None,
+        self, dataset: DatasetSpec, staging: str, expected: Expected = Expected(), baseline=None
     ):
         super().__init__()
         self._dataset = dataset
         self._staging = staging
         self._expected = expected
         self._baseline = baseline
-        self._inputs = (shards, shard_count, rejected, counts, transform, statistics)
 
-    def expand(self, pbegin):
-        shards, shard_count, rejected, counts, transform, statistics = self._inputs
+    def expand(self, inputs):
         side_inputs = [
-            beam.pvalue.AsList(shards),
-            beam.pvalue.AsSingleton(shard_count),
-            beam.pvalue.AsList(rejected),
-            beam.pvalue.AsDict(counts),
+            beam.pvalue.AsList(inputs["shards"]),
+            beam.pvalue.AsSingleton(inputs["shard_count"]),
+            beam.pvalue.AsSingleton(inputs["rejected"]),
+            beam.pvalue.AsDict(inputs["counts"]),
         ]
-        if transform is not None:
-            side_inputs.append(beam.pvalue.AsSingleton(transform))
+        if inputs.get("transform") is not None:
+            side_inputs.append(beam.pvalue.AsSingleton(inputs["transform"]))
         extra = {}
-        if statistics is not None:
-            extra["statistics"] = beam.pvalue.AsSingleton(statistics)
+        if inputs.get("statistics") is not None:
+            extra["statistics"] = beam.pvalue.AsSingleton(inputs["statistics"])
+        pipeline = inputs["shards"].pipeline
         expected = self._expected
-        if pbegin.pipeline.options.view_as(GoogleCloudOptions).template_location:
+        if pipeline.options.view_as(GoogleCloudOptions).template_location:
             # a template runs later, maybe many times: what OUTPUT holds now binds none of them
             expected = expected.unpinned()
         publish_fn = _PublishFn(self._dataset, self._staging, expected, self._baseline)
         return (
-            pbegin
+            pipeline
             | "Start" >> beam.Create([None])
             | "WriteManifestAndPublish" >> beam.ParDo(publish_fn, *side_inputs, **extra)
         )

@@ -8,7 +8,6 @@ when it does not balance: such a dataset is never published.
 from __future__ import annotations
 
 import datetime
-from collections import Counter
 from typing import Any
 
 from transforms.contract.config import DatasetSpec
@@ -22,6 +21,7 @@ from transforms.contract.manifest import (
     TransformEntry,
 )
 from transforms.records import ignored_counter, read_counter
+from transforms.sink.rejected import RejectedFiles
 
 MAX_IGNORED_LISTED = 100  # ignored fields a source lists in the manifest, by records holding them
 
@@ -29,8 +29,7 @@ MAX_IGNORED_LISTED = 100  # ignored fields a source lists in the manifest, by re
 def build_manifest(
     dataset: DatasetSpec,
     shards: list[dict[str, Any]],
-    rejected_file: dict[str, Any],
-    reasons: Counter,
+    rejected: RejectedFiles,
     counts: dict[str, int],
     transform: dict[str, Any] | None = None,
 ) -> Manifest:
@@ -59,11 +58,11 @@ def build_manifest(
     read = sum(v.records for v in sources.values())
     written = sum(v.records for v in splits.values())
     joined = counts.get("joined", 0)
-    accounted = written + rejected_file["records"] + duplicates + joined
+    accounted = written + rejected.records + duplicates + joined
     if read != accounted:
         raise RuntimeError(
             f"ledger does not balance: read {read} records, accounted for {accounted} "
-            f"(written {written}, rejected {rejected_file['records']}, duplicates {duplicates}, "
+            f"(written {written}, rejected {rejected.records}, duplicates {duplicates}, "
             f"joined {joined})"
         )
     if transform is not None:
@@ -86,9 +85,9 @@ def build_manifest(
         sources=sources,
         splits=splits,
         rejected=RejectedEntry(
-            records=rejected_file["records"],
-            reasons=dict(sorted(reasons.items())),
-            files=(_file(rejected_file),),
+            records=rejected.records,
+            reasons=dict(sorted(rejected.reasons().items())),
+            files=tuple(_file(f) for f in rejected.files),
         ),
         duplicates=duplicates,
         transform=None if transform is None else TransformEntry(**transform),

@@ -4,7 +4,6 @@ import copy
 import dataclasses
 import json
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 import apache_beam as beam
@@ -23,6 +22,7 @@ from transforms.contract.manifest import (
     TransformEntry,
 )
 from transforms.sink.manifest import build_manifest
+from transforms.sink.rejected import RejectedFiles
 from transforms.sink.storage import staging_path
 
 CSV = "id,name,score,size\n1,ann,1.5,3\n2,bo,x,4\n3,cy,2,5\n4,di,,6\n"
@@ -82,16 +82,19 @@ def _built(tmp_path, date: str | None = None) -> Manifest:
             "sha256": "b" * 64,
         },
     ]
-    rejected = {
-        "path": "rejected/rejected-00000-of-00001.jsonl",
-        "records": 1,
-        "bytes": 3,
-        "sha256": "c" * 64,
-    }
-    counts = {"read/a": 4, "read/b": 0, "ignored/a/extra": 2}
-    manifest = build_manifest(
-        dataset, shards, rejected, Counter({"score: not a number": 1}), counts, TRANSFORM
+    rejected = RejectedFiles(
+        (
+            {
+                "path": "rejected/rejected-00000-of-00001.jsonl",
+                "records": 1,
+                "bytes": 3,
+                "sha256": "c" * 64,
+            },
+        ),
+        {("a", "score: not a number"): 1},
     )
+    counts = {"read/a": 4, "read/b": 0, "ignored/a/extra": 2}
+    manifest = build_manifest(dataset, shards, rejected, counts, TRANSFORM)
     return manifest.with_statistics(FileEntry(STATISTICS, bytes=99, sha256="d" * 64))
 
 

@@ -207,10 +207,9 @@ def test_local_check_output_and_discard(tmp_path):
 
 
 def _manifest(transform):
-    from collections import Counter
-
     from pipelines.config import parse_config
     from transforms.sink.manifest import build_manifest
+    from transforms.sink.rejected import RejectedFiles
 
     dataset = parse_config(
         {
@@ -238,8 +237,9 @@ def _manifest(transform):
             "sha256": "y",
         },
     ]
-    rejected = {"path": "rejected/r.jsonl", "records": 0, "bytes": 0, "sha256": "z"}
-    return build_manifest(dataset, shards, rejected, Counter(), {"read/a": 4}, transform)
+    entry = {"path": "rejected/r.jsonl", "records": 0, "bytes": 0, "sha256": "z"}
+    rejected = RejectedFiles((entry,), {})
+    return build_manifest(dataset, shards, rejected, {"read/a": 4}, transform)
 
 
 def test_manifest_transform_section_and_its_train_count_invariant():
