@@ -49,7 +49,8 @@ def generate(path: Path, rows: int, bad: bool, seed: int = 11) -> int:
     """Writes the CSV; returns its bytes. Both files draw the same numbers: only every fifth
     row's score differs (`bad`: a word, else a number)."""
     rng = random.Random(seed)
-    with path.open("w", encoding="utf-8") as f:
+    partial = path.with_name(path.name + ".partial")  # a kept input is always whole
+    with partial.open("w", encoding="utf-8") as f:
         f.write("id,score,name,day\n")
         lines = []
         for i in range(rows):
@@ -61,6 +62,7 @@ def generate(path: Path, rows: int, bad: bool, seed: int = 11) -> int:
                 f.writelines(lines)
                 lines.clear()
         f.writelines(lines)
+    partial.rename(path)
     return path.stat().st_size
 
 

@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Iterator
+from typing import Callable, Iterator
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -74,13 +74,16 @@ def build_etl(
     expected: Expected = Expected(),
     tuning: Tuning = Tuning(),
     baseline: str | None = None,
+    before_publish: Callable[[], None] | None = None,
 ) -> beam.PCollection:
     """Wires the ETL graph; returns the PCollection holding the published manifest.
 
     `expected`: what publication may replace at OUTPUT (`check_inputs`); by default nothing.
     `baseline`: the dataset (URI) the statistics are compared with for drift.
+    `before_publish`: for tests, called just before publication touches OUTPUT.
     """
-    chunks, rejected, counts = [], [], []
+    chunks, counts = [], []
+    rejected = {}  # by the step that rejected them
     for source in dataset.sources:
         if source.format in registry.QUERY_FORMATS:
             c, r, n = p | f"Read[{source.name}]" >> registry.reader(source.format)(source)
@@ -92,7 +95,7 @@ def build_etl(
             read = ReadSource(source, tuning.split_bytes or ranges.SPLIT_BYTES, dataset.limit)
             c, r, n = p | f"Read[{source.name}]" >> read
         chunks.append(c)
-        rejected.append(r)
+        rejected[f"Read[{source.name}]"] = r
         counts.append(n)
     records = chunks | "MergeSources" >> beam.Flatten()
     counts.append(records | "CountFields" >> beam.ParDo(CountFields(dataset)))
@@ -105,24 +108,20 @@ def build_etl(
         encoded, invalid, stats = records | "PrepareRecords" >> PrepareRecords(
             dataset, tuning.encode_threads
         )
-    rejected.append(invalid)
+    rejected["JoinSources" if dataset.combine == "join" else "PrepareRecords"] = invalid
     statistics = stats | "MergeStatistics" >> beam.CombineGlobally(MergeStats())
     transform = None
     if dataset.transform is not None:
         # Imported here: tf.Transform brings TensorFlow (seconds and hundreds of MB), which
-        # datasets without a transform never need. Keras, which it imports, writes its config
-        # file to KERAS_HOME (~/.keras by default): keep it in the temp location.
-        os.environ.setdefault("KERAS_HOME", os.path.join(tempfile.gettempdir(), "shardflow-keras"))
+        # datasets without a transform never need.
         from transforms.tf_transform import TransformFeatures
 
         encoded, transform = encoded | "TransformFeatures" >> TransformFeatures(dataset, staging)
     shards, shard_count = encoded | "WriteShards" >> WriteShards(
         dataset, staging, tuning.spill_bytes or SPILL_BYTES, write_threads=tuning.write_threads
     )
-    rejected_files = (
-        rejected
-        | "MergeRejected" >> beam.Flatten()
-        | "WriteRejected" >> WriteRejected(staging, dataset.output.shard_bytes)
+    rejected_files = rejected | "WriteRejected" >> WriteRejected(
+        staging, dataset.output.shard_bytes
     )
     totals = counts | "MergeCounts" >> beam.Flatten() | "SumCounts" >> beam.CombinePerKey(sum)
     inputs = {
@@ -135,7 +134,7 @@ def build_etl(
     if transform is not None:
         inputs["transform"] = transform
     return inputs | "Publish" >> PublishDataset(
-        dataset, staging, expected=expected, baseline=baseline
+        dataset, staging, expected=expected, baseline=baseline, before_publish=before_publish
     )
 
 
@@ -198,7 +197,12 @@ def spill_bytes(options: PipelineOptions) -> int:
     )
 
 
-def run(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None, before_publish: Callable[[], None] | None = None) -> int:
+    """`shardflow etl ARGV`; its exit code. `before_publish`, for tests, is called in each
+    run just before publication touches OUTPUT (in the process that publishes)."""
+    # Keras, which a tf.Transform imports, writes its config file to KERAS_HOME (~/.keras by
+    # default): this command's process keeps it in the temp location.
+    os.environ.setdefault("KERAS_HOME", os.path.join(tempfile.gettempdir(), "shardflow-keras"))
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
     try:
@@ -208,7 +212,7 @@ def run(argv: list[str] | None = None) -> int:
         return 2
     with joblog.captured(verbose=args.verbose), _noticing_interrupts():
         try:
-            return _run(args, beam_args)
+            return _run(args, beam_args, before_publish)
         except KeyboardInterrupt:
             pass
         except Exception:
@@ -238,14 +242,16 @@ def _noticing_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
+def _run(
+    args: argparse.Namespace, beam_args: list[str], before_publish: Callable[[], None] | None
+) -> int:
     started = time.monotonic()
     if not args.validate_only:  # local worker processes are forked: have their server get ready
         workers.start_forkserver(pipeline_options(beam_args))
     try:
         dates = dates_of(args)
         if len(dates) > 1:
-            return _backfill(args, beam_args, dates)
+            return _backfill(args, beam_args, dates, before_publish)
         dataset = _limited(load_config(args.config, args.output, dates[0]), args)
         _warn_of(dataset)
         if args.skip_complete and not args.overwrite and holds_dataset(dataset.output.path):
@@ -277,7 +283,10 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
             return 2
         print("\n".join(lines))
         return 0
-    return _run_dataset(dataset, inputs, beam_args, expected, tuning_from(args), started, baseline)
+    tuning = tuning_from(args)
+    return _run_dataset(
+        dataset, inputs, beam_args, expected, tuning, started, baseline, before_publish
+    )
 
 
 LOOK_BACK_DAYS = 31  # a date-partitioned run's default baseline: the latest complete date
@@ -339,7 +348,12 @@ def _warn_of(dataset: DatasetSpec) -> None:
             print(f"shardflow etl: warning: sources[{i}] {source.name!r}: {note}", file=sys.stderr)
 
 
-def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[datetime.date]) -> int:
+def _backfill(
+    args: argparse.Namespace,
+    beam_args: list[str],
+    dates: list[datetime.date],
+    before_publish: Callable[[], None] | None,
+) -> int:
     """Runs the dataset of every date in turn: complete ones are skipped (unless --overwrite;
     as with --skip-complete), a failed date does not stop the others. Exit 0 when every date is
     done, else 1."""
@@ -386,8 +400,9 @@ def _backfill(args: argparse.Namespace, beam_args: list[str], dates: list[dateti
             print(f"shardflow etl: {day}: config valid; {len(inputs)} input file(s)")
             done += 1
             continue
+        tuning = tuning_from(args)
         ran = _run_dataset(
-            dataset, inputs, beam_args, expected, tuning_from(args), started, baseline
+            dataset, inputs, beam_args, expected, tuning, started, baseline, before_publish
         )
         if ran == 0:
             done += 1
@@ -410,6 +425,7 @@ def _run_dataset(
     tuning: Tuning,
     started: float,
     baseline: str | None = None,
+    before_publish: Callable[[], None] | None = None,
 ) -> int:
     """Runs the job of one dataset, checked since `started` (time.monotonic()), and reports."""
     options = pipeline_options(beam_args)
@@ -441,7 +457,7 @@ def _run_dataset(
     try:
         with reporter, workers.local_workers():
             with beam.Pipeline(options=options) as p:
-                build_etl(p, dataset, staging, expected, tuning, baseline)
+                build_etl(p, dataset, staging, expected, tuning, baseline, before_publish)
                 graph = pipeline_graph(p)
     except BaseException as e:  # failed or interrupted: leave nothing half-written
         discard(staging)

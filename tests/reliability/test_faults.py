@@ -7,7 +7,7 @@ Kill points:
 - `write`: as soon as the staging folder `.NAME.incomplete-RUNID` appears next to OUTPUT (the
   first shard or rejected file is being written);
 - `publish`: every file of the dataset staged, just before publication; reached through the
-  test-only hook `transforms.sink.publish.before_publish` (see tests/services/pause.py).
+  test-only hook `before_publish` of `pipelines.etl.run` (see tests/services/pause.py).
 The whole process group is killed, workers included.
 """
 

@@ -38,7 +38,6 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.etl import run
 from tests.services.pause import pause_on
 from transforms.contract.layout import MANIFEST
-from transforms.sink import publish as publish_module
 from transforms.sink.output import PUBLISHING, PublishConflict, expect, holds_dataset
 from transforms.sink.publish import publish
 from transforms.sink.storage import staging_path
@@ -108,11 +107,10 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(p for p in os.listdir(folder) if ".incomplete-" in p or ".replaced-" in p)
 
 
-def run_interrupted(folder: Path, monkeypatch, action, *args: str, config: str = "c") -> int:
+def run_interrupted(folder: Path, action, *args: str, config: str = "c") -> int:
     """Runs the ETL (`args` after --config) and calls `action` once the run has staged its whole
-    dataset and is about to publish (the test hook `before_publish`); its exit code."""
+    dataset and is about to publish (the hook `before_publish`); its exit code."""
     flag = folder / "paused"
-    monkeypatch.setattr(publish_module, "before_publish", pause_on(flag))
     done, failures = threading.Event(), []
 
     def interfere() -> None:
@@ -120,7 +118,6 @@ def run_interrupted(folder: Path, monkeypatch, action, *args: str, config: str =
             if done.wait(0.005):
                 failures.append("the run ended before it published")
                 return
-        publish_module.before_publish = None  # publications of the action's own do not wait
         try:
             action()
         except BaseException as e:  # noqa: BLE001 - reported by the test below
@@ -131,7 +128,7 @@ def run_interrupted(folder: Path, monkeypatch, action, *args: str, config: str =
     helper = threading.Thread(target=interfere, daemon=True)
     helper.start()
     try:
-        code = run(["--config", str(folder / f"{config}.yaml"), *args])
+        code = run(["--config", str(folder / f"{config}.yaml"), *args], pause_on(flag))
     finally:
         done.set()
         helper.join(timeout=60)
@@ -166,9 +163,7 @@ def test_an_output_that_is_a_symbolic_link_is_refused_and_nothing_is_touched(wor
 
 @pytest.mark.slow
 @pytest.mark.parametrize("start", ["dataset", "nothing"])
-def test_a_symbolic_link_put_at_output_during_the_run_is_not_followed(
-    work, start, monkeypatch, capsys
-):
+def test_a_symbolic_link_put_at_output_during_the_run_is_not_followed(work, start, capsys):
     out, aim = work / "out", work / "elsewhere"
     if start == "dataset":
         assert etl(work, out) == 0
@@ -180,7 +175,7 @@ def test_a_symbolic_link_put_at_output_during_the_run_is_not_followed(
 
     dataset = snapshot(out) if start == "dataset" else None  # what moves to `aim`
     capsys.readouterr()
-    code = run_interrupted(work, monkeypatch, make_link, "--output", str(out), "--overwrite")
+    code = run_interrupted(work, make_link, "--output", str(out), "--overwrite")
     assert code == 1
     assert error_lines(capsys)[-1] == (
         f"shardflow etl: job failed: output.path: {str(out)!r} is a symbolic link (to "
@@ -289,9 +284,7 @@ def test_a_foreign_manifest_on_gcs_is_never_replaced(gcs_emulator, work, capsys)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("flags", [[], ["--overwrite"]], ids=["new", "overwrite"])
-def test_a_dataset_published_by_another_run_during_the_run_is_not_replaced(
-    work, flags, monkeypatch, capsys
-):
+def test_a_dataset_published_by_another_run_during_the_run_is_not_replaced(work, flags, capsys):
     """Run A starts (OUTPUT empty, or holding a dataset it may replace with --overwrite); run B
     publishes there while A runs (its staged dataset renamed to OUTPUT, as B's publication
     does); A then exits 1 naming B's dataset and publishes nothing."""
@@ -307,7 +300,7 @@ def test_a_dataset_published_by_another_run_during_the_run_is_not_replaced(
 
     winner = snapshot(theirs)
     capsys.readouterr()
-    assert run_interrupted(work, monkeypatch, publish_theirs, "--output", str(out), *flags) == 1
+    assert run_interrupted(work, publish_theirs, "--output", str(out), *flags) == 1
     assert error_lines(capsys)[-1] == (
         f"shardflow etl: job failed: output.path: {str(out)!r} was published by another run "
         f"(its manifest.json created {created(out)}) while this one ran; nothing published"
@@ -317,12 +310,12 @@ def test_a_dataset_published_by_another_run_during_the_run_is_not_replaced(
 
 
 @pytest.mark.slow
-def test_an_overwrite_run_replaces_the_dataset_it_found_at_start(work, monkeypatch):
+def test_an_overwrite_run_replaces_the_dataset_it_found_at_start(work):
     """The same interruption point, with OUTPUT unchanged meanwhile: --overwrite publishes."""
     out = work / "out"
     assert etl(work, out) == 0
     before = created(out)
-    code = run_interrupted(work, monkeypatch, lambda: None, "--output", str(out), "--overwrite")
+    code = run_interrupted(work, lambda: None, "--output", str(out), "--overwrite")
     assert code == 0
     assert created(out) >= before
     assert leftovers(work) == []
@@ -377,7 +370,7 @@ def _gcs_objects(client, prefix: str) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_a_dataset_published_on_gcs_by_another_run_during_the_run_is_not_replaced(
-    gcs_emulator, work, monkeypatch, capsys
+    gcs_emulator, work, capsys
 ):
     client = gcs_emulator.client()
     parent = f"safety/{uuid.uuid4().hex[:8]}"
@@ -391,7 +384,7 @@ def test_a_dataset_published_on_gcs_by_another_run_during_the_run_is_not_replace
         publish(theirs, out, theirs_manifest, expect(out, overwrite=False))
 
     capsys.readouterr()
-    assert run_interrupted(work, monkeypatch, publish_theirs, "--output", out) == 1
+    assert run_interrupted(work, publish_theirs, "--output", out) == 1
     assert error_lines(capsys)[-1] == (
         f"shardflow etl: job failed: output.path: {out!r} was published by another run "
         "(its manifest.json created 2026-01-01T00:00:00Z) while this one ran; nothing published"
@@ -403,9 +396,7 @@ def test_a_dataset_published_on_gcs_by_another_run_during_the_run_is_not_replace
 
 
 @pytest.mark.slow
-def test_a_publication_under_way_on_gcs_is_never_interleaved(
-    gcs_emulator, work, monkeypatch, capsys
-):
+def test_a_publication_under_way_on_gcs_is_never_interleaved(gcs_emulator, work, capsys):
     """Another run's publication has begun (its marker is there) while this run ran: this one
     exits 1 naming that run, and leaves its marker alone."""
     client = gcs_emulator.client()
@@ -417,7 +408,7 @@ def test_a_publication_under_way_on_gcs_is_never_interleaved(
         client.bucket(BUCKET).blob(f"{parent}/out/{PUBLISHING}").upload_from_string(marker)
 
     capsys.readouterr()
-    assert run_interrupted(work, monkeypatch, start_theirs, "--output", out) == 1
+    assert run_interrupted(work, start_theirs, "--output", out) == 1
     assert error_lines(capsys)[-1] == (
         f"shardflow etl: job failed: output.path: {out!r} is being published by another run "
         "(otherrun); nothing published"

@@ -2,7 +2,7 @@
 
     python -m tests.services.pause FLAG etl --config ...
 
-runs `shardflow etl ...` with `transforms.sink.publish.before_publish` set: once the run has
+runs `shardflow etl ...` with a `before_publish` hook (`pipelines.etl.run`): once the run has
 staged its whole dataset, it creates FLAG (holding its pid) and waits until FLAG is removed (at
 most a minute) before it publishes. The pause runs in the process that publishes: the default
 in-process runner, not worker processes.
@@ -15,8 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipelines import cli
-from transforms.sink import publish
+from pipelines import etl
 
 
 def pause_on(flag: str | Path, timeout: float = 60.0):
@@ -32,5 +31,6 @@ def pause_on(flag: str | Path, timeout: float = 60.0):
 
 
 if __name__ == "__main__":
-    publish.before_publish = pause_on(sys.argv[1])
-    cli.main(sys.argv[2:])
+    if sys.argv[2:3] != ["etl"]:
+        raise SystemExit("usage: python -m tests.services.pause FLAG etl --config ...")
+    etl.exit_process(etl.run(sys.argv[3:], before_publish=pause_on(sys.argv[1])))

@@ -69,11 +69,14 @@ def validated(
 
 
 class _PublishFn(beam.DoFn):
-    def __init__(self, dataset: DatasetSpec, staging: str, expected: Expected, baseline=None):
+    def __init__(
+        self, dataset: DatasetSpec, staging: str, expected: Expected, baseline, before_publish
+    ):
         self._dataset = dataset
         self._staging = staging
         self._expected = expected
         self._baseline = baseline
+        self._before_publish = before_publish
 
     def process(
         self,
@@ -119,7 +122,7 @@ class _PublishFn(beam.DoFn):
                     baseline = Baseline(self._baseline, base_statistics, base_schema)
                 manifest = validated(self._dataset, self._staging, manifest, body, baseline)
         with timed("publish"):
-            publish(self._staging, out.path, manifest, self._expected)
+            publish(self._staging, out.path, manifest, self._expected, self._before_publish)
         yield manifest
 
 
@@ -136,13 +139,20 @@ class PublishDataset(beam.PTransform):
       statistics    optional, one element: the merged statistics (`transforms.stats`)
     Returns a one-element PCollection holding the published manifest. `expected` is what
     publication may replace at OUTPUT (`transforms.sink.publish.expect`, taken when the run
-    started; by default nothing); `baseline` the dataset (URI) the statistics are compared with.
+    started; by default nothing); `baseline` the dataset (URI) the statistics are compared with;
+    `before_publish`, for tests, is called just before OUTPUT is touched.
     """
 
     def __init__(
-        self, dataset: DatasetSpec, staging: str, expected: Expected = Expected(), baseline=None
+        self,
+        dataset: DatasetSpec,
+        staging: str,
+        expected: Expected = Expected(),
+        baseline=None,
+        before_publish=None,
     ):
         super().__init__()
+        self._before_publish = before_publish
         self._dataset = dataset
         self._staging = staging
         self._expected = expected
@@ -165,7 +175,9 @@ class PublishDataset(beam.PTransform):
         if pipeline.options.view_as(GoogleCloudOptions).template_location:
             # a template runs later, maybe many times: what OUTPUT holds now binds none of them
             expected = expected.unpinned()
-        publish_fn = _PublishFn(self._dataset, self._staging, expected, self._baseline)
+        publish_fn = _PublishFn(
+            self._dataset, self._staging, expected, self._baseline, self._before_publish
+        )
         return (
             pipeline
             | "Start" >> beam.Create([None])

@@ -55,16 +55,17 @@ from transforms.sink.output import (
 from transforms.sink.storage import create_file, delete_paths, gcs_blob, list_objects, read_object
 
 logger = logging.getLogger(__name__)
-# A seam for tests, set by them only: called just before `publish` touches OUTPUT, so that a test
-# can kill the run between write and publish, or change OUTPUT meanwhile (tests/services/pause.py).
-before_publish: Callable[[], None] | None = None
 _RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
 def publish(
-    staging: str, output: str, manifest: Manifest | Mapping[str, Any], expected: Expected
+    staging: str,
+    output: str,
+    manifest: Manifest | Mapping[str, Any],
+    expected: Expected,
+    before: Callable[[], None] | None = None,
 ) -> None:
     """Moves the staged dataset to OUTPUT, replacing only what `expected` allows there.
 
@@ -74,9 +75,12 @@ def publish(
     Raises OutputError, and publishes nothing, when OUTPUT holds something else now: something
     that is not a dataset, or a dataset that another run published while this one ran
     (PublishConflict, also while another run is publishing there).
+
+    `before` is called just before OUTPUT is touched: tests give one to kill the run between
+    write and publish, or to change OUTPUT meanwhile (tests/services/pause.py).
     """
-    if before_publish is not None:
-        before_publish()
+    if before is not None:
+        before()
     text = manifest.to_json() if isinstance(manifest, Manifest) else dumps(manifest)
     body = text.encode("utf-8")
     try:

@@ -1,7 +1,7 @@
 """The rejected records of a run, written by a step of their own in bounded memory.
 
 A run may reject millions of records (a few percent of a large input), so no worker ever holds
-them all. Workers sort the rejected records they see, a few tens of megabytes at a time, into
+them all. Workers sort the rejected records they see, about 16 MB at a time (RUN_BYTES), into
 *runs*: spill files under the staging folder (`<staging>/_spill/rejected-*.run`) holding each
 record's sort key and its final JSON line (`SortRejectedFn`). Only a small description of each
 run (`RejectedRun`: path, records, bytes, counts per source and reason) travels on. One step then
@@ -34,8 +34,8 @@ from apache_beam.transforms.window import GlobalWindows
 from transforms.contract.layout import REJECTED_DIR, shard_name
 from transforms.sink.spill import spill_folder
 from transforms.sink.storage import create_file, delete_paths
-from transforms.tuning import SPILL_BYTES
 
+RUN_BYTES = 16 << 20  # what a worker holds of rejected records before it sorts and writes a run
 _SUFFIX = ".jsonl"
 _MIME = "application/x-ndjson"
 SortKey = tuple[str, str, int, str]
@@ -90,7 +90,7 @@ class SortRejectedFn(beam.DoFn):
     """Sorts rejected records into runs of about `budget` bytes under the staging folder;
     yields a `RejectedRun` for each."""
 
-    def __init__(self, staging: str, budget: int = SPILL_BYTES):
+    def __init__(self, staging: str, budget: int = RUN_BYTES):
         self._folder = spill_folder(staging)
         self._budget = budget
 
@@ -166,23 +166,34 @@ def write_rejected_files(
 
 class WriteRejected(beam.PTransform):
     """Writes the rejected records as sorted JSON Lines files under `staging`; returns a
-    one-element PCollection holding their `RejectedFiles`."""
+    one-element PCollection holding their `RejectedFiles`.
 
-    def __init__(self, staging: str, file_bytes: float, budget: int = SPILL_BYTES):
+    Applied to the PCollections of rejected records as their steps made them (a dict, by the
+    name of the step): each is sorted into runs by a step fused with the one that rejected
+    them, so that no runner holds the records between steps (a Flatten first would have the
+    local runner buffer them all).
+    """
+
+    def __init__(self, staging: str, file_bytes: float, budget: int = RUN_BYTES):
         super().__init__()
         self._staging = staging
         self._file_bytes = file_bytes
         self._budget = budget
 
     def expand(self, rejected):
-        runs = rejected | "SortRuns" >> beam.ParDo(
-            SortRejectedFn(self._staging, self._budget)
-        ).with_output_types(RejectedRun)
+        if isinstance(rejected, beam.PCollection):
+            rejected = {"": rejected}
+        sort_fn = SortRejectedFn(self._staging, self._budget)
+        runs = [
+            records | f"SortRuns[{name}]" >> beam.ParDo(sort_fn).with_output_types(RejectedRun)
+            for name, records in rejected.items()
+        ]
+        all_runs = runs | "MergeRunLists" >> beam.Flatten()
         return (
-            rejected.pipeline
+            all_runs.pipeline
             | "Start" >> beam.Create([None])
             | "MergeRuns"
-            >> beam.Map(_merge, self._staging, self._file_bytes, beam.pvalue.AsList(runs))
+            >> beam.Map(_merge, self._staging, self._file_bytes, beam.pvalue.AsList(all_runs))
         )
 
 
