@@ -1,6 +1,8 @@
 """The architecture, read from the code's imports: every import points down the layers, and no
 module imports another package's private names.
 
+    pipelines/cli.py         → every command's module (its COMMANDS table: importlib strings,
+                               read here as imports); nothing of ours imports it
     deploy/                  → pipelines, trainer, transforms
     pipelines/               → transforms
     trainer/                 → transforms.contract only (no Beam: tests/transforms/contract)
@@ -22,8 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipelines", "transforms", "trainer", "deploy")
 
 
+CLI = "pipelines.cli"
+
+
 def _layer(module: str) -> str:
     """The layer of a dotted module name of ours."""
+    if module == CLI:
+        return "cli"
     parts = module.split(".")
     if parts[0] == "transforms" and len(parts) > 2 and parts[1] in ("contract", "sources", "sink"):
         return f"transforms.{parts[1]}"
@@ -34,6 +41,8 @@ def _layer(module: str) -> str:
 
 # layer → the layers it may import (its own always)
 ALLOWED = {
+    "cli": {"deploy", "pipelines", "trainer", "transforms", "transforms.contract",
+            "transforms.sources", "transforms.sink"},
     "deploy": {"pipelines", "trainer", "transforms", "transforms.contract", "transforms.sources",
                "transforms.sink"},
     "pipelines": {"transforms", "transforms.contract", "transforms.sources", "transforms.sink"},
@@ -57,8 +66,29 @@ def _modules() -> list[tuple[str, Path]]:
 
 
 def _imports(module: str, path: Path) -> list[tuple[int, str, list[str]]]:
-    """(line, imported module, names taken from it) of every import of ours in a module."""
-    return _imports_of(path.read_text(), module, path)
+    """(line, imported module, names taken from it) of every import of ours in a module; the
+    CLI's command table counts as imports of the modules it names."""
+    found = _imports_of(path.read_text(), module, path)
+    if module == CLI:
+        found += _command_table(path)
+    return found
+
+
+def _command_table(path: Path) -> list[tuple[int, str, list[str]]]:
+    """The modules the CLI's COMMANDS table imports when a command runs (its entry point) or
+    asks for help (its parser: `module:function`), as (line, module, [function])."""
+    found = []
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [
+            "COMMANDS"
+        ]:
+            for entry in node.value.values:
+                module, function, parser = (ast.literal_eval(e) for e in entry.elts[:3])
+                found.append((entry.lineno, module, [function]))
+                parser_module, _, parser_function = parser.partition(":")
+                found.append((entry.lineno, parser_module, [parser_function]))
+    assert found, f"no COMMANDS table in {path}"
+    return found
 
 
 def _imports_of(source: str, module: str, path: Path) -> list[tuple[int, str, list[str]]]:
@@ -97,6 +127,26 @@ def test_every_import_points_down_the_layers():
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_command_table_names_real_modules_and_nothing_imports_the_cli():
+    from pipelines.cli import COMMANDS
+
+    paths = dict(MODULES)
+    table = _command_table(ROOT / "pipelines" / "cli.py")
+    assert len(table) == 2 * len(COMMANDS)
+    for _, module, (function,) in table:
+        assert module in paths, f"the CLI names {module}, which is not a module of ours"
+        body = ast.parse(paths[module].read_text()).body
+        defined = {n.name for n in body if isinstance(n, ast.FunctionDef)}
+        assert function in defined, f"{module} has no function {function}"
+    importers = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for module, path in MODULES
+        for line, name, _ in _imports(module, path)
+        if name == CLI and module != CLI
+    ]
+    assert not importers, importers
+
+
 def test_no_module_imports_private_names_of_another_package():
     wrong = []
     for module, path in MODULES:
@@ -115,6 +165,9 @@ def test_the_rules_see_a_wrong_import():
     assert _layer("transforms.sources.csv") == "transforms.sources"
     assert "transforms.sink" not in ALLOWED["transforms.sources"]
     assert "pipelines" not in ALLOWED["trainer"] | ALLOWED["transforms"]
+    assert "deploy" not in ALLOWED["pipelines"] and "trainer" not in ALLOWED["pipelines"]
+    assert ("trainer.task", ["main"]) in [(m, f) for _, m, f in _command_table(
+        ROOT / "pipelines" / "cli.py")]  # fmt: skip
     source = "from transforms.sink.publish import _locked\nimport pipelines.etl\n"
     path = ROOT / "transforms" / "sources" / "csv.py"
     found = [(n, names) for _, n, names in _imports_of(source, "transforms.sources.csv", path)]
