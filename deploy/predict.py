@@ -37,7 +37,7 @@ import sys
 import tempfile
 from typing import IO
 
-from transforms.contract import suggest
+from transforms.ui.args import ArgumentParser
 
 _PROG = "shardflow predict"
 
@@ -46,7 +46,7 @@ _NO_OUTPUT = "/nonexistent/predict-writes-no-dataset"  # stands for output.path
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = suggest.ArgumentParser(
+    p = ArgumentParser(
         prog=_PROG,
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -13,7 +13,7 @@ import os
 import sys
 
 from pipelines import forkserver, quiet
-from transforms.contract.suggest import did_you_mean
+from transforms.ui.suggest import did_you_mean
 
 # name -> (module, its entry point, the module:function of its argument parser, summary). The
 # parser's module imports neither Beam nor TensorFlow: `shardflow NAME --help` answers at once.

@@ -66,9 +66,9 @@ from transforms.contract.layout import (
     SPILL_DIR,
     TRANSFORM_DIR,
 )
-from transforms.contract.suggest import did_you_mean
 from transforms.files import is_remote, location_problem
 from transforms.sources import registry
+from transforms.ui.suggest import did_you_mean
 
 NAME_RE = re.compile(r"[a-z0-9_-]+")  # with fullmatch: `$` would let a trailing newline in
 DEFAULT_SPLITS = {"train": 0.9, "eval": 0.1}

@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from transforms.contract.config import FeatureSpec
-from transforms.contract.suggest import did_you_mean
 from transforms.files import is_remote
+from transforms.ui.suggest import did_you_mean
 
 MAX_NAME_BYTES = 200  # feature and source names: files (vocabularies) are named after them
 MAX_DEPTH = 32  # levels of mappings and lists; a real config nests 6 deep at most

@@ -9,7 +9,6 @@ import datetime
 import re
 
 from pipelines.fields import ConfigError
-from transforms.contract.suggest import did_you_mean
 from transforms.tuning import (
     ENCODE_THREADS,
     MIN_SPLIT_BYTES,
@@ -18,6 +17,8 @@ from transforms.tuning import (
     SPLIT_BYTES,
     WRITE_THREADS,
 )
+from transforms.ui.args import positive_int
+from transforms.ui.suggest import did_you_mean
 
 SAMPLE_RECORDS = 1000  # records of each file source `--validate-only` parses and validates
 _MAX_DATES = 3660  # a backfill of ten years at most: beyond, a typo is likelier than a wish
@@ -142,17 +143,6 @@ def _positive(unit: str):
 
 
 _seconds = _positive("seconds")
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a positive whole number."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
 
 
 def _megabytes(text: str) -> int:

@@ -18,13 +18,13 @@ import datetime
 import json
 import sys
 
-from transforms.contract import suggest
+from transforms.ui.args import ArgumentParser
 
 _PROG = "shardflow validate"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = suggest.ArgumentParser(
+    p = ArgumentParser(
         prog=_PROG,
         description="Recompute the anomalies of a dataset (schema, drift, skew) from its "
         "statistics,\nwithout running the ETL again. Exit 1 when an anomaly blocks.",

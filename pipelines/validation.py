@@ -20,7 +20,7 @@ from pipelines.fields import (
 )
 from transforms.contract import reference
 from transforms.contract.config import ANOMALY_KINDS, DEFAULT_BLOCKING, MEASURES, ValidationSpec
-from transforms.contract.suggest import did_you_mean
+from transforms.ui.suggest import did_you_mean
 
 _KEYS = set(reference.key_names("validation"))
 _LIMIT_KEYS = {"max_missing_rate", "drift", "skew"}

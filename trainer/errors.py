@@ -1,5 +1,5 @@
-"""The command-line error shared by `shardflow train` and the deploy commands, and the one-line
-form of a TensorFlow error that `shardflow train` prints.
+"""The one-line form of a TensorFlow error that `shardflow train` prints (its usage error is
+`transforms.ui.errors.UsageError`, every command's).
 
 No TensorFlow and no Beam here: deploy/ imports it as well as trainer/.
 """
@@ -7,11 +7,6 @@ No TensorFlow and no Beam here: deploy/ imports it as well as trainer/.
 from __future__ import annotations
 
 import re
-
-
-class UsageError(ValueError):
-    """A bad command line, or a flag value wrong for this dataset or machine; the message names
-    the flag (exit status 2)."""
 
 
 def first_line(e: BaseException) -> str:

@@ -31,7 +31,6 @@ import tf_keras
 
 from trainer.config import Accelerator, TrainConfig
 from trainer.dataset import Inputs, resume_step, scan_corrupt, train_dataset
-from trainer.errors import UsageError
 from trainer.evaluate import evaluate_split
 from trainer.features import CLASSIFICATION
 from trainer.input import INPUTS
@@ -42,6 +41,7 @@ from trainer.plan import InputPlan, plan_input
 from trainer.report import HISTORY, HistoryLogger
 from trainer.strategy import accelerator_settings, strategy_name
 from trainer.usermodel import load_module
+from transforms.ui.errors import UsageError
 
 logger = logging.getLogger(__name__)
 

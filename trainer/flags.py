@@ -25,12 +25,12 @@ from trainer.config import (
     TrainConfig,
     output_dirs,
 )
-from transforms.contract import suggest
+from transforms.ui.args import ArgumentParser, positive_int
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `shardflow train`."""
-    p = suggest.ArgumentParser(
+    p = ArgumentParser(
         prog="shardflow train",
         description="Train and export a model on a shardflow dataset.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -57,13 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--epochs",
-        type=_positive,
+        type=positive_int,
         help="train exactly N epochs in all (default: until the validation loss stops "
         "improving, the best epoch's weights kept)",
     )
     p.add_argument(
         "--batch-size",
-        type=_positive,
+        type=positive_int,
         help="global batch (default: sized to the train split, 32 to 512)",
     )
     p.add_argument(
@@ -126,23 +126,25 @@ def build_parser() -> argparse.ArgumentParser:
     inputs = p.add_argument_group("input pipeline (defaults derived from the dataset)")
     inputs.add_argument(
         "--shuffle-buffer",
-        type=_positive,
+        type=positive_int,
         help=f"records in the shuffle buffer (default {DEFAULT_SHUFFLE_BUFFER}, fewer for a "
         "smaller split or RAM budget)",
     )
     inputs.add_argument(
         "--read-batch",
-        type=_positive,
+        type=positive_int,
         help="consecutive records read and shuffled together (default "
         f"{DEFAULT_READ_BATCH}, one per 2,000 records of a smaller train split; 1 shuffles "
         "record by record)",
     )
     inputs.add_argument(
-        "--cycle-length", type=_positive, help="shards read at once (default: one per core, >= 4)"
+        "--cycle-length",
+        type=positive_int,
+        help="shards read at once (default: one per core, >= 4)",
     )
     inputs.add_argument(
         "--block-length",
-        type=_positive,
+        type=positive_int,
         default=1,
         help="runs of records taken from a shard in turn (default 1)",
     )
@@ -160,12 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inputs.add_argument(
         "--input-ram-mb",
-        type=_positive,
+        type=positive_int,
         help="RAM the input pipeline may buffer (default: a quarter of the machine's memory)",
     )
     p.add_argument(
         "--checkpoint-every",
-        type=_positive,
+        type=positive_int,
         metavar="STEPS",
         help="also checkpoint every STEPS training steps (default: at the end of each epoch)",
     )
@@ -176,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--profile-batches",
-        type=_positive,
+        type=positive_int,
         default=50,
         help="batches timed by --profile-input (default 50)",
     )
@@ -190,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--steps-per-epoch",
-        type=_positive,
+        type=positive_int,
         help="default: ceil(train records / batch size)",
     )
     p.add_argument(
@@ -229,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     device.add_argument(
         "--steps-per-execution",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="train steps run per call into the device (default: 32 on a TPU, else 1)",
     )
@@ -308,13 +310,6 @@ def _whole(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
-def _positive(text: str) -> int:
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
-
-
 def _non_negative(text: str) -> int:
     value = _whole(text)
     if value < 0:
@@ -359,7 +354,7 @@ def _units(text: str) -> tuple[int, ...]:
 def inspect_parser() -> argparse.ArgumentParser:
     """The argument parser of `shardflow inspect` (here, beside the trainer's: `--help` answers
     without importing TensorFlow)."""
-    p = suggest.ArgumentParser(
+    p = ArgumentParser(
         prog="shardflow inspect",
         description="What a dataset holds: its manifest, statistics and first examples.",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -25,8 +25,8 @@ import tensorflow as tf
 
 from trainer.config import TrainConfig
 from trainer.dataset import Inputs
-from trainer.errors import UsageError
 from trainer.paths import join
+from transforms.ui.errors import UsageError
 
 logger = logging.getLogger(__name__)
 

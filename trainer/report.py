@@ -22,7 +22,7 @@ import tf_keras
 
 from trainer.manifest import Manifest
 from trainer.paths import join
-from transforms.contract.report import SERIES, in_split_order, page
+from transforms.ui.style import SERIES, in_split_order, page
 
 HISTORY = "history.csv"
 REPORT = "report.html"

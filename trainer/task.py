@@ -25,7 +25,7 @@ import tf_keras
 from trainer import modeldir
 from trainer.config import TrainConfig
 from trainer.dataset import Inputs, check_dataset, corrupt_message, mismatch_message
-from trainer.errors import UsageError, first_line
+from trainer.errors import first_line
 from trainer.evaluate import warnings_of
 from trainer.export import export_model
 from trainer.fit import Trained, is_chief, train
@@ -37,6 +37,7 @@ from trainer.profile import profile_input
 from trainer.report import HISTORY, summarize_manifest, write_report
 from trainer.strategy import StrategyError, get_strategy
 from trainer.union import load_datasets
+from transforms.ui.errors import UsageError
 
 # Named, not __name__: under `python -m trainer.task` __name__ is "__main__".
 logger = logging.getLogger("trainer.task")

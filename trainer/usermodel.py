@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras
 
-from trainer.errors import UsageError
 from trainer.preprocess import LayerNames, ModelInput
+from transforms.ui.errors import UsageError
 
 MODULE_NAME = "shardflow_user_model"
 

@@ -20,9 +20,8 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from deploy.args import positive_int
-from trainer.errors import UsageError
-from transforms.contract.suggest import unrecognized_hint
+from transforms.ui.args import ArgumentParser, positive_int
+from transforms.ui.errors import UsageError
 
 if TYPE_CHECKING:  # the Google client (0.4 s to import) only where a request is built
     from google.cloud.dataflow_v1beta3 import LaunchFlexTemplateRequest
@@ -49,13 +48,9 @@ DATE_RE = re.compile(r"^([0-9]{4}-[0-9]{2}-[0-9]{2}|today|yesterday)$")
 _SLUG_MAX = 40
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage block: main() prints it and exits 2
-        raise UsageError(message + unrecognized_hint(self, message))
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = ArgumentParser(
+        one_line=True,  # main() prints the error as one line and exits 2
         prog="shardflow submit",
         usage="%(prog)s --template GCS_JSON --config GCS_YAML --image IMAGE --project PROJECT "
         "--region REGION [options]\n"

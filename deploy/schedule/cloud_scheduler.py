@@ -26,7 +26,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from deploy.dataflow import submit
-from trainer.errors import UsageError
+from transforms.ui.errors import UsageError
 
 if TYPE_CHECKING:  # the Google client (0.9 s to import) only where a job is built
     from google.cloud import scheduler_v1

@@ -29,10 +29,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from deploy.args import positive_int
-from trainer.errors import UsageError
 from trainer.flags import build_parser as trainer_parser
-from transforms.contract.suggest import flag_hint, unrecognized_hint
+from transforms.ui.args import ArgumentParser, positive_int
+from transforms.ui.errors import UsageError
+from transforms.ui.suggest import flag_hint
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform_v1
@@ -137,15 +137,10 @@ class Machine:
         return bool(self.accelerator_type and self.accelerator_type.startswith("TPU_"))
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage block
-        print(f"{self.prog}: {message}{unrecognized_hint(self, message)}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `shardflow launch-training` (its own flags only)."""
-    p = _Parser(
+    p = ArgumentParser(
+        one_line=True,  # main() prints the error as one line and exits 2
         prog=PROG,
         description="Run `shardflow train` on a dataset as a Vertex AI custom job.",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.flags import positive_int
-from transforms.contract import suggest
+from transforms.ui.args import ArgumentParser, positive_int
 
 DEFAULT_SAMPLE = 1000
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = suggest.ArgumentParser(
+    parser = ArgumentParser(
         prog="shardflow init",
         description="Writes a dataset config inferred from samples of your files: the format and\n"
         "its options, each feature's type, shape, whether it may be missing, the values of\n"

@@ -20,9 +20,9 @@ import re
 from typing import Iterable
 
 from pipelines.fields import MAX_NAME_BYTES, ConfigError
-from transforms.contract.suggest import did_you_mean
 from transforms.schema import SPACE
 from transforms.sources import registry
+from transforms.ui.suggest import did_you_mean
 
 # File name endings → the source format `init` proposes (the registry's first, for the formats
 # init samples): `.txt` is delimited text when a delimiter is found, else one record per line.

@@ -37,7 +37,7 @@ from pipelines.report.svg import (
     top_values,
 )
 from transforms.contract.manifest import Manifest
-from transforms.contract.report import in_split_order, split_class
+from transforms.ui.style import in_split_order, split_class
 
 NUMBER_TYPES = ("int", "float")
 SIZE_TYPES = ("bytes", "image")

@@ -10,7 +10,7 @@ that the page stays small whatever the data. Numbers that a reader (or a test) l
 stable ids, e.g. `id="split-train-records"`, and the raw value in `data-value`; the ids are
 listed in `render`'s docstring and made by `element_id`, one id per name.
 Feature statistics are one card per feature with every split side by side (train first, the
-splits in one colour each, `transforms.contract.report`): a table with a row per split, and the
+splits in one colour each, `transforms.ui.style`): a table with a row per split, and the
 splits' charts on one scale. A split that differs a lot from train by the rules of
 `pipelines.report.shift` is flagged in the card and in the page's warning banner.
 
@@ -52,7 +52,7 @@ from pipelines.report.svg import (
     graph_svg,
 )
 from transforms.contract.manifest import Manifest
-from transforms.contract.report import in_split_order, page, split_class
+from transforms.ui.style import in_split_order, page, split_class
 from transforms.validation.check import describe
 
 MAX_EXAMPLES = 5  # rejected records shown per reason

@@ -226,7 +226,7 @@ def test_an_unreachable_endpoint_exits_1(capsys):
         (["--accelerator-type", "NVIDIA_T4"], "--accelerator-type",
          "did you mean NVIDIA_TESLA_T4?"),
         (["--accelerator-count", "2"], "--accelerator-count", "--accelerator-type"),
-        (["--replica-count", "0"], "--replica-count", "positive"),
+        (["--replica-count", "0"], "--replica-count", "'0' must be at least 1"),
         (["--accelerator-type", "TPU_V5_LITEPOD", "--replica-count", "2"], "--replica-count",
          "one TPU host"),
         (["--accelerator-type", "TPU_V5_LITEPOD", "--accelerator-count", "3"],
@@ -238,7 +238,8 @@ def test_an_unreachable_endpoint_exits_1(capsys):
         (["--labels", "Team=ML"], "--label", "lowercase"),
         (["--tensorboard", "projects/p/locations/us-central1/tensorboards/1"], "--tensorboard",
          "--service-account"),
-        (["--epochs", "0"], "--epochs", "positive"),  # checked with the trainer's own parser
+        # checked with the trainer's own parser
+        (["--epochs", "0"], "--epochs", "'0' must be at least 1"),
         (["--epochs", "x"], "--epochs", "'x' is not a whole number"),
         (["--replica-cont", "2"], "--replica-cont", "neither"),
         (["--epocs", "2"], "--epocs", "train` argument; did you mean '--epochs'?"),
@@ -276,7 +277,7 @@ def test_trainer_arguments_are_checked_without_importing_tensorflow():
     )
     assert proc.returncode == 0, proc.stderr
     expected = (
-        "shardflow launch-training: argument --epochs: 0 is not a positive integer "
+        "shardflow launch-training: argument --epochs: '0' must be at least 1 "
         "(an argument for `shardflow train`)"
     )
     assert proc.stderr.splitlines() == [expected]

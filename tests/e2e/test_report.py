@@ -17,8 +17,8 @@ from pipelines.etl import run
 from pipelines.report.page import render
 from tests.services.chromium import distinct_colours
 from transforms.contract.manifest import Manifest
-from transforms.contract.report import COLOURS
 from transforms.progress import FINISHING
+from transforms.ui.style import COLOURS
 
 ROWS = 400
 # The rendered report of the fixture run, 1,200 px wide, ends above this many px. Measured here

@@ -13,7 +13,7 @@ from pipelines.report.page import render
 from pipelines.report.shift import shifts
 from pipelines.report.svg import HIST_H, HIST_W, SHARE_BAR_W, graph_layers
 from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
-from transforms.contract.report import CSS
+from transforms.ui.style import CSS
 
 SCRIPT = "<script>alert(1)</script>"
 

@@ -16,10 +16,10 @@ import tf_keras
 from tests.trainer.datasets import FEATURES, make_rows, run_python, to_example
 from trainer import data
 from trainer.config import ModelConfig
-from trainer.errors import UsageError
 from trainer.model import build_model
 from trainer.preprocess import CATEGORY, NUMBER
 from trainer.usermodel import load_module
+from transforms.ui.errors import UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TABULAR = REPO_ROOT / "examples" / "tabular" / "model.py"

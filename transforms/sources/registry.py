@@ -23,7 +23,7 @@ import importlib.util
 from typing import Any, Callable, Iterable
 
 from transforms.contract.config import SOURCE_FORMATS, OptionError
-from transforms.contract.suggest import did_you_mean
+from transforms.ui.suggest import did_you_mean
 
 # The formats with a module here (every name of the contract has a module of the same name).
 IMPLEMENTED = tuple(

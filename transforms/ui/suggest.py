@@ -3,7 +3,7 @@ refuses a name (commands, flags, config keys, types, formats, options, features)
 
 One rule everywhere: a name that differs only in case or in `-` for `_` is that name;
 otherwise the closest spelling by difflib's ratio, when it is close enough (0.6).
-`ArgumentParser` gives the commands' unknown flags the same hint.
+`transforms.ui.args.ArgumentParser` gives the commands' unknown flags the same hint.
 """
 
 from __future__ import annotations
@@ -41,16 +41,3 @@ def flag_hint(unknown: Iterable[str], *parsers: argparse.ArgumentParser) -> str:
             if name is not None:
                 return f"; did you mean {name!r}?"
     return ""
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser, whose "unrecognized arguments" error suggests the nearest flag."""
-
-    def error(self, message: str):
-        super().error(message + unrecognized_hint(self, message))
-
-
-def unrecognized_hint(parser: argparse.ArgumentParser, message: str) -> str:
-    """The flag hint of argparse's "unrecognized arguments: ..." message; "" for others."""
-    prefix = "unrecognized arguments: "
-    return flag_hint(message[len(prefix) :].split(), parser) if message.startswith(prefix) else ""

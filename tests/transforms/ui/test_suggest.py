@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from transforms.contract.suggest import did_you_mean, flag_hint, nearest, unrecognized_hint
+from transforms.ui.args import unrecognized_hint
+from transforms.ui.suggest import did_you_mean, flag_hint, nearest
 
 TYPES = ("int", "float", "string", "bytes", "image")
 

@@ -1,0 +1,6 @@
+"""The ground floor: what every command shows its user, the same way in every package.
+
+`errors` (the base error class and UsageError), `args` (argument types and the one argparse
+class), `suggest` ("did you mean"), `style` (the HTML reports' look). Nothing of ours is imported
+here; every layer, the contract and the trainer included, may import it.
+"""
