@@ -32,6 +32,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms.contract.layout import REJECTED_DIR, shard_name
+from transforms.progress import timed
 from transforms.sink.spill import spill_folder
 from transforms.sink.storage import create_file, delete_paths
 
@@ -198,4 +199,5 @@ class WriteRejected(beam.PTransform):
 
 
 def _merge(_, staging: str, file_bytes: float, runs: list[RejectedRun]) -> RejectedFiles:
-    return write_rejected_files(staging, runs, file_bytes)
+    with timed("rejected records"):
+        return write_rejected_files(staging, runs, file_bytes)
