@@ -178,3 +178,54 @@ def test_the_rules_see_a_wrong_import():
     path = ROOT / "transforms" / "sources" / "csv.py"
     found = [(n, names) for _, n, names in _imports_of(source, "transforms.sources.csv", path)]
     assert found == [("transforms.sink.publish", ["_locked"]), ("pipelines.etl", [])]
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the modules of ours it imports (anywhere in it); `from package import module`
+    counts as importing that module."""
+    names = {m for m, _ in MODULES}
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES:
+        targets = set()
+        for _, name, taken in _imports_of(path.read_text(), module, path):
+            subs = {f"{name}.{n}" for n in taken} & names
+            targets |= subs or ({name} & names)
+        graph[module] = targets - {module}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_through_others():
+    assert _cycles(_import_graph()) == []
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -17,7 +17,7 @@ import warnings
 import zlib
 from typing import TYPE_CHECKING
 
-from transforms.schema import RecordError
+from transforms.records import RecordError
 
 if TYPE_CHECKING:
     from PIL import Image

@@ -10,7 +10,7 @@ keys and Beam moves chunks, not single records.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 import numpy as np
@@ -141,7 +141,7 @@ def _gathered(chunks: list[RawChunk], field: str, pick: np.ndarray) -> list | pa
         (kind,) = kinds
         arrays = [pa.nulls(len(c), kind) if v is None else v for c, v in zip(chunks, columns)]
         return pa.concat_arrays(arrays).take(pa.array(pick, mask=pick < 0))
-    values = []
+    values: list[Any] = []
     for chunk, column in zip(chunks, columns):
         values += [None] * len(chunk) if column is None else chunk.values(field)
     return [values[i] if i >= 0 else None for i in pick.tolist()]

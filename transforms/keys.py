@@ -67,8 +67,10 @@ class KeyMaker:
     def keys(self, chunk: RawChunk) -> tuple[pa.Array, list[dict]]:
         """The key of every record of a chunk as a string array (null where the record is
         rejected), and the rejected records, in record order."""
+        assert self.field is not None, "a KeyMaker of a dataset without a key"
         n = len(chunk)
         column = chunk.columns.get(self.field)
+        vector: tuple[pa.Array, np.ndarray] | None
         if column is None:  # no record holds the field
             vector = pa.nulls(n, pa.string()), np.zeros(n, bool)
         else:
@@ -81,6 +83,7 @@ class KeyMaker:
         reasons = {i: f"{self.field}: missing key" for i in np.flatnonzero(missing).tolist()}
         found = {}
         for i in np.flatnonzero(odd).tolist():
+            assert column is not None  # odd values are values of the column
             value = column[i].as_py() if isinstance(column, pa.Array) else column[i]
             try:
                 found[i] = self(value)

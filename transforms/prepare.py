@@ -133,9 +133,11 @@ class Preparer:
             payloads = pa.array([], pa.binary())
             return EncodedChunk(empty.astype(np.int16), empty, valid.keys, payloads)
         payloads = encode.encode_columns(self._names, valid.columns)
-        split_hashes, order_hashes = record_hashes(
-            valid.keys.column("key") if self._keyed else payloads
-        )
+        hashed = payloads
+        if self._keyed:
+            assert valid.keys is not None  # the records of a keyed dataset carry their keys
+            hashed = valid.keys.column("key")
+        split_hashes, order_hashes = record_hashes(hashed)
         return EncodedChunk(self._assign(split_hashes), order_hashes, valid.keys, payloads)
 
     def statistics(self, columns: list[pa.Array], splits: np.ndarray) -> DatasetStats:

@@ -27,6 +27,14 @@ COUNTS = "counts"
 STATS = "statistics"
 
 
+class RecordError(ValueError):
+    """An expected data error: the record is rejected with `reason`, the job goes on."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclasses.dataclass
 class RawChunk:
     """Consecutive records of one file of one source, as parallel columns.
@@ -60,6 +68,7 @@ class RawChunk:
                     for name, column in self.columns.items()
                 }
             )
+        assert self.starts is not None and self.ends is not None  # set with raw_text
         raw = self.raw_text[self.starts[i] : self.ends[i]]
         return raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
 

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 from transforms.contract.config import FeatureSpec
 from transforms.encode import ARROW_TYPES
+from transforms.records import RecordError
 
 
 class SourceColumns(NamedTuple):
@@ -43,14 +44,6 @@ class SourceColumns(NamedTuple):
 
     columns: Mapping[str, list[Any] | pa.Array]
     text: bool = False  # every value is a str (or None): no per-value type inspection needed
-
-
-class RecordError(ValueError):
-    """An expected data error: the record is rejected with `reason`, the job goes on."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 # The number syntax of the module docstring. Python's int() and float() take more (digit
@@ -205,9 +198,10 @@ def coerce_feature(
 
 
 def _allowed(feature: FeatureSpec) -> frozenset:
+    values = feature.values or ()
     if feature.type == "string":
-        return frozenset(v.encode("utf-8") for v in feature.values)
-    return frozenset(feature.values)
+        return frozenset(v.encode("utf-8") for v in values)
+    return frozenset(values)
 
 
 _NUMBER_PATTERNS = {
@@ -217,7 +211,7 @@ _NUMBER_PATTERNS = {
     "float": f"^{_DECIMAL_TEXT.pattern}$",
 }
 _VALUE_TYPES = {"int": pa.int64(), "float": pa.float64(), "string": pa.binary()}
-_EXACT = {"int": {int}, "float": {int, float}, "string": {str}}
+_EXACT: dict[str, set[type]] = {"int": {int}, "float": {int, float}, "string": {str}}
 
 
 class Validator:
@@ -343,6 +337,7 @@ def _scalar_column(
                 array = _check_float32(feature, array, reasons)
             _check_ranges(feature, array, reasons)
             return array
+    kinds: set[type]
     if text:
         kinds = {str}
     else:
@@ -461,7 +456,7 @@ def _parse_numbers(feature, values, reasons) -> pa.Array:
 
 
 def _python_scalars(feature, values, reasons) -> pa.Array:
-    out = []
+    out: list[Any] = []
     for i, value in enumerate(_pylist(values)):
         if value is None:
             out.append(None)

@@ -80,7 +80,8 @@ def shard_order(parts: Iterable[ShardPart]) -> tuple[pa.ChunkedArray, np.ndarray
     """A shard's payloads (as they came), the indexes of its records in canonical order (first
     record of each key only), and the number of duplicates dropped."""
     parts = list(parts)
-    hashes = np.concatenate([np.asarray(p.order_hash, np.uint64) for p in parts] or [[]]).astype(
+    empty = np.zeros(0, np.uint64)
+    hashes = np.concatenate([np.asarray(p.order_hash, np.uint64) for p in parts] or [empty]).astype(
         np.uint64
     )
     arrays = [binary(p.payload) for p in parts]

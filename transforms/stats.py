@@ -85,6 +85,7 @@ class FeatureStats:
 
     def merge(self, other: FeatureStats) -> None:
         if other.low is not None:
+            assert other.high is not None  # low and high are set together
             self.low = other.low if self.low is None else min(self.low, other.low)
             self.high = other.high if self.high is None else max(self.high, other.high)
         self.total += other.total
@@ -104,7 +105,7 @@ class FeatureStats:
             self.size_low = (
                 other.size_low if self.size_low is None else min(self.size_low, other.size_low)
             )
-            self.size_high = max(self.size_high or 0, other.size_high)
+            self.size_high = max(self.size_high or 0, other.size_high or 0)
         self.size_total += other.size_total
 
     def _finite(self) -> int:
@@ -131,10 +132,13 @@ class FeatureStats:
                 min=cast(self.low) if self.low is not None else None,
                 max=cast(self.high) if self.high is not None else None,
                 mean=float(Fraction(self.total, n * unit)) if n else None,
-                std=math.sqrt(max(float(variance), 0.0)) if n else None,
+                std=math.sqrt(max(float(variance), 0.0)) if variance is not None else None,
                 histogram=(
                     even_histogram(self.counts, self.low, self.high)
-                    if self.counts and not self.truncated
+                    if self.counts
+                    and not self.truncated
+                    and self.low is not None
+                    and self.high is not None
                     else histogram(self.buckets, self.low, self.high)
                 ),
             )
@@ -394,7 +398,7 @@ def _number_stats(stats: FeatureStats, kind: str, values: np.ndarray) -> None:
     if kind == "int":  # exact bounds: int64 beyond 2**53 does not survive float64
         stats.low, stats.high = int(values.min()), int(values.max())
         big = int(np.abs(values).max()) >= 1 << 26  # squares beyond float64's 53 bits
-    ints = values.tolist() if big else None
+    ints: list[int] = values.tolist() if big else []
     values = values.astype(np.float64)
     values = values[np.isfinite(values)]
     if not len(values):
@@ -459,7 +463,7 @@ def even_histogram(counts: dict, low: float, high: float) -> list[dict]:
     bars = min(HISTOGRAM_BARS, len(values))
     if all(isinstance(v, int) for v in values) and high - low + 1 <= HISTOGRAM_BARS:
         bars = int(high - low + 1)  # one bar per integer
-        width = 1
+        width: float = 1
         edges = [low + i for i in range(bars + 1)]
     else:
         width = (high - low) / bars
@@ -473,7 +477,7 @@ def even_histogram(counts: dict, low: float, high: float) -> list[dict]:
 def histogram(buckets: dict[int, int], low: float | None, high: float | None) -> list[dict]:
     """At most HISTOGRAM_BARS bars of [low, high) and counts, from the asinh buckets (the first
     and last bar end at the smallest and largest value)."""
-    if not buckets or low is None:
+    if not buckets or low is None or high is None:  # no finite value
         return []
     keys = sorted(buckets)
     first, last = keys[0], keys[-1]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import math
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -108,6 +109,7 @@ def preprocessing_fn(dataset: DatasetSpec) -> Callable[[dict], dict]:
     refused).
     """
     spec = dataset.transform
+    assert spec is not None  # called for a dataset with a transform only
     fn = _module_fn(spec.module) if spec.module is not None else _declarative_fn(dataset)
     label = dataset.label
 
@@ -138,6 +140,8 @@ def _module_fn(path: str) -> Callable[[dict], dict]:
     """`preprocessing_fn` of the user's Python file."""
     name = "shardflow_transform_" + hashlib.sha256(path.encode("utf-8")).hexdigest()[:12]
     module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise TransformError(f"transform.module: {path!r} is not a Python file")
     module = importlib.util.module_from_spec(module_spec)
     # no __pycache__ next to the user's file: a run writes only to OUTPUT and the temp location
     bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
@@ -155,6 +159,7 @@ def _module_fn(path: str) -> Callable[[dict], dict]:
 
 def _declarative_fn(dataset: DatasetSpec) -> Callable[[dict], dict]:
     features = {f.name: f for f in dataset.features}
+    assert dataset.transform is not None  # called for a dataset with a transform only
     ops = dataset.transform.features
     vocab_files = _vocabulary_files(
         [name for name, fops in ops.items() if fops[-1].name == "vocabulary"]
@@ -198,7 +203,7 @@ def apply_ops(x, feature: FeatureSpec, ops: tuple[TransformOp, ...], vocab_file:
     if isinstance(x, tf.SparseTensor) and feature.shape != (None,):
         first = ops[0]
         fill = first.params["value"] if first.name == "fill_missing" else _ZERO[feature.type]
-        size = int(np.prod(feature.shape)) if feature.shape else 1
+        size = math.prod(d for d in feature.shape if d is not None)  # fixed: all known
         dense = tft.sparse_tensor_to_dense_with_shape(x, [None, size], default_value=fill)
         x = tf.reshape(dense, [-1, *feature.shape])
     for op in ops:
