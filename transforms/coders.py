@@ -2,8 +2,8 @@
 
 Kept apart from the element classes (`transforms.records` and the others), which import no
 Beam, so that checking a config costs no Beam import. Every module that puts such elements in
-a PCollection imports this one, which registers the coder of `RawChunk`; the modules of the
-other element classes register theirs with `ChunkCoder`.
+a PCollection imports this one, which registers the coders of `RawChunk` and `EncodedChunk`;
+the modules of the other element classes register theirs with `ChunkCoder`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from apache_beam import coders
 
-from transforms.records import RawChunk
+from transforms.records import EncodedChunk, RawChunk
 
 
 class ChunkCoder(coders.Coder):
@@ -40,3 +40,4 @@ class ChunkCoder(coders.Coder):
 
 
 coders.registry.register_coder(RawChunk, ChunkCoder)
+coders.registry.register_coder(EncodedChunk, ChunkCoder)

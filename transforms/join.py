@@ -22,12 +22,19 @@ from transforms.keys import KeyMaker, key_columns, path_bytes
 from transforms.prepare import (
     ENCODE_THREADS,
     Batch,
-    EncodedChunk,
     Encoder,
     Preparer,
     finish_encoding,
 )
-from transforms.records import COUNTS, REJECTED, STATS, RawChunk, gc_paused, location
+from transforms.records import (
+    COUNTS,
+    REJECTED,
+    STATS,
+    EncodedChunk,
+    RawChunk,
+    gc_paused,
+    location,
+)
 from transforms.schema import SourceColumns
 from transforms.split import record_hashes
 

@@ -16,14 +16,21 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam import coders
 from apache_beam.transforms.window import GlobalWindows
 
+import transforms.coders  # noqa: F401 - registers the coders of the chunks made here
 from transforms import encode
-from transforms.coders import ChunkCoder
 from transforms.contract.config import DatasetSpec
 from transforms.keys import KeyMaker, key_columns
-from transforms.records import REJECTED, STATS, RawChunk, gc_paused, location, rejection
+from transforms.records import (
+    REJECTED,
+    STATS,
+    EncodedChunk,
+    RawChunk,
+    gc_paused,
+    location,
+    rejection,
+)
 from transforms.schema import SourceColumns, Validator
 from transforms.split import SplitAssigner, record_hashes
 from transforms.stats import DatasetStats, chunk_stats
@@ -43,25 +50,6 @@ class Batch:
     tables: dict[str, SourceColumns]
     keys: pa.RecordBatch | None
     describe: Callable[[int], tuple[str, str, str]]
-
-
-@dataclasses.dataclass
-class EncodedChunk:
-    """Validated, encoded records with their split and order hash, as parallel sequences."""
-
-    split: np.ndarray  # int16 split index per record
-    order_hash: np.ndarray  # uint64
-    keys: pa.RecordBatch | None  # keyed datasets: key and provenance (transforms.keys.KEYS)
-    payload: pa.BinaryArray
-
-    def __len__(self) -> int:
-        return len(self.payload)
-
-    def approx_bytes(self) -> int:
-        return self.payload.nbytes + 16 * len(self.payload)
-
-
-coders.registry.register_coder(EncodedChunk, ChunkCoder)
 
 
 @dataclasses.dataclass

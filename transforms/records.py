@@ -169,6 +169,22 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+@dataclasses.dataclass
+class EncodedChunk:
+    """Validated, encoded records with their split and order hash, as parallel sequences."""
+
+    split: np.ndarray  # int16 split index per record
+    order_hash: np.ndarray  # uint64
+    keys: pa.RecordBatch | None  # keyed datasets: key and provenance (transforms.keys.KEYS)
+    payload: pa.BinaryArray
+
+    def __len__(self) -> int:
+        return len(self.payload)
+
+    def approx_bytes(self) -> int:
+        return self.payload.nbytes + 16 * len(self.payload)
+
+
 def record_json(record: Any) -> str:
     """A record as text for the rejected output: JSON, bytes as (escaped) text."""
     return json.dumps(record, ensure_ascii=False, sort_keys=True, default=_json_default)

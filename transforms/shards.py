@@ -20,7 +20,7 @@ from apache_beam import coders
 
 from transforms.coders import ChunkCoder
 from transforms.keys import equal_spans, tie_order
-from transforms.prepare import EncodedChunk
+from transforms.records import EncodedChunk
 from transforms.split import binary, shard_bounds, shard_of
 
 

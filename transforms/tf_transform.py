@@ -58,7 +58,7 @@ from transforms.contract.config import (
 )
 from transforms.contract.layout import TRANSFORM_DIR
 from transforms.files import is_remote
-from transforms.prepare import EncodedChunk
+from transforms.records import EncodedChunk
 from transforms.shards import route_chunk, shard_counts, sorted_records
 
 logger = logging.getLogger(__name__)

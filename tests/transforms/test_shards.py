@@ -33,7 +33,7 @@ def test_ties_are_ordered_by_key_then_provenance_whatever_the_input_order():
 def test_route_chunk_groups_records_by_split_and_shard_in_order():
     import numpy as np
 
-    from transforms.prepare import EncodedChunk
+    from transforms.records import EncodedChunk
 
     top = 1 << 63
     chunk = EncodedChunk(
