@@ -1,7 +1,7 @@
 """Shared test configuration: the `slow` marker (end-to-end tests; CI runs them too), the
 session fixtures of the services some tests need (started on first use, once per session), and
 one check over the whole session: every manifest.json the suite's runs wrote reads back as a
-`Manifest`, the contract the trainer reads."""
+`Manifest`, the contract the trainer reads, and every statistics.json as `Statistics`."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def pytest_configure(config):
 @pytest.fixture(scope="session", autouse=True)
 def every_written_manifest_parses(tmp_path_factory):
     """After the last test: the manifests the session wrote under its temporary folder (ETL
-    runs, the trainer tests' datasets, the tests' own) all read back as a `Manifest`."""
+    runs, the trainer tests' datasets, the tests' own) all read back as a `Manifest`, and
+    their statistics as `Statistics`."""
     yield
     read, problems = unreadable_manifests(tmp_path_factory.getbasetemp())
     assert not problems, f"{len(problems)} of {read} manifests do not parse:\n" + "\n".join(

@@ -45,7 +45,14 @@ from xxhash import xxh3_64_intdigest
 
 from transforms import progress
 from transforms.coders import ChunkCoder
-from transforms.contract.layout import STATISTICS_FORMAT_VERSION
+from transforms.contract.statistics import (
+    Bar,
+    FeatureStatistics,
+    Sizes,
+    SplitStatistics,
+    Statistics,
+    ValueCount,
+)
 
 MAX_DISTINCT = 10_000  # strings: values counted per feature and split (a sample beyond)
 NUMBER_DISTINCT = 1_000  # numbers: exact counts (even histograms) up to this many values
@@ -111,14 +118,15 @@ class FeatureStats:
     def _finite(self) -> int:
         return sum(self.buckets.values())
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "type": self.type,
-            "records": self.records,
-            "missing": self.missing,
-            "missing_rate": round(self.missing / self.records, 6) if self.records else 0.0,
-            "values": self.values,
-        }
+    def result(self) -> FeatureStatistics:
+        """The statistics as statistics.json holds them (`transforms.contract.statistics`)."""
+        common = FeatureStatistics(
+            type=self.type,
+            records=self.records,
+            missing=self.missing,
+            missing_rate=round(self.missing / self.records, 6) if self.records else 0.0,
+            values=self.values,
+        )
         if self.type in _NUMBER_TYPES:
             n = self._finite()
             cast = int if self.type == "int" else float
@@ -128,57 +136,55 @@ class FeatureStats:
                 if n
                 else None
             )
-            out.update(
+            counted = bool(self.counts) and not self.truncated
+            bars = (
+                even_histogram(self.counts, self.low, self.high)
+                if counted and self.low is not None and self.high is not None
+                else histogram(self.buckets, self.low, self.high)
+            )
+            return dataclasses.replace(
+                common,
                 min=cast(self.low) if self.low is not None else None,
                 max=cast(self.high) if self.high is not None else None,
                 mean=float(Fraction(self.total, n * unit)) if n else None,
                 std=math.sqrt(max(float(variance), 0.0)) if variance is not None else None,
-                histogram=(
-                    even_histogram(self.counts, self.low, self.high)
-                    if self.counts
-                    and not self.truncated
-                    and self.low is not None
-                    and self.high is not None
-                    else histogram(self.buckets, self.low, self.high)
+                histogram=tuple(Bar(b["low"], b["high"], b["count"]) for b in bars),
+                distinct=len(self.counts) if counted else None,
+                counts=(
+                    tuple(ValueCount(cast(v), c) for v, c in sorted(self.counts.items()))
+                    if counted and len(self.counts) <= POINT_VALUES  # exact masses (drift, skew)
+                    else None
                 ),
             )
-            if self.counts and not self.truncated:
-                out["distinct"] = len(self.counts)
-                if len(self.counts) <= POINT_VALUES:  # compared as exact masses (drift, skew)
-                    out["counts"] = [
-                        {"value": cast(v), "count": c} for v, c in sorted(self.counts.items())
-                    ]
-        elif self.type in _TEXT_TYPES:
+        if self.type in _TEXT_TYPES:
             sample = self.sample or ValueSample.empty()
             counted = (
                 not sample.dropped
                 and len(sample.hashes) <= COUNTED_VALUES
                 and (pc.sum(pc.binary_length(sample.words)).as_py() or 0) <= COUNTED_BYTES
             )
-            ranked = [
-                {"value": v, "count": c}
-                for v, c in sample.top(COUNTED_VALUES if counted else TOP_VALUES)
-            ]
-            out.update(
+            ranked = tuple(
+                ValueCount(v, c) for v, c in sample.top(COUNTED_VALUES if counted else TOP_VALUES)
+            )
+            return dataclasses.replace(
+                common,
                 distinct=sample.distinct(),
                 distinct_exact=not sample.dropped,
                 top=ranked[:TOP_VALUES],
                 length=self._sizes(),
+                counts=ranked if counted else None,
             )
-            if counted:
-                out["counts"] = ranked
-        else:
-            out["size"] = self._sizes()
-        return out
+        return dataclasses.replace(common, size=self._sizes())
 
-    def _sizes(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        return self.result().to_json()
+
+    def _sizes(self) -> Sizes:
         if self.size_low is None:
-            return {"min": None, "max": None, "mean": None}
-        return {
-            "min": self.size_low,
-            "max": self.size_high,
-            "mean": self.size_total / self.values if self.values else None,
-        }
+            return Sizes()
+        return Sizes(
+            self.size_low, self.size_high, self.size_total / self.values if self.values else None
+        )
 
 
 def _add(into: dict, other: dict) -> None:
@@ -287,17 +293,20 @@ class DatasetStats:
             for s in f.values()
         )
 
-    def to_json(self, split_names: Sequence[str]) -> dict[str, Any]:
-        return {
-            "format_version": STATISTICS_FORMAT_VERSION,
-            "splits": {
-                name: {
-                    "records": self.records.get(i, 0),
-                    "features": {f: s.to_json() for f, s in sorted(self.splits.get(i, {}).items())},
-                }
+    def result(self, split_names: Sequence[str]) -> Statistics:
+        """The dataset's statistics.json (`transforms.contract.statistics`)."""
+        return Statistics(
+            splits={
+                name: SplitStatistics(
+                    records=self.records.get(i, 0),
+                    features={f: s.result() for f, s in sorted(self.splits.get(i, {}).items())},
+                )
                 for i, name in enumerate(split_names)
-            },
-        }
+            }
+        )
+
+    def to_json(self, split_names: Sequence[str]) -> dict[str, Any]:
+        return self.result(split_names).to_json()
 
 
 coders.registry.register_coder(DatasetStats, ChunkCoder)
