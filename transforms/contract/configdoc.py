@@ -109,7 +109,7 @@ def _children(keys: dict[str, Key], path: str) -> list[str]:
 def _value(keys: dict[str, Key], path: str, intros: dict[str, str]) -> dict[str, Any]:
     """The schema of the value at `path`: its key's type, with the keys below it."""
     key = keys.get(path)
-    frag = key_schema(key) if key is not None else {"type": "object"}
+    frag: dict[str, Any] = key_schema(key) if key is not None else {"type": "object"}
     if key is None and path in intros:
         frag["description"] = intros[path]
     if _children(keys, path):
@@ -143,7 +143,7 @@ def key_schema(key: Key) -> dict[str, Any]:
         branches = [_branch(key, key.type)]
     else:
         branches = [_branch(key, t) for t in key.type.split(" or ")]
-    frag = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    frag: dict[str, Any] = branches[0] if len(branches) == 1 else {"anyOf": branches}
     frag.update(copy.deepcopy(dict(key.schema or {})))
     if key.accepts_null:
         _add_null(frag)

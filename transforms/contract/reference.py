@@ -547,5 +547,6 @@ def op_params(required: Any) -> dict[str, dict[str, tuple[Any, int, int]]]:
         op, dot, param = key.name.partition(".")
         if dot:
             default = required if key.required else key.default
+            assert key.minimum is not None and key.maximum is not None  # every op param is bounded
             out.setdefault(op, {})[param] = (default, int(key.minimum), int(key.maximum))
     return out

@@ -195,7 +195,7 @@ def remote_state(output: str, bounded: bool = False) -> OutputState:
     objects = _answered(lambda: list_objects(output), output) if bounded else list_objects(output)
     if not objects:
         return OutputState()
-    marker = {}
+    marker: dict[str, Any] = {}
     if f"{output}/{PUBLISHING}" in objects:
         found = read_object(f"{output}/{PUBLISHING}")
         if found is not None:

@@ -95,7 +95,7 @@ class SortRejectedFn(beam.DoFn):
         self._folder = spill_folder(staging)
         self._budget = budget
 
-    def start_bundle(self):
+    def start_bundle(self) -> None:
         self._lines: list[tuple[SortKey, bytes]] = []
         self._size = 0
 
@@ -128,7 +128,7 @@ def _read_run(path: str) -> Iterator[tuple[SortKey, bytes]]:
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         for entry in f:
             key, _, line = entry.partition(b"\t")
-            yield tuple(json.loads(key)), line  # type: ignore[misc]
+            yield tuple(json.loads(key)), line
 
 
 def write_rejected_files(

@@ -107,12 +107,14 @@ _WRAPPERS = {
 
 def wrapper(compression: str) -> Wrapper | None:
     """The wrapper of a compression's stream (gzip, zlib); None for uncompressed files."""
-    return _WRAPPERS.get(COMPRESSIONS[compression].wbits)
+    wbits = COMPRESSIONS[compression].wbits
+    return None if wbits is None else _WRAPPERS.get(wbits)
 
 
 def header(compression: str, level: int) -> bytes:
     """The header zlib writes for the compression and level (gzip: no name, no timestamp)."""
     wbits = COMPRESSIONS[compression].wbits
+    assert wbits is not None  # called for gzip and zlib only: an uncompressed file has no header
     return zlib.compress(b"", level, wbits)[: _WRAPPERS[wbits].header_bytes]
 
 

@@ -32,7 +32,7 @@ import dataclasses
 import json
 import uuid
 from collections import Counter
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -114,7 +114,7 @@ def write_spill_files(
             split,
             hashes[rows],
             payloads.take(rows),
-            keys.take(rows) if keyed else None,
+            keys.take(rows) if keys is not None else None,
         )
 
 
@@ -128,7 +128,8 @@ def _write_spill_file(
     entries = np.empty(n, _KEYED_ENTRY if keys is not None else _ENTRY)
     entries["hash"] = hashes
     entries["payload_end"] = offsets[1:] - offsets[0]
-    key_data, paths = b"", b""
+    key_data: bytes | memoryview = b""
+    paths = b""
     if keys is not None:
         texts = keys.column("key").cast(pa.large_string())
         key_offsets = binary_offsets(texts)
@@ -214,6 +215,7 @@ def _binary(kind: pa.DataType, ends: np.ndarray, data: bytes) -> pa.Array:
     """The values whose ends (from the start of `data`, with a 0 in front) are `ends`, as an
     array of `kind` (large when they need 64-bit offsets)."""
     offsets = ends - ends[0]
+    width: type[np.signedinteger[Any]]
     if offsets[-1] >= 1 << 31:
         kind, width = (pa.large_binary() if kind == pa.binary() else pa.large_string()), np.int64
     else:

@@ -54,7 +54,7 @@ class SpillFn(beam.DoFn):
         self._keyed = keyed
         self._budget = budget
 
-    def start_bundle(self):
+    def start_bundle(self) -> None:
         self._chunks: list[EncodedChunk] = []
         self._size = 0
 

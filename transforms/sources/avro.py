@@ -87,7 +87,8 @@ def parse_avro(
         rest = 0
         try:
             for record in block:
-                records.append(record)
+                # the schema is a record's (checked above): each item is a dict
+                records.append(record)  # type: ignore[arg-type]
         except _DATA_ERRORS:
             decoded = len(records)
             rest = block.num_records - decoded

@@ -326,7 +326,8 @@ class _LineWindow:
         self.lines = itertools.chain.from_iterable(iter(self._read_block, []))
 
     def _read_block(self) -> list[str]:
-        block, size = [], 0
+        block: list[str] = []
+        size = 0
         while size < 1 << 16:  # lines as `readlines(65536)` gives them, each bounded
             line = self._text.readline(MAX_CHARS + 1)
             if not line:

@@ -83,16 +83,18 @@ def scan(data: bytes, before: int | None, after: int | None, delimiter: int | No
     quotes = np.flatnonzero(a == _QUOTE)
     prev = np.append(np.uint8(_LF if before is None else before), a[:-1])  # the byte before each
     quotes_before = np.searchsorted(quotes, lf)  # the piece's quotes before each newline
-    first, sound = [], []
+    firsts: list[End | None] = []
+    sound: list[bool] = []
     for state in (0, 1):
         ends = np.flatnonzero(((quotes_before + state) & 1) == 0)
-        first.append((int(lf[ends[0]]) + 1, int(ends[0]) + 1) if len(ends) else None)
+        firsts.append((int(lf[ends[0]]) + 1, int(ends[0]) + 1) if len(ends) else None)
         opening, closing = quotes[state::2], quotes[1 - state :: 2]
         sound.append(
             bool(np.isin(prev[opening], (delimiter, _LF, _QUOTE)).all())
             and bool(np.isin(nxt[closing], (delimiter, _CR, _LF, _QUOTE)).all())
         )
-    return Summary(len(a), len(lf), bool(len(quotes) & 1), tuple(first), tuple(sound), clean)
+    odd = bool(len(quotes) & 1)
+    return Summary(len(a), len(lf), odd, (firsts[0], firsts[1]), (sound[0], sound[1]), clean)
 
 
 def scan_range(f: BinaryIO, path: str, start: int, end: int, delimiter: int | None) -> Summary:

@@ -69,6 +69,7 @@ class Target:
         if self.dialect == "sqlite":
             return f"sqlite:///{self.path}"
         user = f"{self.user}@" if self.user else ""
+        assert self.host is not None  # parse_url gives a postgresql target a host
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"postgresql://{user}{host}:{self.port}/{self.database}"
 
@@ -124,7 +125,8 @@ def convert_value(value: Any) -> Any:
     if type(value) in _PLAIN:
         return value
     if isinstance(value, decimal.Decimal):
-        if value.is_finite() and value.as_tuple().exponent >= 0:
+        exponent = value.as_tuple().exponent  # "n", "N" or "F" where the value is not finite
+        if isinstance(exponent, int) and exponent >= 0:
             return int(value)
         return float(value)
     if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
@@ -187,6 +189,7 @@ class Database:
         return self.target.dialect
 
     def _connect_sqlite(self) -> sqlite3.Connection:
+        assert self.target.path is not None  # parse_url gives a sqlite target a path
         path = os.path.abspath(self.target.path)
         # mode=ro: never creates a missing file, never writes; the DoFn owning the connection
         # may be set up on another thread than the one it processes on.

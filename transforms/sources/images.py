@@ -173,6 +173,7 @@ def parse_images(
     if extensions is not None and not path.lower().endswith(tuple(extensions)):
         _skipped()
         return
+    assert source.path is not None  # a file format's source has a path
     filename = relative_path(path, pattern_root(source.path))
     fields: dict[str, Any] = {"filename": filename}
     data = stream.read(MAX_FILE_BYTES + 1)

@@ -144,6 +144,7 @@ def parse_jsonl(
         if reason is not None:
             yield rejection(source.name, location(path, line_no), reason, raw)
             continue
+        assert fields is not None  # parse_line gives the object or the reason
         chunk = pending.add_row(fields, line_no, raw)
         keys.update(fields)
         if chunk is not None:

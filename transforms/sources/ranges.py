@@ -27,7 +27,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import io
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator, cast
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -88,7 +88,7 @@ def plan(path: str, size: int, source: SourceSpec, split_bytes: int = SPLIT_BYTE
     """The ranges to read a file in, in one process: one, unless it can and should be cut."""
     planned = pieces(path, size, source, split_bytes)
     if not planned or isinstance(planned[0], Range):
-        return planned
+        return cast("list[Range]", planned)  # all ranges, when the first is one
     return cut([(p, summarize(p, source)) for p in planned], source)
 
 
@@ -173,13 +173,13 @@ def cut(summaries: Iterable[tuple[Piece, Summary]], source: SourceSpec) -> list[
     size = done[-1][0].end
     whole = [Range(first.path, size=size)]
     state, lines = 0, 0  # quote state at the piece's start, newlines before it (after the header)
-    starts = []
+    starts: list[tuple[int, int]] = []
     for piece, summary in done:
         if not summary.clean or not summary.sound[state]:
             return whole
-        end = summary.first[state]
-        if piece.index > 0 and end is not None:
-            starts.append((piece.start + end[0], lines + end[1]))
+        first_end = summary.first[state]
+        if piece.index > 0 and first_end is not None:
+            starts.append((piece.start + first_end[0], lines + first_end[1]))
         state ^= summary.odd
         lines += summary.newlines
     starts = [s for s in starts if s[0] < size]
@@ -230,10 +230,11 @@ def read(rng: Range, source: SourceSpec, parse) -> Iterator[RawChunk | dict[str,
         if rng.header_end:
             head = raw.read(rng.header_end)
         raw.seek(rng.start)
-        stream: BinaryIO = _Window(raw, None if rng.end is None else rng.end - rng.start)
+        window: io.RawIOBase = _Window(raw, None if rng.end is None else rng.end - rng.start)
         if head:
-            stream = csv_format._Chained(head, stream)
-        stream = io.BufferedReader(stream, 1 << 20)
+            # RawIOBase.read is typed `bytes | None`; None is for non-blocking streams only
+            window = csv_format._Chained(head, window)  # type: ignore[arg-type]
+        stream = io.BufferedReader(window, 1 << 20)
         for item in parse(stream, rng.path, source):
             yield _shifted(item, rng) if rng.line_shift else item
 

@@ -99,8 +99,10 @@ def resolve_paths(opts: dict[str, Any], base_dir: str) -> dict[str, Any]:
     """The options with a relative SQLite path and password_file resolved against `base_dir`."""
     out = dict(opts)
     target = parse_url(opts["url"])
-    if target.dialect == "sqlite" and not os.path.isabs(target.path):
-        out["url"] = "sqlite:///" + os.path.normpath(os.path.join(base_dir, target.path))
+    if target.dialect == "sqlite":
+        assert target.path is not None  # parse_url gives a sqlite target a path
+        if not os.path.isabs(target.path):
+            out["url"] = "sqlite:///" + os.path.normpath(os.path.join(base_dir, target.path))
     secret = opts["password_file"]
     if secret is not None and "://" not in secret and not os.path.isabs(secret):
         out["password_file"] = os.path.normpath(os.path.join(base_dir, secret))
@@ -154,6 +156,7 @@ def cut_points(lo: Any, hi: Any, partitions: int) -> list[Any]:
     Fewer than `partitions - 1` when the range holds fewer distinct integers; none for one
     partition, or for bounds that are not finite numbers.
     """
+    cuts: Iterator[int | decimal.Decimal | float]
     if isinstance(lo, int) and isinstance(hi, int):
         span = hi - lo + 1
         cuts = (lo + span * i // partitions for i in range(1, partitions))
@@ -208,13 +211,13 @@ def plan_partitions(db: Database, source: SourceSpec) -> list[Partition]:
         # SQLite columns may mix types; text and blobs sort after every number and so fall in
         # the last, open-ended range: the bounds come from the numbers alone.
         conditions.append(f"typeof({col}) IN ('integer', 'real')")
-    lo, hi = db.first_row(_bounds_sql(opts, col, conditions))
+    lo, hi = _min_max(db, _bounds_sql(opts, col, conditions))
     if not (_finite(lo) and _finite(hi)):
         # Infinities (and PostgreSQL's NaN, which sorts above them) would leave no room for
         # ranges; they still fall in the open-ended first and last ranges.
         low, high = ("-9e999", "9e999") if db.dialect == "sqlite" else ("'-Infinity'", "'Infinity'")
         conditions.append(f"{col} > {low} AND {col} < {high}")
-        lo, hi = db.first_row(_bounds_sql(opts, col, conditions))
+        lo, hi = _min_max(db, _bounds_sql(opts, col, conditions))
     for bound in (lo, hi):
         if bound is not None and (
             isinstance(bound, bool) or not isinstance(bound, (int, float, decimal.Decimal))
@@ -232,6 +235,14 @@ def plan_partitions(db: Database, source: SourceSpec) -> list[Partition]:
 def _bounds_sql(opts: dict[str, Any], col: str, conditions: list[str]) -> str:
     sql = f"SELECT MIN({col}), MAX({col}) FROM {from_clause(opts)}"
     return f"{sql} WHERE {' AND '.join(conditions)}" if conditions else sql
+
+
+def _min_max(db: Database, sql: str) -> tuple[Any, Any]:
+    """The one row of a `_bounds_sql` query: (MIN, MAX)."""
+    row = db.first_row(sql)
+    assert row is not None  # an aggregate without GROUP BY has one row
+    lo, hi = row
+    return lo, hi
 
 
 def _finite(value: Any) -> bool:
@@ -302,6 +313,7 @@ class _ReadPartitionFn(beam.DoFn):
         self._db = Database(self._source)
 
     def process(self, partition: Partition):
+        assert self._db is not None  # Beam calls setup first
         with gc_paused():
             items = read_partition(self._db, self._source, partition)
             yield from tagged(items, self._source.name)

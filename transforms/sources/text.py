@@ -113,8 +113,9 @@ def regex_note(regex: str | None) -> str | None:
 def nested_quantifier(regex: str) -> str | None:
     """The first repeated group of a (valid) regex that holds an unbounded repeat, shown as
     text, or None; possessive repeats and atomic groups do not backtrack and do not count."""
-    from re import _constants as c
-    from re import _parser
+    # the regex parser's own modules: private, so typeshed leaves them out
+    from re import _constants as c  # type: ignore[attr-defined]
+    from re import _parser  # type: ignore[attr-defined]
 
     def unbounded(items) -> bool:
         for op, arg in items:
@@ -175,6 +176,7 @@ def parse_text(
         if pattern is None:
             yield from pending.add({opts["field"]: lines}, numbers, lines)
             continue
+        assert match is not None  # made with the pattern
         matches = list(map(match, lines))
         if None in matches or NOT_TEXT in matches:
             found = [m is not None and m is not NOT_TEXT for m in matches]

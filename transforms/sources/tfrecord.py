@@ -88,6 +88,7 @@ def parse_tfrecord(
         if reason is not None:
             yield rejection(source.name, location(path, number), reason, {"offset": offset})
             continue
+        assert data is not None  # a sound record has its data
         payloads.append(data)
         numbers.append(number)
         if len(payloads) >= chunk_rows:
@@ -111,7 +112,13 @@ def _decode(decoder, source: str, path: str, payloads: list[bytes], numbers: lis
     yield RawChunk(source, path, batch.to_pydict(), numbers)
 
 
-def _decode_one_by_one(decoder, source, path, payloads, numbers):
+def _decode_one_by_one(
+    decoder: ExamplesToRecordBatchDecoder,
+    source: str,
+    path: str,
+    payloads: list[bytes],
+    numbers: list[int],
+) -> Iterator[RawChunk | dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
     for data, number in zip(payloads, numbers):
@@ -156,9 +163,16 @@ def _read_records(stream, path: str, compression: str):
         return
     kind = _compression(path, compression, head)
     if kind != "none":
-        stream = _Inflating(_Prefixed(head, stream), COMPRESSIONS[kind].wbits)
+        stream = _Inflating(_Prefixed(head, stream), _wbits(kind))
         head = b""
     yield from _Frames(_Prefixed(head, stream))
+
+
+def _wbits(kind: str) -> int:
+    """The zlib window bits of a compressed stream (gzip, zlib)."""
+    wbits = COMPRESSIONS[kind].wbits
+    assert wbits is not None, kind  # only "none" has none
+    return wbits
 
 
 def _compression(path: str, option: str, head: bytes) -> str:
@@ -196,7 +210,7 @@ class _Frames:
     larger than the rest of the stream costs no more memory than that rest.
     """
 
-    def __init__(self, stream):
+    def __init__(self, stream: _Prefixed) -> None:
         self._stream = stream
         self._buffer = bytearray()
         self._pos = 0  # of the next record in the buffer
@@ -347,10 +361,11 @@ class _Reinflating:
     """
 
     def __init__(self, stream: BinaryIO, path: str):
-        self._stream = stream
+        self._stream: BinaryIO | _Inflating = stream
         self._path = path
         self._offset = 0  # bytes handed out so far
-        self._raw = None  # the file's compressed bytes, once the given stream failed
+        # the file's compressed bytes, once the given stream failed
+        self._raw: BinaryIO | None = None
         self._skip = 0  # inflated bytes to drop before going on from _offset
 
     def read(self, size: int) -> bytes:
@@ -364,7 +379,7 @@ class _Reinflating:
                 self._raw = FileSystems.open(
                     self._path, compression_type=CompressionTypes.UNCOMPRESSED
                 )
-                self._stream = _Inflating(self._raw, COMPRESSIONS["gzip"].wbits)
+                self._stream = _Inflating(self._raw, _wbits("gzip"))
                 self._skip = self._offset
                 return self.read(size)
         else:

@@ -47,7 +47,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -146,10 +146,10 @@ def read_schema(source: str | bytes | os.PathLike) -> schema_pb2.Schema:
 
 
 def _feature_specs(features: Features) -> dict[str, ManifestFeature | FeatureSpec]:
-    features = getattr(features, "features", features)
-    if isinstance(features, Mapping):
-        return dict(features)
-    return {spec.name: spec for spec in features}
+    specs = features.features if isinstance(features, (Manifest, DatasetSpec)) else features
+    if isinstance(specs, Mapping):
+        return dict(specs)
+    return {spec.name: spec for spec in specs}
 
 
 def _feature(
@@ -180,8 +180,9 @@ def _feature(
         low = math.ceil(spec.min) if spec.min is not None else None
         high = math.floor(spec.max) if spec.max is not None else None
         if spec.values is not None:
-            low = max(min(spec.values), low) if low is not None else min(spec.values)
-            high = min(max(spec.values), high) if high is not None else max(spec.values)
+            ints = cast("tuple[int, ...]", spec.values)  # an int feature's values are ints
+            low = max(min(ints), low) if low is not None else min(ints)
+            high = min(max(ints), high) if high is not None else max(ints)
         if low is not None or high is not None:
             if low is not None:
                 out.int_domain.min = low
@@ -198,7 +199,7 @@ def _feature(
     elif spec.type == "image":
         out.image_domain.SetInParent()
     elif spec.type == "string":
-        values = spec.values
+        values: Sequence[str | int] | None = spec.values
         if values is None and stats is not None:
             values = _observed_values(stats, max_string_domain_size)
         if values:

@@ -87,7 +87,7 @@ def to_proto(
         raise ValueError(
             f"statistics format_version {version!r} is not {STATISTICS_FORMAT_VERSION}"
         )
-    features = getattr(manifest, "features", manifest) or {}
+    features = (manifest.features if isinstance(manifest, Manifest) else manifest) or {}
     out = statistics_pb2.DatasetFeatureStatisticsList()
     for split, body in statistics["splits"].items():
         dataset = out.datasets.add(name=split, num_examples=body["records"])
