@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transforms.contract.config import DatasetSpec
-from transforms.records import RawChunk, location, rejection
-from transforms.schema import RecordError, coerce_feature
+from transforms.records import RawChunk, RecordError, location, rejection
+from transforms.schema import coerce_feature
 
 # Per record: its canonical key, and its provenance (source index, file, line). Paths are bytes
 # (UTF-8, undecodable file-name bytes as they were), compared as bytes: for text, the order of

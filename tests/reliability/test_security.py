@@ -38,8 +38,7 @@ from PIL import Image
 
 from pipelines.etl import run
 from transforms.contract.config import SourceSpec
-from transforms.records import RawChunk
-from transforms.schema import RecordError
+from transforms.records import RawChunk, RecordError
 from transforms.sources import database, images, sql
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -13,8 +13,7 @@ import pytest
 from tests.transforms.keyed import keys_of
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
 from transforms.keys import KeyMaker, tie_order
-from transforms.records import RawChunk, one_line_records
-from transforms.schema import RecordError
+from transforms.records import RawChunk, RecordError, one_line_records
 
 
 def _maker(feature: FeatureSpec | None) -> KeyMaker:

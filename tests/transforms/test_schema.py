@@ -4,7 +4,8 @@ import pyarrow as pa
 import pytest
 
 from transforms.contract.config import FeatureSpec
-from transforms.schema import RecordError, SourceColumns, Validator, coerce_feature
+from transforms.records import RecordError
+from transforms.schema import SourceColumns, Validator, coerce_feature
 
 
 def F(name="x", type="float", shape=(), required=True, **kw):

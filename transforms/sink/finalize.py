@@ -27,12 +27,6 @@ from transforms.sink.storage import create_file, delete_folder, read_if_exists
 from transforms.validation.check import Baseline, describe, read_dataset, validate
 
 
-def write_json(staging: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-    """Writes one JSON file of the dataset; returns its manifest entry (path, bytes, sha256)."""
-    data = (json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-    return write_bytes(staging, name, data, "application/json")
-
-
 def write_bytes(staging: str, name: str, data: bytes, content_type: str) -> dict[str, Any]:
     """Writes one file of the dataset; returns its manifest entry (path, bytes, sha256)."""
     with create_file(f"{staging}/{name}", content_type) as f:
@@ -107,15 +101,16 @@ class _PublishFn(beam.DoFn):
             manifest = build_manifest(self._dataset, shards, rejected, counts, transform)
         if statistics is not None:
             with timed("statistics merge"):  # its last part: statistics.json
-                body = statistics.to_json(self._dataset.split_names)
-                entry = write_json(self._staging, STATISTICS, body)
+                result = statistics.result(self._dataset.split_names)
+                data = result.dumps().encode("utf-8")
+                entry = write_bytes(self._staging, STATISTICS, data, "application/json")
             manifest = manifest.with_statistics(FileEntry(**entry))
         with timed("manifest and checks"):
             check_dataset(self._dataset, manifest, counts, rejected.counts)
             check_rejections(self._dataset, manifest)
         if statistics is not None:
             with timed("validation"):  # as statistics.json reads back
-                body = json.loads(json.dumps(body))
+                body = json.loads(data)
                 baseline = None
                 if self._baseline is not None:  # read here: its statistics may be megabytes
                     _, base_statistics, base_schema = read_dataset(read_if_exists, self._baseline)

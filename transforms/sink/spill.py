@@ -43,7 +43,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.coders import ChunkCoder
 from transforms.contract.layout import SPILL_DIR
 from transforms.keys import KEYS
-from transforms.prepare import EncodedChunk
+from transforms.records import EncodedChunk
 from transforms.shards import ShardPart
 from transforms.sink.storage import create_file
 from transforms.split import binary, binary_offsets

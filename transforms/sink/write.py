@@ -24,7 +24,7 @@ from apache_beam.transforms.window import GlobalWindows
 from transforms import progress
 from transforms.contract.config import DatasetSpec, OutputSpec
 from transforms.contract.layout import segment_name, shard_name
-from transforms.prepare import EncodedChunk
+from transforms.records import EncodedChunk
 from transforms.shards import shard_counts, shard_order, shard_pieces
 from transforms.sink.framing import BLOCK_RECORDS, RecordFileWriter
 from transforms.sink.segments import join_segments

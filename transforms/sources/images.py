@@ -53,13 +53,13 @@ from transforms.imaging import NOT_DECODABLE, TOO_MANY_PIXELS, decode
 from transforms.records import (
     CHUNK_ROWS,
     RawChunk,
+    RecordError,
     location,
     one_line_records,
     printable,
     record_json,
     rejection,
 )
-from transforms.schema import RecordError
 from transforms.sources.registry import OptionsReader
 
 if TYPE_CHECKING:

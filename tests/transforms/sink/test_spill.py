@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.transforms.keyed import key_rows, keys_of
-from transforms.prepare import EncodedChunk
+from transforms.records import EncodedChunk
 from transforms.shards import sorted_records
 from transforms.sink import spill
 from transforms.sink.spill import shard_parts
