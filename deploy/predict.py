@@ -134,6 +134,7 @@ def _predict_input(args: argparse.Namespace) -> int:
     counts = {"predicted": 0, "rejected": 0}
     try:
         with _output(args.output, sys.stdout) as out, _output(args.rejected, None) as rejects:
+            assert out is not None  # sys.stdout without --output
             for item in encode_files(dataset, source, paths):
                 if isinstance(item, Examples):
                     answers = model(item.serialized)
@@ -214,10 +215,10 @@ def _source_of(path: str, sources: list):
     found = next((s for fmt in wanted for s in sources if s.format == fmt), None)
     if found is not None or not wanted:
         return found or sources[0]
-    wanted = wanted[0]
+    first = wanted[0]
     formats = ", ".join(f"{s.name!r} ({s.format})" for s in sources)
     raise _Refused(
-        f"--input: {path} is {wanted} by its name, and no source of the config reads {wanted} "
+        f"--input: {path} is {first} by its name, and no source of the config reads {first} "
         f"(its sources: {formats}): new records come in the format of the source they stand "
         "for; convert them, or give --source NAME to read them as that source does"
     )
@@ -249,6 +250,7 @@ class _output:
     def __exit__(self, kind, value, traceback) -> None:
         if self._file is None:
             return
+        assert self._path is not None  # a file is opened for a path only
         self._file.close()
         try:
             if kind is None and "://" in self._path:

@@ -116,7 +116,8 @@ def fill_date(path: str, day: datetime.date) -> str:
 def _fill_dates(raw: Any, output: str | None, day: datetime.date | None) -> str | None:
     """Puts `day` into the date templates of the source paths and the output path of a parsed
     config (in place) and of `output`; returns `output`. Without a day, a template is an error."""
-    places = []
+    # (where, the dict holding the path and its key) or ("--output", None, the path itself)
+    places: list[tuple[str, dict[str, Any] | None, str]] = []
     if isinstance(raw, dict):
         sources = raw.get("sources")
         for i, src in enumerate(sources if isinstance(sources, list) else []):

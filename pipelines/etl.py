@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Callable, Iterator
+from typing import Callable, Iterator, cast
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -251,7 +251,8 @@ def _run(
     try:
         dates = dates_of(args)
         if len(dates) > 1:
-            return _backfill(args, beam_args, dates, before_publish)
+            # --from/--to: a range of dates, none of them None
+            return _backfill(args, beam_args, cast("list[datetime.date]", dates), before_publish)
         dataset = _limited(load_config(args.config, args.output, dates[0]), args)
         _warn_of(dataset)
         if args.skip_complete and not args.overwrite and holds_dataset(dataset.output.path):
@@ -299,7 +300,7 @@ def find_baseline(args: argparse.Namespace, dataset: DatasetSpec) -> str | None:
     it again where it validates): ConfigError when a named one cannot be read or its schema
     does not parse; a date's that cannot be is left out, with a note."""
     uri = args.baseline or dataset.validation.baseline
-    where = "--baseline" if args.baseline else "validation.baseline"
+    where: str | None = "--baseline" if args.baseline else "validation.baseline"
     if uri is None and dataset.date is not None:
         uri = _previous_dataset(args, dataset)
         where = None
@@ -319,6 +320,7 @@ def find_baseline(args: argparse.Namespace, dataset: DatasetSpec) -> str | None:
 
 
 def _previous_dataset(args: argparse.Namespace, dataset: DatasetSpec) -> str | None:
+    assert dataset.date is not None  # asked for a date-partitioned output only
     today = datetime.date.fromisoformat(dataset.date)
     for back in range(1, LOOK_BACK_DAYS + 1):
         day = today - datetime.timedelta(days=back)

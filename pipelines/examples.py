@@ -110,8 +110,11 @@ def sample_report(dataset: DatasetSpec, limit: int = SAMPLE_RECORDS) -> list[str
         if source.format in registry.QUERY_FORMATS:
             lines.append(f"{where}: not sampled (its query runs with the job)")
             continue
+        assert source.path is not None  # a file source's path is required (pipelines.config)
         paths = match_files(source.path, recursive=source.format in RECURSIVE_FORMATS)
-        valid, reasons, first = 0, collections.Counter(), {}
+        valid = 0
+        reasons: collections.Counter[str] = collections.Counter()  # rejections by reason
+        first: dict[str, str] = {}  # reason -> where it first happened
         for item in encode_files(checked, source, paths, limit):
             if isinstance(item, Examples):
                 valid += len(item.keys)

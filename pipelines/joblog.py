@@ -26,7 +26,7 @@ _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 class _Kept(logging.Handler):
     """Keeps the last records of a run, formatted, for the log file of a failure."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.lines: collections.deque[str] = collections.deque(maxlen=_KEPT)
         self.setFormatter(logging.Formatter(_FORMAT))

@@ -120,8 +120,7 @@ def _op_params(name: str, raw: Any, feature: FeatureSpec, where: str) -> dict[st
         if not feature.is_scalar:
             raise ConfigError(where, "applies to scalar image features (shape [])")
         ok = isinstance(raw, list) and len(raw) == 2
-        side = {"integer": True, "low": 1, "high": MAX_IMAGE_SIDE}
-        if not ok or not all(is_number(v, **side) for v in raw):
+        if not ok or not all(is_number(v, integer=True, low=1, high=MAX_IMAGE_SIDE) for v in raw):
             raise ConfigError(
                 where, f"{show(raw)} must be [height, width] in pixels (1 to {MAX_IMAGE_SIDE})"
             )
@@ -178,7 +177,8 @@ def _check_module(path: Any, base_dir: str) -> str:
     try:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError) as e:
-        line = f" (line {e.lineno})" if getattr(e, "lineno", None) else ""
+        lineno = getattr(e, "lineno", None)  # a SyntaxError's; a ValueError has none
+        line = f" (line {lineno})" if lineno else ""
         raise ConfigError(where, f"{path!r} is not valid Python{line}") from None
     except (RecursionError, MemoryError):  # how CPython's parser reports its stack overflowing
         raise ConfigError(where, f"{path!r} is nested too deeply to parse") from None

@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import TextIO
 
 from apache_beam.metrics.metric import MetricsFilter
@@ -71,6 +72,7 @@ class Reporter:
         self._prefix = prefix
         self._stream = stream or sys.stderr
         self._in_place = interval is None and self._stream.isatty()
+        self._times: Iterator[float]
         if interval is not None:
             self._times = iter(())
             self._interval = interval
@@ -98,6 +100,7 @@ class Reporter:
         return self
 
     def __exit__(self, *exc) -> None:
+        assert self._folder is not None  # made by __enter__
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -109,6 +112,7 @@ class Reporter:
         shutil.rmtree(self._folder, ignore_errors=True)
 
     def _loop(self) -> None:
+        assert self._folder is not None  # made by __enter__ before the thread starts
         next_line = next(self._times, None) or self._interval
         while not self._stop.wait(min(self._interval, _SAMPLE_INTERVAL_S)):
             seconds = time.monotonic() - self._started

@@ -67,7 +67,8 @@ def forking() -> Iterator[None]:
     """For the block: Beam's default worker command is forked from the fork server instead of
     run as a new process."""
     module = local_job_service.subprocess
-    local_job_service.subprocess = _Subprocess()
+    # setattr: a stand-in of another type takes the module's place for the block.
+    setattr(local_job_service, "subprocess", _Subprocess())
     try:
         yield
     finally:
@@ -165,11 +166,12 @@ def closing_together() -> Iterator[None]:
         self._cached_handlers = collections.defaultdict(list)
         close_all(self)  # nothing left to stop: Beam's own method closes the rest
 
-    manager.close_all = close_together
+    # setattr: Beam's method is replaced on its class for the block, then put back.
+    setattr(manager, "close_all", close_together)
     try:
         yield
     finally:
-        manager.close_all = close_all
+        setattr(manager, "close_all", close_all)
 
 
 def _close(handler) -> None:

@@ -13,6 +13,7 @@ dataset per date; a retried or repeated ETL task does nothing for a date already
 from __future__ import annotations
 
 import datetime
+from typing import TYPE_CHECKING
 
 try:  # Airflow 3
     from airflow.providers.standard.operators.bash import BashOperator
@@ -22,10 +23,13 @@ except ImportError:  # Airflow 2
     from airflow.models import Variable
     from airflow.operators.bash import BashOperator
 
-try:
+if TYPE_CHECKING:  # type-checked against the package's module
     from deploy.schedule.commands import DailyJob, airflow_commands
-except ImportError:  # the module copied next to this file
-    from commands import DailyJob, airflow_commands
+else:
+    try:
+        from deploy.schedule.commands import DailyJob, airflow_commands
+    except ImportError:  # the module copied next to this file
+        from commands import DailyJob, airflow_commands
 
 
 def _job() -> DailyJob:

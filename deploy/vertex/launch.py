@@ -27,7 +27,7 @@ import difflib
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from trainer.flags import build_parser as trainer_parser
 from transforms.ui.args import ArgumentParser, positive_int
@@ -304,17 +304,17 @@ def resolve_machine(cfg: LaunchConfig) -> Machine:
             )
         return Machine(host_type, name, chips, topology)
     if name in GPU_MACHINES:
-        sizes = GPU_MACHINES[name]
+        by_count = GPU_MACHINES[name]
         if machine_type:
-            per_machine = {m: c for c, m in sizes.items()}.get(machine_type, 1)
+            per_machine = {m: c for c, m in by_count.items()}.get(machine_type, 1)
             return Machine(machine_type, name, count or per_machine)
-        count = count or min(sizes)
-        if count not in sizes:
+        count = count or min(by_count)
+        if count not in by_count:
             raise UsageError(
-                f"--accelerator-count: {name} comes {' or '.join(map(str, sizes))} to a machine, "
-                f"not {count}"
+                f"--accelerator-count: {name} comes {' or '.join(map(str, by_count))} to a "
+                f"machine, not {count}"
             )
-        return Machine(sizes[count], name, count)
+        return Machine(by_count[count], name, count)
     if name in N1_GPUS:
         return Machine(machine_type or N1_GPU_MACHINE_TYPE, name, count or 1)
     if not machine_type:
@@ -351,7 +351,8 @@ def build_job(cfg: LaunchConfig, now: datetime.datetime | None = None) -> aiplat
     machine = resolve_machine(cfg)
     machine_spec = aiplatform_v1.MachineSpec(machine_type=machine.machine_type)
     if machine.accelerator_type:
-        machine_spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator_type]
+        # proto-plus ships no type hints, so the Enum class's name lookup is unknown to mypy.
+        machine_spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator_type]  # type: ignore[misc]
         machine_spec.accelerator_count = machine.accelerator_count
     if machine.tpu_topology:
         machine_spec.tpu_topology = machine.tpu_topology
@@ -486,6 +487,10 @@ def _region(value: str) -> str:
     return value
 
 
+@overload
+def _match(flag: str, value: str, pattern: re.Pattern, what: str) -> str: ...
+@overload
+def _match(flag: str, value: str | None, pattern: re.Pattern, what: str) -> str | None: ...
 def _match(flag: str, value: str | None, pattern: re.Pattern, what: str) -> str | None:
     """The value when it matches (None stays None); else UsageError naming the flag."""
     if value is not None and not pattern.match(value):

@@ -81,6 +81,7 @@ def decode_head(head: bytes, whole: bool) -> tuple[str, str]:
     """(the text of a file's first bytes, its encoding): UTF-8 (a byte order mark allowed),
     UTF-16 with a byte order mark, else Windows-1252, else Latin-1 (which decodes anything).
     `whole`: the bytes are the whole file (a character cut at the end is then an error)."""
+    candidates: tuple[str, ...]
     if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         candidates = ("utf-16",)
     else:

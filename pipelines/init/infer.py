@@ -326,6 +326,7 @@ def guess_label(features: list[Feature], key: Guess) -> Guess:
     few = [f for f in candidates if f.values is not None and f.required]
     if few:
         f = few[-1]
+        assert f.values is not None  # `few` holds only features with values
         return Guess(
             f.name,
             False,

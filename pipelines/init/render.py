@@ -8,6 +8,7 @@ needs it (`'yes'`, `'#N/A'`, `"\\t"`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -62,7 +63,7 @@ def render(
     folder: str,
     command: str,
     config_name: str | None,
-    warnings: list[str] = (),
+    warnings: Sequence[str] = (),
 ) -> str:
     """The config's text. Source paths are written relative to `folder` (the config's, or the
     current one when the config goes to stdout: `config_name` None)."""

@@ -14,7 +14,7 @@ import collections
 import dataclasses
 import os
 import re
-from typing import Any, Iterator
+from typing import Any, Generator
 
 from pipelines.fields import ConfigError
 from pipelines.init import detect
@@ -67,7 +67,8 @@ def find_sources(groups: list[list[str]]) -> list[Sample]:
         matched = [(value, *_files_of(value)) for value in values]
         merged = _one_glob(matched) if len(matched) > 1 else None
         found += [merged] if merged is not None else matched
-    samples, names = [], set()
+    samples: list[Sample] = []
+    names: set[str] = set()
     for path, files, fmt in found:
         name = unique_name(source_name(path, fmt), names)
         names.add(name)
@@ -216,7 +217,7 @@ def _read_file(sample: Sample, spec: SourceSpec, path: str, share: int) -> tuple
         items.close()
 
 
-def _parse(spec: SourceSpec, path: str, chunk_rows: int) -> Iterator[RawChunk | dict]:
+def _parse(spec: SourceSpec, path: str, chunk_rows: int) -> Generator[RawChunk | dict, None, None]:
     try:
         with open_file(path) as stream:
             yield from registry.parser(spec.format)(stream, path, spec, chunk_rows)

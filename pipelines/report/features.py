@@ -227,7 +227,7 @@ def _share_figures(feature: str, per_split: dict[str, dict], index: dict[str, in
     counted = {split: value_counts(s) for split, s in per_split.items()}
     order = _value_order([s for s in per_split.values()])
     listed = order[:TOP_ROWS]
-    rows = {}
+    rows: dict[str, list[tuple[str, int | None, float | None]]] = {}
     for split, s in per_split.items():
         counts, complete = counted[split]
         values = s.get("values") or 0
@@ -295,8 +295,8 @@ def label_balance_section(manifest: Manifest, statistics: dict) -> str:
     splits = statistics.get("splits") or {}
     order = in_split_order(splits)
     index = {split: i for i, split in enumerate(order)}
-    per_split = {split: (splits[split].get("features") or {}).get(label) for split in order}
-    per_split = {split: s for split, s in per_split.items() if s is not None}
+    found = {split: (splits[split].get("features") or {}).get(label) for split in order}
+    per_split = {split: s for split, s in found.items() if s is not None}
     if not per_split:
         return ""
     numeric = next(iter(per_split.values())).get("type") in NUMBER_TYPES
@@ -327,7 +327,7 @@ def label_balance_section(manifest: Manifest, statistics: dict) -> str:
 def _label_order(manifest: Manifest, per_split: dict[str, dict]) -> list[str]:
     """One order of the label's values for every split: the config's `values`, else the most
     frequent first in the first split (train), then the values only other splits hold."""
-    feature = manifest.features.get(manifest.label)
+    feature = manifest.features.get(manifest.label) if manifest.label is not None else None
     declared = [str(v) for v in feature.values] if feature and feature.values else []
     order = list(declared)
     for s in per_split.values():

@@ -186,7 +186,10 @@ def _summary(manifest: Manifest, timings: dict | None) -> str:
     read = sum(s.records for s in manifest.sources.values())
     written = sum(s.records for s in manifest.splits.values())
     rejected = manifest.rejected.records
-    rows = [("created", "Created", str(manifest.created), manifest.created)]
+    # (id, label, text shown, raw value for data-value)
+    rows: list[tuple[str, str, str, object]] = [
+        ("created", "Created", str(manifest.created), manifest.created)
+    ]
     if manifest.date:
         rows.append(("date", "Date", manifest.date, manifest.date))
     elapsed = None

@@ -47,8 +47,8 @@ def value_counts(stats: dict) -> tuple[dict[str, int], bool]:
     top = stats.get("top") or []
     counts = {str(t.get("value")): int(t.get("count", 0)) for t in top}
     distinct = stats.get("distinct")
-    complete = bool(stats.get("distinct_exact", True)) and distinct is not None
-    return counts, complete and distinct <= len(counts)
+    exact = bool(stats.get("distinct_exact", True))
+    return counts, exact and distinct is not None and distinct <= len(counts)
 
 
 def shifts(
@@ -104,7 +104,7 @@ def _value_shifts(feature, train, split, other, train_name) -> list[Shift]:
         share_a = counts_a[value] / values_a if value in counts_a else (0.0 if complete_a else None)
         share_b = counts_b[value] / values_b if value in counts_b else (0.0 if complete_b else None)
         shown = _quoted(value)
-        if share_b == 0.0 and share_a * values_b >= MIN_EXPECTED:
+        if share_b == 0.0 and share_a is not None and share_a * values_b >= MIN_EXPECTED:
             found.append(
                 Shift(
                     split,
@@ -113,7 +113,7 @@ def _value_shifts(feature, train, split, other, train_name) -> list[Shift]:
                     f"{shown} is absent, {_pct(share_a)} of {train_name}'s values",
                 )
             )
-        elif share_a == 0.0 and share_b * values_a >= MIN_EXPECTED:
+        elif share_a == 0.0 and share_b is not None and share_b * values_a >= MIN_EXPECTED:
             found.append(
                 Shift(
                     split,

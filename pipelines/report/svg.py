@@ -9,7 +9,7 @@ simpler to draw than to configure. Every text is HTML-escaped (`escape`).
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, TypedDict
 
 BAR_W, BAR_H = 240, 48  # shard chart area, px
 HIST_W, HIST_H = 200, 44  # one split's histogram, px (at most; splits side by side)
@@ -18,6 +18,14 @@ ROW_H = 16  # one bar of a top-values chart, px
 SHARE_LABEL_W, SHARE_BAR_W = 110, 90  # the values' column and a split's bars (at most), px
 # Of any text from the data (a rejected record, a value, a field name): cut with `clip`.
 MAX_TEXT_CHARS = 400
+
+
+class HistogramBin(TypedDict):
+    """One bar of a feature's histogram in the statistics: values in [low, high), how many."""
+
+    low: float
+    high: float
+    count: int
 
 
 def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -64,7 +72,7 @@ def short(text: str, n: int) -> str:
 
 def histograms(
     chart_ids: list[str],
-    bin_lists: list[list[dict]],
+    bin_lists: list[list[HistogramBin]],
     last: Any = None,
     classes: list[str] | None = None,
     means: list[float | None] | None = None,
@@ -89,7 +97,7 @@ def histograms(
     def x(value: float) -> float:
         return width * (value - lo) / span if span else 0.0
 
-    def density(b: dict, total: int) -> float:
+    def density(b: HistogramBin, total: int) -> float:
         width = (b.get("high") - b.get("low")) or narrowest
         return b.get("count", 0) / total / width if span else b.get("count", 0) / total
 
@@ -274,7 +282,7 @@ def graph_svg(graph: dict) -> str:
     widest = max((len(r) for r in rows.values()), default=1)
     width = widest * (box_w + gap_x) + 2 * margin
     height = len(rows) * (box_h + gap_y) - gap_y + 2 * margin
-    centre = {
+    centre: dict[str, tuple[float, float]] = {
         n: (width / 2 + position[n] * (box_w + gap_x), margin + layer[n] * (box_h + gap_y))
         for n in labels
     }
