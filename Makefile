@@ -32,10 +32,12 @@ demo: $(STAMP)
 	$(call STEP,predict --model-dir $(DEMO_OUT)/model --config examples/penguins/penguins.yaml --input examples/penguins/new_penguins.csv)
 	@echo "dataset: $(DEMO_OUT)/penguins   model: $(DEMO_OUT)/model (export/, metrics.json, logs/)"
 
-# ruff (settings in pyproject.toml): lint and the formatting check; `make format` rewrites.
+# ruff and mypy (settings in pyproject.toml): lint, the formatting check and the type check of
+# pipelines/, transforms/, trainer/ and deploy/; `make format` rewrites.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -55,6 +55,7 @@ TEST = [
     "gcp-storage-emulator",
     "dockerfile==3.4.0",
     "ruff==0.17.6",
+    "mypy==2.4.1",
     *DOCS,
 ]
 

@@ -245,7 +245,7 @@ def no_unknown(raw: dict, allowed: set[str], prefix: str) -> None:
 
 def coerce_value(convert: Any, feature: FeatureSpec, value: Any, where: str) -> Any:
     """`convert(feature, value)`, a coercion of `transforms.schema`, its refusal a ConfigError."""
-    from transforms.schema import RecordError  # Arrow: only where a value is coerced
+    from transforms.records import RecordError  # Arrow: only where a value is coerced
 
     try:
         return convert(feature, value)

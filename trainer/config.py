@@ -108,7 +108,11 @@ class TrainConfig:
     @property
     def checkpoints(self) -> str:
         """Where the resumable checkpoints go."""
-        return self.checkpoint_dir or join(self.model_dir, "checkpoints")
+        if self.checkpoint_dir:
+            return self.checkpoint_dir
+        # parse_args requires MODEL_DIR unless --profile-input, which writes no checkpoints
+        assert self.model_dir is not None
+        return join(self.model_dir, "checkpoints")
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,7 @@ class Inputs:
             sources = {i.feature.name for i in recipe.inputs}
             spec = parse_spec(manifest, only=sources)
             preprocess = _then(functools.partial(dense_inputs, features=manifest.features), host)
+        assert manifest.label is not None  # check_dataset refuses a manifest without a label
         inputs = cls(
             manifest=manifest,
             spec=spec,

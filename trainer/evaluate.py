@@ -30,6 +30,7 @@ def evaluate_split(model: tf_keras.Model, dataset: tf.data.Dataset, recipe: Reci
     label = recipe.label
     predict = tf.function(lambda features: model(features, training=False))
     if recipe.task == CLASSIFICATION:
+        assert label.classes is not None  # a classification's (trainer.label)
         classes = list(label.classes)
         n = len(classes)
         matrix = np.zeros((n, n), dtype=np.int64)
@@ -54,14 +55,15 @@ def evaluate_split(model: tf_keras.Model, dataset: tf.data.Dataset, recipe: Reci
             str(c) for i, c in enumerate(classes) if matrix[i].sum() and not matrix[:, i].sum()
         ]
         return {"summary": summary, "classes": report}
-    scale = label.scale
+    scale, train_mean = label.scale, label.train_mean
+    assert scale is not None and train_mean is not None  # a regression's (trainer.label)
     predicted, actual = [], []
     for features, targets in dataset:
         predicted.append(to_label_units(tf.reshape(predict(features), [-1]), scale).numpy())
         actual.append(targets.numpy())
     y_pred = np.concatenate(predicted).astype(np.float64) if predicted else np.zeros(0)
     y = np.concatenate(actual).astype(np.float64) if actual else np.zeros(0)
-    return {"summary": regression_summary(y, y_pred, label.train_mean, scale)}
+    return {"summary": regression_summary(y, y_pred, train_mean, scale)}
 
 
 def regression_summary(y: np.ndarray, y_pred: np.ndarray, train_mean: float, scale) -> dict:

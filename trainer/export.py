@@ -7,7 +7,7 @@ label, densifies them with `trainer.features.dense_inputs`, applies the host pre
 path and cannot drift apart.
 Classification returns `probabilities` [batch, classes] and `classes` [batch] (the predicted
 value of the label's `values`); regression returns `predictions` [batch] in the label's own
-units: the model predicts the standardized label (trainer.label.LabelScale), which the
+units: the model predicts the standardized label (trainer.features.LabelScale), which the
 signature brings back (un-standardized, exponentiated on a log scale, kept within the train
 range widened by a tenth: trainer.model.to_label_units).
 
@@ -35,8 +35,14 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.dataset import Inputs
-from trainer.features import CLASSIFICATION, ParseSpec, dense_inputs, dtype_of, parse_spec
-from trainer.label import LabelScale
+from trainer.features import (
+    CLASSIFICATION,
+    LabelScale,
+    ParseSpec,
+    dense_inputs,
+    dtype_of,
+    parse_spec,
+)
 from trainer.manifest import InputFeature
 from trainer.model import to_label_units
 from trainer.transform import Transform
@@ -132,10 +138,12 @@ def export_model(model: tf_keras.Model, inputs: Inputs, export_dir: str) -> str:
     module = ServingModule(model, inputs)
     tf.saved_model.save(module, export_dir, signatures=module.signatures())
     recipe = inputs.recipe
-    label = {"name": recipe.label.name, "task": recipe.task}
+    label: dict[str, object] = {"name": recipe.label.name, "task": recipe.task}
     if recipe.task == CLASSIFICATION:
+        assert recipe.label.classes is not None  # a classification's (trainer.label)
         label["classes"] = list(recipe.label.classes)
     else:
+        assert recipe.label.scale is not None  # a regression's (trainer.label)
         label["scale"] = recipe.label.scale.to_dict()
     label["inputs"] = served_inputs(module._serving.spec, inputs.manifest.features)
     tf.io.gfile.makedirs(f"{export_dir}/{LABEL_FILE.rsplit('/', 1)[0]}")

@@ -113,8 +113,12 @@ def gather(
     if manifest.transform is not None and manifest.transform.materialize == "transformed":
         # the shards hold the transform's outputs, described by the transform, not these
         features = [f for f in features if f.name == manifest.label]
-    numbers = {f.name: [] for f in features if f.type != "string" and not f.variable_length}
-    strings = {f.name: collections.Counter() for f in features if f.type == "string"}
+    numbers: dict[str, list[np.ndarray]] = {
+        f.name: [] for f in features if f.type != "string" and not f.variable_length
+    }
+    strings: dict[str, collections.Counter[str]] = {
+        f.name: collections.Counter() for f in features if f.type == "string"
+    }
     present = dict.fromkeys(strings, 0)
     sampled = 0
     for batch in _batches(manifest, "train", features, text, skip_corrupt, sample):
@@ -129,7 +133,7 @@ def gather(
                 present[name] += int(np.count_nonzero(lengths))
                 unique, n = np.unique(values, return_counts=True)
                 strings[name].update(dict(zip((v.decode() for v in unique), n.tolist())))
-    sizes = {}
+    sizes: dict[str, set[tuple[int, ...]]] = {}
     unsized = [
         f for f in manifest.features.values()
         if f.type == "image" and f.image_size is None and f.shape == ()
@@ -228,6 +232,7 @@ def label_counts(
 ) -> tuple[dict[str, int], str]:
     """The label's values in `split` with their record counts, and where they came from:
     the split's statistics when they list every value, else its records."""
+    assert manifest.label is not None  # gather calls it only for a manifest with a label
     return value_counts(manifest, manifest.label, split, statistics, skip_corrupt)
 
 
@@ -265,6 +270,7 @@ def _label_missing(
 ) -> dict[str, int]:
     """Per split, the records without a label: none when the label is always full; else from
     the statistics, or counted."""
+    assert manifest.label is not None  # gather calls it only for a manifest with a label
     label = manifest.features[manifest.label]
     out = {}
     for split in sorted(manifest.splits):

@@ -13,6 +13,8 @@ outside its buckets.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
@@ -25,6 +27,22 @@ CLASSIFICATION = "classification"
 REGRESSION = "regression"
 
 ParseSpec = dict[str, tf.io.FixedLenFeature | tf.io.RaggedFeature]
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelScale:
+    """A regression label as the model learns it: (f(y) - mean) / std, f the identity or log.
+    Predictions are brought back to the label's units and kept within [low, high], the train
+    labels' range widened by a tenth on each side (in the learned scale)."""
+
+    mean: float
+    std: float
+    log: bool = False
+    low: float = -math.inf  # bounds of the standardized prediction
+    high: float = math.inf
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 def dtype_of(feature: InputFeature) -> tf.DType:
@@ -130,7 +148,7 @@ def label_task(feature: InputFeature) -> str:
 
 
 def label_encoder(
-    feature: InputFeature, scale: object | None = None
+    feature: InputFeature, scale: LabelScale | None = None
 ) -> Callable[[tf.Tensor], tf.Tensor]:
     """Maps a [batch] label tensor to the training target.
 
@@ -149,6 +167,7 @@ def label_encoder(
             return (y - scale.mean) / scale.std
 
         return standardize
+    assert feature.values is not None  # a classification's classes (label_task)
     classes = tf.constant(list(feature.values), dtype=dtype_of(feature))
     name = feature.name
 

@@ -189,6 +189,7 @@ def _fit(
         plan, strategy, inputs, cfg.deterministic, input_plan.cache == INPUTS
     )
     chief = is_chief(strategy)
+    assert cfg.model_dir is not None  # parse_args requires it of a run that trains
     out_dir = cfg.model_dir if chief else _worker_dir(cfg.model_dir, strategy)
     throughput = Throughput()
     monitor = "val_loss" if eval_data is not None else "loss"
@@ -353,7 +354,7 @@ def _callbacks(
             ),
         )
     # Only the chief writes to the job's log folder; other workers keep theirs in out_dir.
-    logs_dir = cfg.logs_dir if chief and cfg.logs_dir else join(out_dir, "logs")
+    logs_dir: str | None = cfg.logs_dir if chief and cfg.logs_dir else join(out_dir, "logs")
     if importlib.util.find_spec("tensorboard") is not None:
         profile = cfg.tensorboard_profile if chief and cfg.tensorboard_profile else 0
         callbacks.append(tf_keras.callbacks.TensorBoard(logs_dir, profile_batch=profile))

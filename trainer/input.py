@@ -127,11 +127,6 @@ def make_dataset(
             )
         return records if record_shards > 1 else records.batch(read_batch)
 
-    def labelled(runs: tf.Tensor) -> tf.Tensor:
-        """The records of a run that hold the label."""
-        found = tf.io.parse_example(runs, {label: spec[label]})[label]
-        return tf.boolean_mask(runs, found.row_lengths() > 0)
-
     ds = ds.interleave(
         read,
         cycle_length=cycle_length or default_cycle_length(len(files)),
@@ -143,8 +138,15 @@ def make_dataset(
         deterministic=deterministic or record_shards > 1 or bool(cache),
     )
     if record_shards > 1:
+        assert input_context is not None  # records are sharded only across its pipelines
         ds = ds.shard(record_shards, input_context.input_pipeline_id).batch(read_batch)
     if labelled_only and label is not None:
+
+        def labelled(runs: tf.Tensor) -> tf.Tensor:
+            """The records of a run that hold the label."""
+            found = tf.io.parse_example(runs, {label: spec[label]})[label]
+            return tf.boolean_mask(runs, found.row_lengths() > 0)
+
         ds = ds.map(labelled, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     weights = None if class_weights is None else tf.constant(class_weights, tf.float32)
 

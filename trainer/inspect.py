@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import cast
 
 import numpy as np
 import tensorflow as tf
@@ -242,7 +243,8 @@ def _decode(feature: InputFeature, value: np.ndarray):
         return items
     if feature.shape == ():
         return items[0]
-    return np.asarray(items, dtype=object).reshape(feature.shape).tolist()
+    shape = cast("tuple[int, ...]", feature.shape)  # not a variable-length list: no None
+    return np.asarray(items, dtype=object).reshape(shape).tolist()
 
 
 def _item(feature: InputFeature, v):

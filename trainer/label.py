@@ -15,35 +15,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Mapping
 
 import numpy as np
 
 from trainer.facts import Facts, skewness
-from trainer.features import CLASSIFICATION, REGRESSION, label_task
+from trainer.features import CLASSIFICATION, REGRESSION, LabelScale, label_task
 from trainer.manifest import InputFeature, Manifest, ManifestError
 
 logger = logging.getLogger(__name__)
 
 SKEW = 1.0  # a number or label more skewed than this is tried on a log scale
 CONFIG = "config"  # a label's classes listed in the config (metrics.json "classes_from")
-
-
-@dataclasses.dataclass(frozen=True)
-class LabelScale:
-    """A regression label as the model learns it: (f(y) - mean) / std, f the identity or log.
-    Predictions are brought back to the label's units and kept within [low, high], the train
-    labels' range widened by a tenth on each side (in the learned scale)."""
-
-    mean: float
-    std: float
-    log: bool = False
-    low: float = -math.inf  # bounds of the standardized prediction
-    high: float = math.inf
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,9 +54,11 @@ class Label:
     @property
     def majority(self) -> str | int | None:
         """The most frequent train class (ties: the first in `classes`): the baseline."""
-        if not self.counts:
+        counts, classes = self.counts, self.feature.values
+        if not counts:
             return None
-        return max(self.feature.values, key=lambda c: self.counts.get(str(c), 0))
+        assert classes is not None  # counts are a classification's, whose classes are listed
+        return max(classes, key=lambda c: counts.get(str(c), 0))
 
 
 def decide_label(
@@ -100,9 +85,11 @@ def decide_label(
     counts = dict(facts.label_counts.get("train", ({}, None))[0])
     weights = None
     if class_weight == "balanced":
-        total, k = sum(counts.values()), len(feature.values)
+        classes = feature.values
+        assert classes is not None  # a classification's classes (label_task)
+        total, k = sum(counts.values()), len(classes)
         weights = tuple(
-            total / (k * counts[str(c)]) if counts.get(str(c)) else 0.0 for c in feature.values
+            total / (k * counts[str(c)]) if counts.get(str(c)) else 0.0 for c in classes
         )
     return Label(
         feature,
@@ -138,7 +125,7 @@ def with_classes(manifest: Manifest, facts: Facts) -> tuple[Manifest, str | None
     label that has no classes)."""
     name = manifest.label
     label = manifest.features.get(name) if name else None
-    if label is None or (label.type != "string" and label.values is None):
+    if not name or label is None or (label.type != "string" and label.values is None):
         return manifest, None
     if label.values is not None:
         return manifest, CONFIG

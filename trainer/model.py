@@ -26,14 +26,14 @@ import math
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
 from trainer.config import Accelerator, ModelConfig
-from trainer.features import CLASSIFICATION, REGRESSION
-from trainer.label import LabelScale
+from trainer.features import CLASSIFICATION, REGRESSION, LabelScale
 from trainer.preprocess import (
     FROM_TRANSFORM,
     IMAGE,
@@ -42,6 +42,7 @@ from trainer.preprocess import (
     TOKENS,
     LayerNames,
     ModelInput,
+    Moments,
 )
 from trainer.recipe import Recipe
 from trainer.usermodel import build_user_model, user_spec
@@ -50,14 +51,6 @@ logger = logging.getLogger(__name__)
 
 # How a model trains on CPUs: as written, in float32, one step per call.
 CPU = Accelerator(jit_compile=False, mixed_precision="float32", steps_per_execution=1)
-
-
-@dataclass(frozen=True)
-class Moments:
-    """Mean and variance of a numeric feature, shaped like one example's value."""
-
-    mean: np.ndarray
-    variance: np.ndarray
 
 
 def compute_moments(
@@ -71,7 +64,9 @@ def compute_moments(
     """
     numeric = [i for i in inputs if i.kind == NUMBER]
     presence = {i.feature.name: i.name for i in inputs if i.kind == PRESENCE}
-    size = {i.name: int(np.prod(i.shape)) for i in numeric}
+    # a NUMBER input's shape is fixed: trainer.recipe leaves lists of numbers out
+    shape = {i.name: cast("tuple[int, ...]", i.shape) for i in numeric}
+    size = {name: int(np.prod(s)) for name, s in shape.items()}
     # per input: [count, sum, sum of squares], one entry per value of an example
     sums = {i.name: np.zeros((3, size[i.name])) for i in numeric}
     for element in dataset.take(-1 if batches is None else batches):
@@ -93,7 +88,9 @@ def compute_moments(
         count = np.maximum(count, 1.0)
         mean = total / count
         variance = np.maximum(squares / count - mean * mean, 0.0)
-        moments[i.name] = Moments(mean=mean.reshape(i.shape), variance=variance.reshape(i.shape))
+        moments[i.name] = Moments(
+            mean=mean.reshape(shape[i.name]), variance=variance.reshape(shape[i.name])
+        )
     return moments
 
 
@@ -169,6 +166,7 @@ def metrics_of(recipe: Recipe) -> list[tf_keras.metrics.Metric]:
     if recipe.task == CLASSIFICATION:
         return [tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
     scale = recipe.label.scale
+    assert scale is not None  # a regression's label has its scale (trainer.label)
     return [LabelUnitsError(scale, squared=False, name="mae"), LabelUnitsError(scale, True, "rmse")]
 
 
@@ -374,7 +372,7 @@ def _build(recipe: Recipe, cfg: ModelConfig, dropout: float, seed: int = 0) -> t
     if numbers or presences:
         present = list(presences)
         block = Numbers(
-            widths=[int(np.prod(mi.shape)) for _, mi in numbers],
+            widths=[int(np.prod(cast("tuple[int, ...]", mi.shape))) for _, mi in numbers],
             mean=[float(v) for _, mi in numbers for v in np.reshape(_moments_of(mi).mean, [-1])],
             variance=[
                 float(v) for _, mi in numbers for v in np.reshape(_moments_of(mi).variance, [-1])
@@ -395,8 +393,10 @@ def _build(recipe: Recipe, cfg: ModelConfig, dropout: float, seed: int = 0) -> t
         if dropout:
             x = SeededDropout(dropout, seed=seed * 16 + i, name=f"dropout_{i}")(x)
     if recipe.task == CLASSIFICATION:
+        classes = recipe.label.classes
+        assert classes is not None  # a classification's (trainer.label)
         outputs = tf_keras.layers.Dense(
-            len(recipe.label.classes), activation="softmax", name="probabilities", dtype="float32"
+            len(classes), activation="softmax", name="probabilities", dtype="float32"
         )(x)
     else:
         prediction = tf_keras.layers.Dense(1, name="prediction", dtype="float32")(x)
@@ -469,8 +469,10 @@ def _encode(model_input: ModelInput, x: tf.Tensor, base: str, names: LayerNames)
         x = layers.Conv2D(16, 3, strides=2, activation="relu", name=name("conv_1"))(x)
         x = layers.Conv2D(32, 3, strides=2, activation="relu", name=name("conv_2"))(x)
         return layers.GlobalAveragePooling2D(name=name("pool"))(x)
+    assert size is not None  # a CATEGORY or TOKENS input bounds its ids (trainer.recipe)
     if model_input.ids == FROM_TRANSFORM:  # -1 (missing) or any id outside the range: zeros
         if model_input.kind == TOKENS:
+            assert width is not None  # a TOKENS input is always embedded
             return IdEmbedding(size, width, mean=True, name=name("embed"))(x)
         if width is None:
             return OneHotIds(size, name=name("one_hot"))(x)

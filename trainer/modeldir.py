@@ -85,6 +85,7 @@ def fingerprint(cfg: TrainConfig, inputs: Inputs) -> dict:
 def read(cfg: TrainConfig) -> Earlier:
     """The earlier run's record in MODEL_DIR; UsageError when there are checkpoints but no
     record of what they belong to."""
+    assert cfg.model_dir is not None  # parse_args requires it of a run that trains
     path = join(cfg.model_dir, RUN_FILE)
     if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path) as f:
@@ -129,6 +130,7 @@ def claim(cfg: TrainConfig, inputs: Inputs, chief: bool) -> Earlier:
 
 def record(cfg: TrainConfig, mine: dict, complete: bool, epochs_trained: int) -> None:
     """Writes MODEL_DIR/run.json."""
+    assert cfg.model_dir is not None  # parse_args requires it of a run that trains
     tf.io.gfile.makedirs(cfg.model_dir)
     body = {"fingerprint": mine, "complete": complete, "epochs_trained": epochs_trained}
     with tf.io.gfile.GFile(join(cfg.model_dir, RUN_FILE), "w") as f:
@@ -137,6 +139,7 @@ def record(cfg: TrainConfig, mine: dict, complete: bool, epochs_trained: int) ->
 
 def clear(cfg: TrainConfig) -> None:
     """Deletes what an earlier run left in MODEL_DIR and its checkpoints (--fresh)."""
+    assert cfg.model_dir is not None  # parse_args requires it of a run that trains
     for path in [join(cfg.model_dir, name) for name in OUTPUTS] + [cfg.checkpoints]:
         if not tf.io.gfile.exists(path):
             continue

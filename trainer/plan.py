@@ -144,7 +144,7 @@ def record_size(manifest: Manifest, split: str) -> int:
     """Average bytes of a serialized example of the split."""
     info = manifest.splits[split]
     if manifest.compression == "none" and all(f.bytes is not None for f in info.files):
-        total = sum(f.bytes for f in info.files) - _FRAMING_BYTES * info.records
+        total = sum(f.bytes or 0 for f in info.files) - _FRAMING_BYTES * info.records
         return max(1, total // max(1, info.records))
     records = tf.data.TFRecordDataset(
         info.files[0].path, compression_type=manifest.compression_type

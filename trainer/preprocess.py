@@ -21,8 +21,9 @@ every batch back to the host. So the model is split in two:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import tensorflow as tf
@@ -30,6 +31,15 @@ import tf_keras
 
 from trainer.features import dtype_of, presence_key
 from trainer.manifest import InputFeature
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Mean and variance of a numeric feature, shaped like one example's value."""
+
+    mean: np.ndarray
+    variance: np.ndarray
+
 
 # What a model input is (ModelInput.kind).
 NUMBER = "number"  # float32 values of a numeric feature, shaped like the feature
@@ -75,7 +85,7 @@ class ModelInput:
     log_unit: float | None = None
     part: str | None = None
     bins: tuple[float, ...] | None = None  # a number's quantile edges over train (its pieces)
-    moments: object | None = None  # trainer.model.Moments
+    moments: Moments | None = None
 
     def keras_input(self, name: str | None = None) -> tf.Tensor:
         """A tf_keras.Input for this model input (`name`: the layer's name, default `name`)."""
@@ -135,11 +145,13 @@ def _host_model(inputs: Sequence[ModelInput]) -> tf_keras.Model:
         if i.kind == NUMBER:
             number = tf.cast(x, tf.float32)
             if i.scale == "log":
+                assert i.log_unit is not None  # a log scale has its unit (trainer.recipe)
                 number = LogScale(i.log_unit, name=names.unique(f"{base}_log"))(number)
             out[i.name] = number
             continue
         if i.kind == IMAGE:
-            out[i.name] = DecodeImages(*i.shape, name=names.unique(f"{base}_decode"))(x)
+            size = cast("tuple[int, int, int]", i.shape)  # an image's (height, width, channels)
+            out[i.name] = DecodeImages(*size, name=names.unique(f"{base}_decode"))(x)
             continue
         if i.kind == CATEGORY:
             x = layers.Reshape((f.size,), name=names.unique(f"{base}_2d"))(x)
@@ -167,7 +179,9 @@ def _host_model(inputs: Sequence[ModelInput]) -> tf_keras.Model:
 def _vocabulary(i: ModelInput) -> list:
     """The values whose ids a lookup gives, in id order (the config's `values`, or the
     vocabulary the recipe took from the data); "" is padding, never a value of a list."""
-    values = list(i.feature.values if i.ids == FROM_VALUES else i.vocabulary)
+    listed = i.feature.values if i.ids == FROM_VALUES else i.vocabulary
+    assert listed is not None  # FROM_VALUES ids have the feature's values, others a vocabulary
+    values = list(listed)
     return [v for v in values if v != ""] if i.kind == TOKENS else values
 
 
@@ -323,7 +337,7 @@ class DecodeImages(tf_keras.layers.Layer):
 class LayerNames:
     """Keras-safe, unique layer names derived from feature names."""
 
-    def __init__(self, reserved: set[str] = frozenset()) -> None:
+    def __init__(self, reserved: Iterable[str] = frozenset()) -> None:
         self._taken = set(reserved)
 
     @staticmethod

@@ -41,6 +41,7 @@ import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import tensorflow as tf
@@ -62,6 +63,7 @@ from trainer.preprocess import (
     PRESENCE,
     TOKENS,
     ModelInput,
+    Moments,
     date_parts,
     is_date,
 )
@@ -106,7 +108,7 @@ class Recipe:
     def task(self) -> str:
         return self.label.task
 
-    def with_moments(self, moments: Mapping[str, object]) -> Recipe:
+    def with_moments(self, moments: Mapping[str, Moments]) -> Recipe:
         """The recipe with the moments of its NUMBER inputs filled in."""
         inputs = tuple(
             dataclasses.replace(i, moments=moments[i.name]) if i.name in moments else i
@@ -118,12 +120,12 @@ class Recipe:
         """The bytes of one record's model inputs and target (None: a list's length varies)."""
         if any(None in i.shape for i in self.inputs):
             return None
-        return 8 + sum(4 * math.prod(i.shape) for i in self.inputs)
+        return 8 + sum(4 * math.prod(cast("tuple[int, ...]", i.shape)) for i in self.inputs)
 
     def metrics(self) -> dict:
         """What metrics.json records of the recipe."""
         label = self.label
-        out = {
+        out: dict[str, object] = {
             "label": label.name,
             "task": self.task,
             "model_inputs": [i.name for i in self.inputs],
@@ -131,13 +133,16 @@ class Recipe:
             "features": self.describe(),
         }
         if self.task == CLASSIFICATION:
-            out["classes"] = list(label.classes)
+            classes, counts = label.classes, label.counts
+            assert classes is not None and counts is not None  # a classification's (decide_label)
+            out["classes"] = list(classes)
             if label.classes_from:
                 out["classes_from"] = label.classes_from
-            out["class_counts"] = {str(c): label.counts.get(str(c), 0) for c in label.classes}
+            out["class_counts"] = {str(c): counts.get(str(c), 0) for c in classes}
             if label.weights is not None:
-                out["class_weights"] = dict(zip(map(str, label.classes), label.weights))
+                out["class_weights"] = dict(zip(map(str, classes), label.weights))
         else:
+            assert label.scale is not None  # a regression's (decide_label)
             out["label_scale"] = label.scale.to_dict()
             out["train_mean"] = label.train_mean
         return out
@@ -205,6 +210,7 @@ def decide(
             )
         if label_name in names:
             raise ManifestError(f"{flag}: {label_name!r} is the label")
+    assert label_name is not None  # check_dataset refuses a manifest without a label
     label = decide_label(facts, features[label_name], class_weight, classes_from)
     used, skipped, reasons, inputs = [], [], {}, []
     for feature in features.values():

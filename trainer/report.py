@@ -16,6 +16,7 @@ import html
 import math
 import os
 from collections.abc import Callable, Sequence
+from typing import TypeGuard
 
 import tensorflow as tf
 import tf_keras
@@ -394,7 +395,7 @@ def _float(text: str | None) -> float | None:
     return float(text)
 
 
-def _finite(value) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 

@@ -155,7 +155,7 @@ def output_features(
             isinstance(spec, tf.io.RaggedFeature) and not spec.partitions
         ):
             passthrough = raw is not None and not raw.variable_length and not raw.always_full
-            shape, required = (raw.shape if passthrough else (None,)), False
+            shape, required = (raw.shape if passthrough and raw is not None else (None,)), False
         else:
             raise ManifestError(
                 f"transform output {name!r}: {type(spec).__name__} outputs are not supported "

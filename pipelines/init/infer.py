@@ -24,7 +24,8 @@ from typing import Any
 from pipelines.fields import MAX_NAME_BYTES
 from pipelines.init.sample import Sample
 from transforms.contract.config import PRESENT_SUFFIX, FeatureSpec
-from transforms.schema import SPACE, RecordError, coerce_scalar
+from transforms.records import RecordError
+from transforms.schema import SPACE, coerce_scalar
 
 MAX_VALUES = 20  # distinct strings a `values:` list is suggested for
 SURE_VALUES = 100  # sampled values from which `values:` is written uncommented

@@ -54,7 +54,7 @@ def test_the_run_report_shows_the_classes_and_the_confusion_matrix():
 
 def test_regression_summary_gives_mae_rmse_r2_and_the_baseline_of_the_train_mean():
     from trainer.evaluate import regression_summary
-    from trainer.label import LabelScale
+    from trainer.features import LabelScale
 
     y, predicted = np.array([1.0, 2.0, 3.0, 6.0]), np.array([1.5, 2.0, 2.0, 6.0])
     summary = regression_summary(y, predicted, train_mean=2.5, scale=LabelScale(2.5, 2.0))
