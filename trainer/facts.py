@@ -31,6 +31,7 @@ import tensorflow as tf
 from trainer.features import dtype_of
 from trainer.manifest import InputFeature, Manifest, load_statistics
 from trainer.preprocess import words
+from transforms.contract.statistics import FeatureStatistics, Statistics
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class Facts:
     strings: Mapping[str, Strings]
     image_sizes: Mapping[str, frozenset]  # image feature -> the (height, width, channels) seen
     label_missing: Mapping[str, int]  # split -> its records without the label
-    statistics: Mapping | None  # statistics.json (None: none, or several datasets as one)
+    statistics: Statistics | None  # statistics.json (None: none, or several datasets as one)
     # a classification label: split -> (its records per value, where they came from); train
     # always, the other splits when the config lists no classes (trainer.recipe checks them)
     label_counts: Mapping[str, tuple[dict[str, int], str]] = dataclasses.field(default_factory=dict)
@@ -91,10 +92,10 @@ class Facts:
     def distinct(self, name: str, split: str = "train") -> tuple[int, bool] | None:
         """The distinct values of a string feature in `split` and whether the count is exact,
         from the statistics; None without them."""
-        stats = _split_feature(self.statistics, split, name)
-        if not stats or "distinct" not in stats:
+        stats = _feature(self.statistics, split, name)
+        if stats is None or stats.distinct is None:
             return None
-        return int(stats["distinct"]), bool(stats.get("distinct_exact"))
+        return stats.distinct, bool(stats.distinct_exact)
 
 
 def gather(
@@ -228,7 +229,7 @@ def _image_sizes(encoded: np.ndarray) -> set:
 
 
 def label_counts(
-    manifest: Manifest, split: str, statistics: Mapping | None, skip_corrupt: bool = False
+    manifest: Manifest, split: str, statistics: Statistics | None, skip_corrupt: bool = False
 ) -> tuple[dict[str, int], str]:
     """The label's values in `split` with their record counts, and where they came from:
     the split's statistics when they list every value, else its records."""
@@ -240,18 +241,18 @@ def value_counts(
     manifest: Manifest,
     name: str,
     split: str,
-    statistics: Mapping | None,
+    statistics: Statistics | None,
     skip_corrupt: bool = False,
 ) -> tuple[dict[str, int], str]:
     """The values of string feature `name` in `split` with their counts (of values: a list
     counts each of its values), from the statistics when they list every value, else from one
     pass over the split's records; and which of the two."""
-    stats = _split_feature(statistics, split, name)
-    if stats and stats.get("distinct_exact") and len(stats.get("top", [])) == stats.get("distinct"):
-        return {t["value"]: t["count"] for t in stats["top"]}, STATISTICS
-    if stats and stats.get("type") in ("int", "float") and "counts" in stats:
+    stats = _feature(statistics, split, name)
+    if stats is not None and stats.distinct_exact and len(stats.top or ()) == stats.distinct:
+        return {t.value: t.count for t in stats.top or ()}, STATISTICS
+    if stats is not None and stats.is_number and stats.counts is not None:
         # a number's every value is counted while it has few (transforms.stats)
-        return {_text(c["value"]): c["count"] for c in stats["counts"]}, STATISTICS
+        return {_text(c.value): c.count for c in stats.counts}, STATISTICS
     feature = manifest.features[name]
     counts: collections.Counter = collections.Counter()
     for batch in _batches(manifest, split, [feature], set(), skip_corrupt, None):
@@ -266,7 +267,7 @@ def _text(value) -> str:
 
 
 def _label_missing(
-    manifest: Manifest, statistics: Mapping | None, skip_corrupt: bool
+    manifest: Manifest, statistics: Statistics | None, skip_corrupt: bool
 ) -> dict[str, int]:
     """Per split, the records without a label: none when the label is always full; else from
     the statistics, or counted."""
@@ -277,9 +278,9 @@ def _label_missing(
         if not manifest.has_split(split) or label.always_full:
             out[split] = 0
             continue
-        stats = _split_feature(statistics, split, label.name)
-        if stats is not None and "missing" in stats:
-            out[split] = int(stats["missing"])
+        stats = _feature(statistics, split, label.name)
+        if stats is not None:
+            out[split] = stats.missing
             continue
         missing = 0
         for batch in _batches(manifest, split, [label], set(), skip_corrupt, None):
@@ -288,8 +289,9 @@ def _label_missing(
     return out
 
 
-def _split_feature(statistics: Mapping | None, split: str, name: str) -> Mapping | None:
-    return (statistics or {}).get("splits", {}).get(split, {}).get("features", {}).get(name)
+def _feature(statistics: Statistics | None, split: str, name: str) -> FeatureStatistics | None:
+    """A feature's statistics in a split; None without statistics, or without its own there."""
+    return None if statistics is None else statistics.feature(split, name)
 
 
 def skewness(values: np.ndarray) -> float:

@@ -25,8 +25,8 @@ from trainer.features import parse_spec
 from trainer.flags import inspect_parser
 from trainer.manifest import InputFeature, Manifest, ManifestError, load_manifest, load_statistics
 from transforms.contract.layout import STATISTICS
+from transforms.contract.statistics import Sizes, Statistics
 
-NUMBER_TYPES = ("int", "float")
 SIZE_TYPES = ("bytes", "image")
 TOP_SHOWN = 3  # top values shown per string feature
 VALUE_CHARS = 24  # of one shown value
@@ -112,36 +112,35 @@ def summary(manifest: Manifest) -> list[str]:
     return lines
 
 
-def statistics_table(manifest: Manifest, statistics: dict, split: str) -> list[str]:
+def statistics_table(manifest: Manifest, statistics: Statistics, split: str) -> list[str]:
     """Aligned lines of a split's feature statistics: one table per kind of feature.
 
     Numbers: min, max, mean, std; strings: distinct values (`~` when estimated) and the top
     values with their counts; bytes and images: size in bytes, min, mean and max.
     """
-    stats = statistics["splits"].get(split)
+    stats = statistics.splits.get(split)
     if stats is None:
         return [f"statistics of split {split!r}: none in {STATISTICS}"]
-    features = stats.get("features") or {}
+    features = stats.features
     names = [n for n in manifest.features if n in features]
     names += [n for n in features if n not in manifest.features]
-    lines = [f"statistics of split {split!r} ({stats.get('records', 0)} records validated):"]
+    lines = [f"statistics of split {split!r} ({stats.records} records validated):"]
     numbers, strings, sizes = [], [], []
     for name in names:
         s = features[name]
-        kind = s.get("type", "")
-        common = [name, kind, _percent(s.get("missing_rate"))]
-        if kind in NUMBER_TYPES:
-            numbers.append(common + [_stat(s.get(k)) for k in ("min", "max", "mean", "std")])
-        elif kind in SIZE_TYPES:
-            size = s.get("size") or {}
-            sizes.append(common + [_stat(size.get(k)) for k in ("min", "mean", "max")])
+        common = [name, s.type, _percent(s.missing_rate)]
+        if s.is_number:
+            numbers.append(common + [_stat(v) for v in (s.min, s.max, s.mean, s.std)])
+        elif s.type in SIZE_TYPES:
+            size = s.size or Sizes()
+            sizes.append(common + [_stat(v) for v in (size.min, size.mean, size.max)])
         else:
-            distinct = _stat(s.get("distinct"))
-            if s.get("distinct") is not None and not s.get("distinct_exact", True):
+            distinct = _stat(s.distinct)
+            if s.distinct is not None and s.distinct_exact is False:
                 distinct = "~" + distinct
             top = ", ".join(
-                f"{json.dumps(_short(str(t.get('value'))), ensure_ascii=False)} {t.get('count')}"
-                for t in (s.get("top") or [])[:TOP_SHOWN]
+                f"{json.dumps(_short(str(t.value)), ensure_ascii=False)} {t.count}"
+                for t in (s.top or ())[:TOP_SHOWN]
             )
             strings.append(common + [distinct, top])
     head = ["feature", "type", "missing"]

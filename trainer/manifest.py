@@ -5,8 +5,9 @@ that is wrong) declares every feature (type, shape, whether it is always present
 the label, the compression, the shard files of each split with their record counts and, when
 the dataset was preprocessed with tf.Transform, where the transform output is and whether the
 shards hold raw or transformed examples. This module anchors it at the dataset's location: the
-trainer's `Manifest` holds absolute paths. All file access goes through tf.io.gfile, so DATASET
-may be a local folder or a gs:// prefix.
+trainer's `Manifest` holds absolute paths. `load_statistics` reads the dataset's statistics.json
+as a `transforms.contract.statistics.Statistics`. All file access goes through tf.io.gfile, so
+DATASET may be a local folder or a gs:// prefix.
 """
 
 from __future__ import annotations
@@ -23,14 +24,9 @@ import tensorflow as tf
 
 from trainer.paths import join, normalize_root
 from transforms.contract import manifest as contract
-from transforms.contract.layout import (
-    COMPRESSIONS,
-    FORMAT_VERSION,
-    MANIFEST,
-    STATISTICS,
-    STATISTICS_FORMAT_VERSION,
-)
+from transforms.contract.layout import COMPRESSIONS, FORMAT_VERSION, MANIFEST, STATISTICS
 from transforms.contract.manifest import ManifestError, SourceEntry
+from transforms.contract.statistics import Statistics, StatisticsError
 
 
 @dataclass(frozen=True)
@@ -165,29 +161,25 @@ def load_manifest(dataset_uri: str) -> Manifest:
     return _anchored(contract.Manifest.from_json(_read_bytes(path), where=path), root)
 
 
-def load_statistics(root: str) -> dict | None:
-    """DATASET/statistics.json as written by the ETL, or None when the dataset has none."""
+def load_statistics(root: str) -> Statistics | None:
+    """DATASET/statistics.json as written by the ETL, or None when the dataset has none;
+    ManifestError naming the file (and the field) when it is not JSON or breaks the contract
+    (`transforms.contract.statistics`)."""
     path = join(root, STATISTICS)
     if not tf.io.gfile.exists(path):
         return None
-    raw = read_json(path)
-    if not isinstance(raw, dict) or not isinstance(raw.get("splits"), dict):
-        raise ManifestError(f"{path}: splits: missing or not an object")
-    version = raw.get("format_version")
-    if version != STATISTICS_FORMAT_VERSION:
-        raise ManifestError(
-            f"{path}: format_version: {version!r} is not supported "
-            f"(this shardflow reads {STATISTICS_FORMAT_VERSION})"
-        )
-    return raw
+    try:
+        return Statistics.from_json(read_json(path), where=path)
+    except StatisticsError as e:
+        raise ManifestError(str(e)) from None
 
 
 def read_json(path: str) -> Any:
     """The JSON document of a local or gs:// file; ManifestError when it is not valid JSON
-    (nor UTF-8 text) or is a folder."""
+    (nor UTF-8 text, or nested too deep to read) or is a folder."""
     try:
         return json.loads(_read_bytes(path).decode("utf-8"))
-    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError; too deep
         raise ManifestError(f"{path}: not valid JSON: {e}") from None
 
 

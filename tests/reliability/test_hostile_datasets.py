@@ -154,7 +154,7 @@ CASES = [
     Case("statistics-not-json", "trainer", _inspect(_statistics(b"{oops"), "--stats"), 2,
          "statistics.json: not valid JSON"),
     Case("statistics-a-list", "trainer", _inspect(_statistics(b"[]"), "--stats"), 2,
-         "statistics.json: splits: missing or not an object"),
+         "statistics.json: must be a JSON object"),
     Case("statistics-not-json-validate", "trainer", _validate(_statistics(b"\x00\x01")), 2,
          "statistics.json: not valid JSON"),
     Case("manifest-garbage-validate", "trainer",

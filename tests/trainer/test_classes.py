@@ -15,6 +15,7 @@ from trainer.label import CONFIG, with_classes
 from trainer.manifest import ManifestError, load_manifest
 from transforms.contract.layout import STATISTICS as STATISTICS_FILE
 from transforms.contract.layout import STATISTICS_FORMAT_VERSION
+from transforms.contract.statistics import Statistics
 
 SPECIES = ["Adelie", "Chinstrap", "Gentoo"]
 
@@ -36,21 +37,32 @@ def unlisted(dataset, tmp_path):
 
 
 def _statistics(root, train_top, distinct=None, exact=True):
-    stats = {
-        "format_version": STATISTICS_FORMAT_VERSION,
-        "splits": {
-            "train": {
-                "features": {
-                    "species": {
-                        "distinct": len(train_top) if distinct is None else distinct,
-                        "distinct_exact": exact,
-                        "top": [{"value": v, "count": n} for v, n in train_top],
-                    }
-                }
-            }
+    """Writes a statistics.json at `root` whose train split lists `train_top` ((value, count))
+    as the label's top values, its other fields consistent with them."""
+    records = sum(n for _, n in train_top)
+    lengths = [len(v) for v, _ in train_top]
+    species = {
+        "type": "string",
+        "records": records,
+        "missing": 0,
+        "missing_rate": 0.0,
+        "values": records,
+        "distinct": len(train_top) if distinct is None else distinct,
+        "distinct_exact": exact,
+        "top": [{"value": v, "count": n} for v, n in train_top],
+        "length": {
+            "min": min(lengths),
+            "max": max(lengths),
+            "mean": sum(len(v) * n for v, n in train_top) / records,
         },
     }
-    (root / STATISTICS_FILE).write_text(json.dumps(stats))
+    stats = Statistics.from_json(
+        {
+            "format_version": STATISTICS_FORMAT_VERSION,
+            "splits": {"train": {"records": records, "features": {"species": species}}},
+        }
+    )
+    (root / STATISTICS_FILE).write_text(stats.dumps())
 
 
 def with_label_classes(m):

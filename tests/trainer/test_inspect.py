@@ -1,5 +1,6 @@
 """`shardflow inspect` (trainer/inspect.py)."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import tensorflow as tf
 
 from tests.trainer.datasets import make_rows, to_example, write_dataset
 from trainer.inspect import main
+from transforms.contract.statistics import Statistics
 
 
 def _expected(row: dict) -> dict:
@@ -124,7 +126,7 @@ def _string(missing: int, top: list[tuple[str, int]], distinct: int, exact: bool
             "length": {"min": 4, "max": 9, "mean": 5.5}}  # fmt: skip
 
 
-STATISTICS = {
+STATISTICS = Statistics.from_json({
     "format_version": 1,
     "splits": {
         "train": {
@@ -146,7 +148,7 @@ STATISTICS = {
             "features": {"year": _number(0, 2007, 2009, 2008.25, 0.829156, kind="int")},
         },
     },
-}  # fmt: skip
+})  # fmt: skip
 TRAIN_TABLE = [
     "statistics of split 'train' (16 records validated):",
     "  feature         type   missing   min   max   mean      std",
@@ -166,7 +168,7 @@ TRAIN_TABLE = [
 def with_statistics(tmp_path) -> Path:
     """A 20-row dataset (train 16, eval 4) with a statistics.json."""
     write_dataset(tmp_path, make_rows(20), splits={"train": 1, "eval": 1})
-    (tmp_path / "statistics.json").write_text(json.dumps(STATISTICS))
+    (tmp_path / "statistics.json").write_text(STATISTICS.dumps())
     return tmp_path
 
 
@@ -206,9 +208,14 @@ def test_inspect_stats_of_a_dataset_without_statistics_is_one_line(tmp_path, cap
 def test_inspect_stats_with_an_unknown_split_or_a_bad_file_exits_2(with_statistics, capsys):
     assert main([str(with_statistics), "--stats", "--take", "0", "--split", "test"]) == 2
     assert "no split 'test' in the manifest (splits: eval, train)" in capsys.readouterr().err
-    (with_statistics / "statistics.json").write_text(json.dumps(dict(STATISTICS, format_version=2)))
+    path = with_statistics / "statistics.json"
+    path.write_text(dataclasses.replace(STATISTICS, format_version=2).dumps())
+    assert main([str(with_statistics), "--stats"]) == 2
+    assert capsys.readouterr().err == f"shardflow inspect: {path}: format_version: 2, not 1\n"
+    raw = STATISTICS.to_json()
+    raw["splits"]["train"]["features"]["id"]["min"] = "zero"
+    path.write_text(json.dumps(raw))
     assert main([str(with_statistics), "--stats"]) == 2
     assert capsys.readouterr().err == (
-        f"shardflow inspect: {with_statistics}/statistics.json: format_version: 2 is not "
-        "supported (this shardflow reads 1)\n"
+        f"shardflow inspect: {path}: splits.train.features.id.min: 'zero' is not a number\n"
     )
