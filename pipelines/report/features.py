@@ -37,42 +37,41 @@ from pipelines.report.svg import (
     top_values,
 )
 from transforms.contract.manifest import Manifest
+from transforms.contract.statistics import FeatureStatistics, Sizes, Statistics, ValueCount
 from transforms.ui.style import in_split_order, split_class
 
-NUMBER_TYPES = ("int", "float")
-SIZE_TYPES = ("bytes", "image")
 TOP_ROWS = 10  # values of a string feature listed in its card
 # A feature card's charts, all splits together, px: beside its table in a 1,100 px wide page.
 CHARTS_W = 540
 
 
-def found_shifts(statistics: dict) -> list[Shift]:
+def found_shifts(statistics: Statistics) -> list[Shift]:
     """The rules of `pipelines.report.shift` that fire, for every split after the first (train)
     against it, feature by feature in train's order."""
-    splits = statistics.get("splits") or {}
+    splits = statistics.splits
     order = in_split_order(splits)
     if len(order) < 2:
         return []
     train = order[0]
-    features = splits[train].get("features") or {}
+    features = splits[train].features
     found = []
     for split in order[1:]:
-        other = splits[split].get("features") or {}
+        other = splits[split].features
         for feature, stats in features.items():
-            if feature in other and stats.get("type") == other[feature].get("type"):
+            if feature in other and stats.type == other[feature].type:
                 found += shifts(feature, stats, split, other[feature], train)
     return found
 
 
-def features_section(manifest: Manifest, statistics: dict, found: list[Shift]) -> str:
+def features_section(manifest: Manifest, statistics: Statistics, found: list[Shift]) -> str:
     """One card per feature with every split side by side, train first: a table of the splits'
     statistics (a row each) and their charts on one scale; the rules of `shift` that fire."""
-    splits = statistics.get("splits") or {}
+    splits = statistics.splits
     order = in_split_order(splits)
     index = {split: i for i, split in enumerate(order)}
     counts = []
     for split in order:
-        validated = splits[split].get("records")
+        validated = splits[split].records
         entry = manifest.splits.get(split)
         written = entry.records if entry is not None else None
         text = f"{_swatch(index[split])}{escape(split)}: {fmt_int(validated)} records validated"
@@ -89,16 +88,15 @@ def features_section(manifest: Manifest, statistics: dict, found: list[Shift]) -
             f"{MIN_EXPECTED} or more were expected, a value's share ±{_points(SHARE_GAP)}.</span>"
         )
     intro = f"<p>{intro}</p>"
-    names = [f for f in manifest.features if any(f in (splits[s].get("features") or {})
-                                                 for s in order)]  # fmt: skip
+    names = [f for f in manifest.features if any(f in splits[s].features for s in order)]
     for split in order:
-        names += [f for f in splits[split].get("features") or {} if f not in names]
+        names += [f for f in splits[split].features if f not in names]
     cards = []
     for feature in names:
         per_split = {
-            split: splits[split]["features"][feature]
+            split: splits[split].features[feature]
             for split in order
-            if feature in (splits[split].get("features") or {})
+            if feature in splits[split].features
         }
         flags = [f for f in found if f.feature == feature]
         cards.append(_feature_card(feature, per_split, index, flags))
@@ -106,15 +104,19 @@ def features_section(manifest: Manifest, statistics: dict, found: list[Shift]) -
 
 
 def _feature_card(
-    feature: str, per_split: dict[str, dict], index: dict[str, int], flags: list[Shift]
+    feature: str,
+    per_split: dict[str, FeatureStatistics],
+    index: dict[str, int],
+    flags: list[Shift],
 ) -> str:
     """The feature's card: the rules that fire, then its table (the feature's name heads the
     splits' column) and the splits' charts side by side."""
-    kind = next(iter(per_split.values())).get("type", "")
-    if kind in NUMBER_TYPES:
+    first = next(iter(per_split.values()))
+    kind = first.type
+    if first.is_number:
         header, cells = ["mean", "std", "min", "max"], _number_cells
         charts = _histogram_figures(feature, per_split, index)
-    elif kind == "string":
+    elif first.is_text:
         header, cells = ["distinct", "length min/mean/max"], _string_cells
         charts = _share_figures(feature, per_split, index)
     else:
@@ -147,11 +149,11 @@ def _side_by_side(charts: list[str]) -> str:
 def _split_table(
     feature: str,
     title: str,
-    per_split: dict[str, dict],
+    per_split: dict[str, FeatureStatistics],
     index: dict[str, int],
     flags: list[Shift],
     header: list[str],
-    cells: Callable[[str, str, dict], list[str]],
+    cells: Callable[[str, str, FeatureStatistics], list[str]],
 ) -> str:
     """A row per split: records, missing (rate) and the type's `cells`; a flagged split's row
     marked."""
@@ -160,15 +162,15 @@ def _split_table(
     rows = []
     for split, s in per_split.items():
         missing = (
-            stat_span(split, feature, "missing", s.get("missing"))
+            stat_span(split, feature, "missing", s.missing)
             + ' <span class="muted">('
-            + stat_span(split, feature, "missing_rate", s.get("missing_rate"),
-                         fmt_percent(s.get("missing_rate")))
+            + stat_span(split, feature, "missing_rate", s.missing_rate,
+                         fmt_percent(s.missing_rate))
             + ")</span>"
         )  # fmt: skip
         row = [
             f"<td>{_swatch(index[split])}{escape(split)}</td>",
-            stat_cell(split, feature, "records", s.get("records"), fmt_int(s.get("records"))),
+            stat_cell(split, feature, "records", s.records, fmt_int(s.records)),
             f'<td class="n">{missing}</td>',
             *cells(split, feature, s),
         ]
@@ -180,57 +182,75 @@ def _split_table(
     )
 
 
-def _number_cells(split: str, feature: str, s: dict) -> list[str]:
-    return [stat_cell(split, feature, k, s.get(k)) for k in ("mean", "std", "min", "max")]
-
-
-def _string_cells(split: str, feature: str, s: dict) -> list[str]:
-    distinct = fmt_int(s.get("distinct"))
-    if s.get("distinct") is not None and not s.get("distinct_exact", True):
-        distinct = "≈ " + distinct
-    length = s.get("length") or {}
-    spans = [stat_span(split, feature, f"length_{k}", length.get(k))
-             for k in ("min", "mean", "max")]  # fmt: skip
+def _number_cells(split: str, feature: str, s: FeatureStatistics) -> list[str]:
     return [
-        stat_cell(split, feature, "distinct", s.get("distinct"), distinct),
+        stat_cell(split, feature, "mean", s.mean),
+        stat_cell(split, feature, "std", s.std),
+        stat_cell(split, feature, "min", s.min),
+        stat_cell(split, feature, "max", s.max),
+    ]
+
+
+def _string_cells(split: str, feature: str, s: FeatureStatistics) -> list[str]:
+    distinct = _distinct(s)
+    spans = [stat_span(split, feature, f"length_{k}", v) for k, v in _sizes(s.length)]
+    return [
+        stat_cell(split, feature, "distinct", s.distinct, distinct),
         f'<td class="n">{" / ".join(spans)}</td>',
     ]
 
 
-def _size_cells(split: str, feature: str, s: dict) -> list[str]:
-    size = s.get("size") or {}
-    return [stat_cell(split, feature, f"size_{k}", size.get(k), fmt_bytes(size.get(k)))
-            for k in ("min", "mean", "max")]  # fmt: skip
+def _size_cells(split: str, feature: str, s: FeatureStatistics) -> list[str]:
+    return [stat_cell(split, feature, f"size_{k}", v, fmt_bytes(v)) for k, v in _sizes(s.size)]
 
 
-def _histogram_figures(feature: str, per_split: dict[str, dict], index: dict[str, int]):
+def _sizes(sizes: Sizes | None) -> list[tuple[str, float | None]]:
+    """(name, value) of a feature's lengths or sizes in the order the cards show them: min,
+    mean, max (None each where the statistics hold none)."""
+    sizes = sizes or Sizes()
+    return [("min", sizes.min), ("mean", sizes.mean), ("max", sizes.max)]
+
+
+def _distinct(s: FeatureStatistics) -> str:
+    """A string feature's distinct values, `≈ N` where they were estimated."""
+    distinct = fmt_int(s.distinct)
+    if s.distinct is not None and s.distinct_exact is False:
+        distinct = "≈ " + distinct
+    return distinct
+
+
+def _histogram_figures(
+    feature: str, per_split: dict[str, FeatureStatistics], index: dict[str, int]
+) -> list[str]:
     """The splits' histograms of a number, side by side on one scale."""
     splits = list(per_split)
     stats = list(per_split.values())
     last = None
-    if stats[0].get("type") == "int":
-        last = max((s["max"] for s in stats if s.get("max") is not None), default=None)
+    if stats[0].type == "int":
+        last = max((s.max for s in stats if s.max is not None), default=None)
     charts = histograms(
         [make_id("hist", split, feature) for split in splits],
-        [s.get("histogram") or [] for s in stats],
+        [s.histogram or () for s in stats],
         last,
         [split_class(index[split]) for split in splits],
-        [s.get("mean") for s in stats],
+        [s.mean for s in stats],
         width=max(min(HIST_W, CHARTS_W // len(splits) - 20), 100),
     )
     return [_figure(split, index, chart) for split, chart in zip(splits, charts)]
 
 
-def _share_figures(feature: str, per_split: dict[str, dict], index: dict[str, int]):
+def _share_figures(
+    feature: str, per_split: dict[str, FeatureStatistics], index: dict[str, int]
+) -> list[str]:
     """The splits' shares of a string's most frequent values, side by side, in one order (the
     first split's ranking, then the values only others count), at most TOP_ROWS of them."""
     counted = {split: value_counts(s) for split, s in per_split.items()}
-    order = _value_order([s for s in per_split.values()])
+    order = _value_order(list(per_split.values()))
     listed = order[:TOP_ROWS]
     rows: dict[str, list[tuple[str, int | None, float | None]]] = {}
     for split, s in per_split.items():
         counts, complete = counted[split]
-        values = s.get("values") or 0
+        values = s.values
         rows[split] = []
         for value in listed:
             count = counts.get(value, 0 if complete else None)
@@ -241,19 +261,16 @@ def _share_figures(feature: str, per_split: dict[str, dict], index: dict[str, in
     first = next(iter(per_split.values()))
     more = ""
     if len(order) > len(listed):
-        distinct = fmt_int(first.get("distinct"))
-        if not first.get("distinct_exact", True):
-            distinct = "≈ " + distinct
-        more = f' <span class="muted">top {len(listed)} of {escape(distinct)}</span>'
+        more = f' <span class="muted">top {len(listed)} of {escape(_distinct(first))}</span>'
     figures = []
     for i, (split, s) in enumerate(per_split.items()):
-        if not s.get("top"):
+        if not s.top:
             chart = '<span class="muted">no values</span>'
         else:
             chart = share_bars(make_id("top", split, feature), rows[split], scale, labels=i == 0,
                                css_class=split_class(index[split]), bar_w=bar_w)  # fmt: skip
         caption = ""
-        if s.get("top") and not s.get("distinct_exact", True):  # beyond the exact counts
+        if s.top and s.distinct_exact is False:  # beyond the exact counts
             caption = (
                 f' <span class="muted"{attrs(id=make_id("sampled", split, feature))} title="the '
                 f'shares of a sample of the values (more distinct values than counted)">'
@@ -263,14 +280,18 @@ def _share_figures(feature: str, per_split: dict[str, dict], index: dict[str, in
     return figures
 
 
-def _value_order(stats: list[dict]) -> list[str]:
+def _value_order(stats: list[FeatureStatistics]) -> list[str]:
     """A string feature's counted values in one order for every split: the most frequent first
     in the first split (train), then those only later splits count, by their counts."""
     order: list[str] = []
     for s in stats:
-        ranked = sorted(s.get("top") or [], key=lambda t: (-t.get("count", 0), str(t["value"])))
-        order += [str(t["value"]) for t in ranked if str(t["value"]) not in order]
+        order += [v for v in _ranked(s) if v not in order]
     return order
+
+
+def _ranked(s: FeatureStatistics) -> list[str]:
+    """A feature's listed values (`top`), as text: the most frequent first, ties by value."""
+    return [str(t.value) for t in sorted(s.top or (), key=lambda t: (-t.count, str(t.value)))]
 
 
 def _figure(split: str, index: dict[str, int], chart: str, caption: str = "") -> str:
@@ -288,32 +309,30 @@ def _points(share: float) -> str:
     return f"{100 * share:g} points"
 
 
-def label_balance_section(manifest: Manifest, statistics: dict) -> str:
+def label_balance_section(manifest: Manifest, statistics: Statistics) -> str:
     label = manifest.label
     if not label:
         return ""
-    splits = statistics.get("splits") or {}
-    order = in_split_order(splits)
+    order = in_split_order(statistics.splits)
     index = {split: i for i, split in enumerate(order)}
-    found = {split: (splits[split].get("features") or {}).get(label) for split in order}
+    found = {split: statistics.feature(split, label) for split in order}
     per_split = {split: s for split, s in found.items() if s is not None}
     if not per_split:
         return ""
-    numeric = next(iter(per_split.values())).get("type") in NUMBER_TYPES
-    if numeric:
+    if next(iter(per_split.values())).is_number:
         charts = histograms(
             [make_id("label", split, "chart") for split in per_split],
-            [s.get("histogram") or [] for s in per_split.values()],
+            [s.histogram or () for s in per_split.values()],
             classes=[split_class(index[split]) for split in per_split],
-            means=[s.get("mean") for s in per_split.values()],
+            means=[s.mean for s in per_split.values()],
         )
     else:
         order_ = _label_order(manifest, per_split)
         charts = []
         for split, s in per_split.items():
-            counts = {str(t.get("value")): t.get("count", 0) for t in s.get("top") or []}
-            top = [{"value": v, "count": counts.get(v, 0)} for v in order_]
-            charts.append(top_values(make_id("label", split, "chart"), top, total=s.get("values"),
+            counts = {str(t.value): t.count for t in s.top or ()}
+            top = [ValueCount(v, counts.get(v, 0)) for v in order_]
+            charts.append(top_values(make_id("label", split, "chart"), top, total=s.values,
                                      css_class=split_class(index[split])))  # fmt: skip
     parts = [
         f'<figure class="{split_class(index[split])}"{attrs(id=make_id("label", split))}>'
@@ -324,13 +343,12 @@ def label_balance_section(manifest: Manifest, statistics: dict) -> str:
     return html_section("label-balance", "Label balance", body)
 
 
-def _label_order(manifest: Manifest, per_split: dict[str, dict]) -> list[str]:
+def _label_order(manifest: Manifest, per_split: dict[str, FeatureStatistics]) -> list[str]:
     """One order of the label's values for every split: the config's `values`, else the most
     frequent first in the first split (train), then the values only other splits hold."""
     feature = manifest.features.get(manifest.label) if manifest.label is not None else None
     declared = [str(v) for v in feature.values] if feature and feature.values else []
     order = list(declared)
     for s in per_split.values():
-        ranked = sorted(s.get("top") or [], key=lambda t: (-t.get("count", 0), str(t["value"])))
-        order += [str(t["value"]) for t in ranked if str(t["value"]) not in order]
+        order += [v for v in _ranked(s) if v not in order]
     return order

@@ -1,9 +1,9 @@
 """The ETL's run report: one self-contained HTML page (OUTPUT/report.html) describing a run.
 
 `render` is a pure function of the dataset's manifest (the contract's typed `Manifest`, read
-through its attributes), its statistics (statistics.json), the pipeline graph, the stage timings
-and a few rejected records per reason. The page has no external CSS, scripts, fonts or images:
-it opens offline, from a bucket or an e-mail attachment.
+through its attributes), its statistics (statistics.json, as the contract's typed `Statistics`),
+the pipeline graph, the stage timings and a few rejected records per reason. The page has no
+external CSS, scripts, fonts or images: it opens offline, from a bucket or an e-mail attachment.
 Charts are hand-written inline SVG (`pipelines.report.svg`). Every text from the data is
 HTML-escaped, and cut to `svg.MAX_TEXT_CHARS` characters with its full size noted (`clip`), so
 that the page stays small whatever the data. Numbers that a reader (or a test) looks up carry
@@ -52,6 +52,7 @@ from pipelines.report.svg import (
     graph_svg,
 )
 from transforms.contract.manifest import Manifest
+from transforms.contract.statistics import Statistics
 from transforms.ui.style import in_split_order, page, split_class
 from transforms.validation.check import describe
 
@@ -63,7 +64,7 @@ _IGNORED_SHOWN = 10  # ignored fields of a source the report's notes name, one p
 
 def render(
     manifest: Manifest,
-    statistics: dict[str, Any] | None = None,
+    statistics: Statistics | None = None,
     graph: dict[str, Any] | None = None,
     timings: dict[str, Any] | None = None,
     rejected_examples: dict[str, list[dict[str, Any]]] | None = None,
@@ -250,12 +251,9 @@ def _sources(manifest: Manifest) -> str:
     return html_section("sources", "Records per source", table)
 
 
-def _splits(manifest: Manifest, statistics: dict | None) -> str:
-    validated = {
-        name: s.get("records")
-        for name, s in ((statistics or {}).get("splits") or {}).items()
-        if s.get("records") is not None
-    }
+def _splits(manifest: Manifest, statistics: Statistics | None) -> str:
+    counted = statistics.splits if statistics is not None else {}
+    validated = {name: s.records for name, s in counted.items()}
     splits = manifest.splits
     differs = any(validated.get(n, s.records) != s.records for n, s in splits.items())
     header = ["split", "records", "share", "files"]

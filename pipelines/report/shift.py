@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from transforms.contract.statistics import FeatureStatistics
+
 MISSING_GAP = 0.10
 MEAN_SHIFT_STD = 0.5
 MIN_EXPECTED = 5
@@ -41,24 +43,27 @@ class Shift:
     train: str = "train"  # the split compared with
 
 
-def value_counts(stats: dict) -> tuple[dict[str, int], bool]:
-    """A string feature's counted values ({value: count}) and whether they are all of its
-    values (exact, and no more distinct values than the statistics list)."""
-    top = stats.get("top") or []
-    counts = {str(t.get("value")): int(t.get("count", 0)) for t in top}
-    distinct = stats.get("distinct")
-    exact = bool(stats.get("distinct_exact", True))
+def value_counts(stats: FeatureStatistics) -> tuple[dict[str, int], bool]:
+    """A string feature's counted values ({value: count}, of its `top`) and whether they are all
+    of its values (exact, and no more distinct values than the statistics list)."""
+    counts = {str(t.value): t.count for t in stats.top or ()}
+    distinct = stats.distinct
+    exact = stats.distinct_exact is not False
     return counts, exact and distinct is not None and distinct <= len(counts)
 
 
 def shifts(
-    feature: str, train: dict, split: str, other: dict, train_name: str = "train"
+    feature: str,
+    train: FeatureStatistics,
+    split: str,
+    other: FeatureStatistics,
+    train_name: str = "train",
 ) -> list[Shift]:
     """The rules that fire for `feature` of `split` (its statistics `other`) against train's
     (`train`, of the split `train_name`)."""
     found = []
-    a, b = train.get("missing_rate"), other.get("missing_rate")
-    if a is not None and b is not None and abs(b - a) > MISSING_GAP:
+    a, b = train.missing_rate, other.missing_rate
+    if abs(b - a) > MISSING_GAP:
         found.append(
             Shift(
                 split,
@@ -67,16 +72,21 @@ def shifts(
                 f"{_pct(b)} of its records have no value, {_pct(a)} in {train_name}",
             )
         )
-    kind = train.get("type")
-    if kind in ("int", "float"):
+    if train.is_number:
         found += _mean_shift(feature, train, split, other, train_name)
-    elif kind == "string":
+    elif train.is_text:
         found += _value_shifts(feature, train, split, other, train_name)
     return [dataclasses.replace(f, train=train_name) for f in found]
 
 
-def _mean_shift(feature, train, split, other, train_name) -> list[Shift]:
-    mean_a, std, mean_b = train.get("mean"), train.get("std"), other.get("mean")
+def _mean_shift(
+    feature: str,
+    train: FeatureStatistics,
+    split: str,
+    other: FeatureStatistics,
+    train_name: str,
+) -> list[Shift]:
+    mean_a, std, mean_b = train.mean, train.std, other.mean
     if mean_a is None or mean_b is None or std is None:
         return []
     gap = abs(mean_b - mean_a)
@@ -93,10 +103,16 @@ def _mean_shift(feature, train, split, other, train_name) -> list[Shift]:
     return []
 
 
-def _value_shifts(feature, train, split, other, train_name) -> list[Shift]:
+def _value_shifts(
+    feature: str,
+    train: FeatureStatistics,
+    split: str,
+    other: FeatureStatistics,
+    train_name: str,
+) -> list[Shift]:
     counts_a, complete_a = value_counts(train)
     counts_b, complete_b = value_counts(other)
-    values_a, values_b = train.get("values") or 0, other.get("values") or 0
+    values_a, values_b = train.values, other.values
     if not values_a or not values_b:
         return []  # a split without values: the missing rule tells
     found = []

@@ -9,7 +9,10 @@ simpler to draw than to configure. Every text is HTML-escaped (`escape`).
 from __future__ import annotations
 
 import html
-from typing import Any, TypedDict
+from collections.abc import Sequence
+from typing import Any
+
+from transforms.contract.statistics import Bar, ValueCount
 
 BAR_W, BAR_H = 240, 48  # shard chart area, px
 HIST_W, HIST_H = 200, 44  # one split's histogram, px (at most; splits side by side)
@@ -18,14 +21,6 @@ ROW_H = 16  # one bar of a top-values chart, px
 SHARE_LABEL_W, SHARE_BAR_W = 110, 90  # the values' column and a split's bars (at most), px
 # Of any text from the data (a rejected record, a value, a field name): cut with `clip`.
 MAX_TEXT_CHARS = 400
-
-
-class HistogramBin(TypedDict):
-    """One bar of a feature's histogram in the statistics: values in [low, high), how many."""
-
-    low: float
-    high: float
-    count: int
 
 
 def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -72,7 +67,7 @@ def short(text: str, n: int) -> str:
 
 def histograms(
     chart_ids: list[str],
-    bin_lists: list[list[HistogramBin]],
+    bin_lists: Sequence[Sequence[Bar]],
     last: Any = None,
     classes: list[str] | None = None,
     means: list[float | None] | None = None,
@@ -89,19 +84,19 @@ def histograms(
     drawn = [b for b in bin_lists if b]
     if not drawn:
         return ['<span class="muted">no values</span>' for _ in bin_lists]
-    lo = min(b[0].get("low") for b in drawn)
-    hi = max(b[-1].get("high") for b in drawn)
+    lo = min(b[0].low for b in drawn)
+    hi = max(b[-1].high for b in drawn)
     span = hi - lo
     narrowest = span / HISTOGRAM_MIN_BARS  # of a bin of one value, when the axis has a width
 
     def x(value: float) -> float:
         return width * (value - lo) / span if span else 0.0
 
-    def density(b: HistogramBin, total: int) -> float:
-        width = (b.get("high") - b.get("low")) or narrowest
-        return b.get("count", 0) / total / width if span else b.get("count", 0) / total
+    def density(b: Bar, total: int) -> float:
+        width = (b.high - b.low) or narrowest
+        return b.count / total / width if span else b.count / total
 
-    totals = [sum(b.get("count", 0) for b in bins) or 1 for bins in bin_lists]
+    totals = [sum(b.count for b in bins) or 1 for bins in bin_lists]
     top = max(density(b, t) for bins, t in zip(bin_lists, totals) for b in bins) or 1
     high_label = fmt_float(hi if last is None else last)
     out = []
@@ -111,7 +106,7 @@ def histograms(
             continue
         bars = []
         for b in bins:
-            count, low, high = b.get("count", 0), b.get("low"), b.get("high")
+            count, low, high = b.count, b.low, b.high
             h = round(HIST_H * density(b, total) / top, 2)
             left, right = (
                 (x(low), x(high if high > low else low + narrowest)) if span else (0, width)
@@ -186,16 +181,16 @@ def share_bars(
 
 
 def top_values(
-    chart_id: str, top: list[dict], total: int | None = None, css_class: str = ""
+    chart_id: str, top: Sequence[ValueCount], total: int | None = None, css_class: str = ""
 ) -> str:
     """Horizontal bars, one per value in the given order, with the value and its count."""
     if not top:
         return '<span class="muted">no values</span>'
     label_w, bar_w = 130, 160
-    most = max(t.get("count", 0) for t in top) or 1
+    most = max(t.count for t in top) or 1
     rows = []
     for i, t in enumerate(top):
-        value, count = clip(str(t.get("value", ""))), t.get("count", 0)
+        value, count = clip(str(t.value)), t.count
         value = value or '""'  # the empty string, shown as such
         y = i * ROW_H
         w = round(bar_w * count / most, 2)

@@ -12,6 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.layout import MANIFEST, REPORT
 from transforms.contract.manifest import Manifest
+from transforms.contract.statistics import Statistics
 from transforms.sink.storage import write_atomically
 
 logger = logging.getLogger(__name__)
@@ -21,8 +22,8 @@ def write_report(output: str, graph: dict, timings: dict) -> None:
     """Writes OUTPUT/report.html from the published dataset (its manifest, statistics and
     rejected records), the job's graph and timings. The time it takes to read the dataset back
     is added to the timings' steps (`report`; rendering and writing the page come after). The
-    dataset is complete without it: a report that cannot be written is a warning, not a failed
-    run."""
+    dataset is complete without it: a report that cannot be written (a file that cannot be read,
+    a statistics.json that breaks its contract) is a warning, not a failed run."""
     from pipelines.report.page import (
         render,  # only here: the report's code is only for this
     )
@@ -31,7 +32,10 @@ def write_report(output: str, graph: dict, timings: dict) -> None:
         started = time.monotonic()
         manifest = Manifest.from_json(_read(f"{output}/{MANIFEST}"))
         entry = manifest.statistics
-        statistics = json.loads(_read(f"{output}/{entry.path}")) if entry else None
+        statistics = None
+        if entry is not None:
+            path = f"{output}/{entry.path}"
+            statistics = Statistics.loads(_read(path), path)
         examples = rejected_examples(output, manifest)
         seconds = round(time.monotonic() - started, 3)
         read_back = {"name": "report: read the dataset back", "seconds": seconds}

@@ -17,6 +17,7 @@ from pipelines.etl import run
 from pipelines.report.page import render
 from tests.services.chromium import distinct_colours
 from transforms.contract.manifest import Manifest
+from transforms.contract.statistics import Statistics
 from transforms.progress import FINISHING
 from transforms.ui.style import COLOURS
 
@@ -197,7 +198,7 @@ def test_the_report_renders_in_headless_chromium_and_stays_short(dataset, chromi
     assert 1_000 < height < MAX_REPORT_HEIGHT, height
 
 
-def _side_by_side_page() -> tuple[Manifest, dict]:
+def _side_by_side_page() -> tuple[Manifest, Statistics]:
     """A dataset of two splits and two features: a number whose histogram is flat in both
     splits (every bar the same height), and a string of two values, half and half."""
     manifest = Manifest.from_dict({
@@ -238,7 +239,8 @@ def _side_by_side_page() -> tuple[Manifest, dict]:
         }
         return {"records": n, "features": {"x": x, "s": s}}
 
-    return manifest, {"format_version": 1, "splits": {"train": split(300), "eval": split(100)}}
+    splits = {"train": split(300), "eval": split(100)}
+    return manifest, Statistics.from_json({"format_version": 1, "splits": splits})
 
 
 @pytest.mark.slow

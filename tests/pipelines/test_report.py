@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from html.parser import HTMLParser
 
@@ -12,7 +13,10 @@ from pipelines.report.features import TOP_ROWS
 from pipelines.report.page import render
 from pipelines.report.shift import shifts
 from pipelines.report.svg import HIST_H, HIST_W, SHARE_BAR_W, graph_layers
+from pipelines.report.writer import write_report
+from transforms.contract.layout import STATISTICS_FORMAT_VERSION
 from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
+from transforms.contract.statistics import FeatureStatistics, Statistics
 from transforms.ui.style import CSS
 
 SCRIPT = "<script>alert(1)</script>"
@@ -149,6 +153,11 @@ def _split_stats(
     }
 
 
+def _statistics(splits: dict) -> Statistics:
+    """The typed statistics of splits written out as in statistics.json."""
+    return Statistics.from_json({"format_version": STATISTICS_FORMAT_VERSION, "splits": splits})
+
+
 # Two splits alike: no rule of pipelines.report.shift fires.
 TRAIN = _split_stats(
     792,
@@ -157,9 +166,8 @@ TRAIN = _split_stats(
     sex=(24, [("male", 390), ("female", 378)]),
     comment=(693, [(SCRIPT, 50), ("calm", 42)]),
 )
-STATISTICS = {
-    "format_version": 1,
-    "splits": {
+STATISTICS = _statistics(
+    {
         "train": TRAIN,
         "eval": _split_stats(
             200,
@@ -169,13 +177,12 @@ STATISTICS = {
             comment=(175, [(SCRIPT, 13), ("calm", 10)]),
             flipper=(180.0, 231.0, 206.2, [10, 20, 30, 40]),
         ),
-    },
-}
+    }
+)
 # Eval unlike train: bill_length_mm's mean 6.0 (1.1 std) higher, no Torgersen on the island,
 # sex missing in 30 % of the records (3 % in train).
-SHIFTED = {
-    "format_version": 1,
-    "splits": {
+SHIFTED = _statistics(
+    {
         "train": TRAIN,
         "eval": _split_stats(
             200,
@@ -185,8 +192,8 @@ SHIFTED = {
             comment=(175, [(SCRIPT, 13), ("calm", 10)]),
             bill_mean=49.9,
         ),
-    },
-}
+    }
+)
 GRAPH = {
     "nodes": [
         {"id": "n0", "label": "Read[measurements]"},
@@ -485,7 +492,7 @@ def test_a_minimal_run_renders():
         "features": {"x": {"type": "float", "shape": []}},  # a manifest has at least one
         "label": None,
     })  # fmt: skip
-    statistics = {"format_version": 1, "splits": {"train": {"records": 0, "features": {}}}}
+    statistics = _statistics({"train": {"records": 0, "features": {}}})
     timings = {"elapsed_s": 0.0, "runner": "FnApiRunner", "stages": []}
     page = render(manifest, statistics, {"nodes": [], "edges": []}, timings)
     doc = _Elements(page)
@@ -493,6 +500,36 @@ def test_a_minimal_run_renders():
     assert doc.value("shards-train-max") == "0"
     assert not any(a.get("id") == "summary-throughput" for _, a, _ in doc.tags)
     assert "The graph has no steps." in page
+
+
+def _published(out, statistics: str) -> None:
+    """OUTPUT's manifest.json (MANIFEST, without rejected files) and its statistics.json."""
+    (out / "statistics.json").write_text(statistics)
+    entry = FileEntry("statistics.json", None, len(statistics.encode()), "ab" * 32)
+    rejected = dataclasses.replace(MANIFEST.rejected, files=())
+    manifest = dataclasses.replace(MANIFEST, rejected=rejected).with_statistics(entry)
+    (out / "manifest.json").write_text(manifest.to_json())
+
+
+def test_the_report_of_a_published_dataset_shows_its_statistics(tmp_path):
+    _published(tmp_path, STATISTICS.dumps())
+    write_report(str(tmp_path), GRAPH, TIMINGS)
+    doc = _Elements((tmp_path / "report.html").read_text())
+    assert doc.value("split-train-validated") == "792"
+    assert doc.value("stat-eval-flipper_mm-mean") == "206.2"
+    assert [b["data-count"] for b in doc.bars("hist-eval-flipper_mm")] == ["10", "20", "30", "40"]
+
+
+def test_statistics_that_break_their_contract_leave_the_report_out_with_a_warning(tmp_path, caplog):
+    broken = json.loads(STATISTICS.dumps())
+    broken["splits"]["eval"]["features"]["year"]["mean"] = "2008"
+    _published(tmp_path, json.dumps(broken))
+    write_report(str(tmp_path), GRAPH, TIMINGS)  # the run goes on
+    assert not (tmp_path / "report.html").exists()
+    assert (
+        "the run report was not written: StatisticsError: "
+        f"{tmp_path}/statistics.json: splits.eval.features.year.mean: '2008' is not a number"
+    ) in caplog.text
 
 
 def test_a_banner_tells_what_a_reader_should_not_miss(doc, page):
@@ -556,8 +593,7 @@ def test_an_int_histogram_ends_at_the_largest_value(page):
 def test_the_empty_string_is_shown_as_such():
     train = _split_stats(792, [("", 500), ("x", 292)], [("a", 792)], (0, [("m", 792)]),
                          (0, [("c", 792)]))  # fmt: skip
-    stats = {"format_version": 1, "splits": {"train": train}}
-    doc = _Elements(render(MANIFEST, stats, GRAPH, TIMINGS))
+    doc = _Elements(render(MANIFEST, _statistics({"train": train}), GRAPH, TIMINGS))
     labels = doc.text["label-train"]
     assert '""' in labels
 
@@ -665,14 +701,14 @@ def test_values_only_another_split_counts_come_after_train_s():
     island = [("Dream", 100), ("Biscoe", 60), ("Torgersen", 40)]
     eval_ = _split_stats(200, [("Adelie", 200)], island, (0, [("male", 200)]), (0, [("calm", 200)]))
     # train counts all its values (2 distinct): Torgersen is known absent there
-    doc = _Elements(render(MANIFEST, {"splits": {"eval": eval_, "train": train}}))
+    doc = _Elements(render(MANIFEST, _statistics({"eval": eval_, "train": train})))
     for split, counts in (("train", ["500", "292", "0"]), ("eval", ["60", "100", "40"])):
         bars = doc.bars(f"top-{split}-island")
         assert [b["data-value"] for b in bars] == ["Biscoe", "Dream", "Torgersen"]
         assert [b["data-count"] for b in bars] == counts
     # a sample of the values: one it did not count is unknown, neither 0 nor a share
     train["features"]["island"].update(distinct=40, distinct_exact=False)
-    page = render(MANIFEST, {"splits": {"train": train, "eval": eval_}})
+    page = render(MANIFEST, _statistics({"train": train, "eval": eval_}))
     unknown = _Elements(page).bars("top-train-island")[2]
     assert "data-count" not in unknown and "data-share" not in unknown
     assert _svg_texts(page, "top-train-island")[-2:] == ["Torgersen", "–"]
@@ -681,7 +717,7 @@ def test_values_only_another_split_counts_come_after_train_s():
 def test_a_string_lists_its_most_frequent_values_only():
     many = [(f"v{i:02d}", 100 - i) for i in range(15)]
     train = _split_stats(1395, many, many, (0, many), (0, many))
-    page = render(MANIFEST, {"splits": {"train": train}})
+    page = render(MANIFEST, _statistics({"train": train}))
     bars = _Elements(page).bars("top-train-island")
     assert [b["data-value"] for b in bars] == [f"v{i:02d}" for i in range(TOP_ROWS)]
     assert '<figcaption>train <span class="muted">top 10 of 15</span></figcaption>' in page
@@ -743,8 +779,17 @@ SHIFT_CASES = [
                          ids=[c[0] for c in SHIFT_CASES])  # fmt: skip
 def test_shift_rules_for_numbers(what, train, other, rules):
     base = {"type": "float", "missing_rate": 0.0, "mean": 0.0, "std": 1.0}
-    found = shifts("x", {**base, **train}, "eval", {**base, **other})
+    found = shifts("x", _feature({**base, **train}), "eval", _feature({**base, **other}))
     assert [f.rule for f in found] == rules
+
+
+def _feature(partial: dict) -> FeatureStatistics:
+    """A feature's statistics from the fields a rule reads: the counts it leaves out made up of
+    100 records (or its `values`) and its missing rate."""
+    records = partial.get("values", 100)
+    missing = round(records * partial["missing_rate"])
+    counts = {"records": records, "missing": missing, "values": records - missing}
+    return FeatureStatistics.from_json({**counts, **partial}, "x")
 
 
 def _values(values: int, top: dict[str, int], distinct=None, exact=True) -> dict:
@@ -778,6 +823,6 @@ STRING_CASES = [
 @pytest.mark.parametrize(("what", "train", "other", "expected"), STRING_CASES,
                          ids=[c[0] for c in STRING_CASES])  # fmt: skip
 def test_shift_rules_for_strings(what, train, other, expected):
-    found = shifts("x", train, "eval", other)
+    found = shifts("x", _feature(train), "eval", _feature(other))
     assert [(f.rule, f.text) for f in found] == expected
     assert all((f.split, f.feature, f.train) == ("eval", "x", "train") for f in found)

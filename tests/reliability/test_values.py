@@ -46,7 +46,9 @@ from pipelines.etl import run
 from pipelines.report.page import render
 from tests import readback
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
+from transforms.contract.layout import STATISTICS_FORMAT_VERSION
 from transforms.contract.manifest import Manifest
+from transforms.contract.statistics import Statistics
 from transforms.imaging import decode
 from transforms.keys import KeyMaker
 from transforms.records import RawChunk, one_line_records
@@ -383,11 +385,16 @@ def _manifest(
     })  # fmt: skip
 
 
+def _statistics(splits: dict) -> Statistics:
+    """The typed statistics of splits written out as in statistics.json."""
+    return Statistics.from_json({"format_version": STATISTICS_FORMAT_VERSION, "splits": splits})
+
+
 def test_the_report_stays_small_with_long_values_and_long_rejected_records():
     long_text = "x" * MB10
     stats = column_stats("string", _string_column([LONG_A, LONG_B, b"short"])).to_json()
     old = {**stats, "top": [{"value": long_text, "count": 1}]}  # an unclipped statistics file
-    statistics = {"splits": {"train": {"records": 4, "features": {"s": stats, "t": old}}}}
+    statistics = _statistics({"train": {"records": 4, "features": {"s": stats, "t": old}}})
     reason = "n: not an integer"
     examples = {reason: [{"location": "s.jsonl:3", "record": long_text}] * 5}
     manifest = _manifest({"s": "string", "t": "string"}, {reason: 5})
@@ -465,7 +472,7 @@ def test_report_ids_are_unique_for_every_feature_name_and_point_to_its_numbers()
             s.update(distinct=1, distinct_exact=True, top=[{"value": name, "count": 1}],
                      length={"min": 1, "max": 1, "mean": 1.0})  # fmt: skip
         features[name] = s
-    statistics = {"splits": {"train": {"records": 100, "features": features}}}
+    statistics = _statistics({"train": {"records": 100, "features": features}})
     manifest = _manifest(
         {n: s["type"] for n, s in features.items()}, ignored={n: i for i, n in enumerate(NAMES)}
     )
