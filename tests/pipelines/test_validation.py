@@ -21,6 +21,7 @@ from pipelines.config import ConfigError, parse_config
 from pipelines.etl import run
 from pipelines.validate import main as validate_main
 from transforms.contract.manifest import Manifest
+from transforms.contract.statistics import Statistics
 from transforms.validation.measures import jensen_shannon_divergence
 
 pytestmark = pytest.mark.slow
@@ -91,6 +92,11 @@ def _statistics(folder: Path, name: str) -> dict:
     return json.loads((folder / name / "statistics.json").read_text())["splits"]
 
 
+def _typed(folder: Path, name: str) -> Statistics:
+    path = folder / name / "statistics.json"
+    return Statistics.loads(path.read_text(), str(path))
+
+
 def _shares(feature: dict) -> dict[str, float]:
     counts = {c["value"]: c["count"] for c in feature["counts"]}
     total = sum(counts.values())
@@ -155,8 +161,8 @@ def test_each_planted_change_is_found_with_its_measure_and_value(runs):
         assert drift["value"] == pytest.approx(linf, abs=1e-12)
         # a heavier mass: the Jensen-Shannon divergence of the two histograms
         js = jensen_shannon_divergence(
-            now[split]["features"]["mass"]["histogram"],
-            before[split]["features"]["mass"]["histogram"],
+            _typed(folder, "v2").feature(split, "mass").histogram,
+            _typed(folder, "v1").feature(split, "mass").histogram,
         )
         mass = found[("mass", split, "drift")]
         assert (mass["measure"], mass["value"], mass["threshold"]) == ("jensen_shannon", js, 0.05)

@@ -6,8 +6,8 @@ validated (`transforms.validation`: schema, anomalies), then published
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import json
 from typing import Any
 
 import apache_beam as beam
@@ -16,6 +16,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 from transforms.contract.config import DatasetSpec
 from transforms.contract.layout import SCHEMA, STATISTICS, STATISTICS_PROTO, shard_name
 from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
+from transforms.contract.statistics import Statistics
 from transforms.progress import timed
 from transforms.quality import QualityError, check_dataset, check_rejections
 from transforms.sink.manifest import build_manifest
@@ -35,7 +36,11 @@ def write_bytes(staging: str, name: str, data: bytes, content_type: str) -> dict
 
 
 def validated(
-    dataset: DatasetSpec, staging: str, manifest: Manifest, statistics: dict, baseline
+    dataset: DatasetSpec,
+    staging: str,
+    manifest: Manifest,
+    statistics: Statistics,
+    baseline: Baseline | None,
 ) -> Manifest:
     """The manifest with its data validation (schema.pbtxt and statistics.pb written); raises
     QualityError naming the first blocking anomaly."""
@@ -60,6 +65,13 @@ def validated(
             anomalies=tuple(a.to_dict() for a in result.anomalies),
         )
     )
+
+
+def _as_written(statistics: Statistics) -> Statistics:
+    """The statistics in the order statistics.json holds them (its keys sorted: splits by
+    name), as `shardflow validate` reads them back: the splits' order is that of statistics.pb's
+    datasets, and of the reference split of a schema inferred without a train split."""
+    return dataclasses.replace(statistics, splits=dict(sorted(statistics.splits.items())))
 
 
 class _PublishFn(beam.DoFn):
@@ -109,8 +121,8 @@ class _PublishFn(beam.DoFn):
             check_dataset(self._dataset, manifest, counts, rejected.counts)
             check_rejections(self._dataset, manifest)
         if statistics is not None:
-            with timed("validation"):  # as statistics.json reads back
-                body = json.loads(data)
+            with timed("validation"):
+                body = _as_written(result)
                 baseline = None
                 if self._baseline is not None:  # read here: its statistics may be megabytes
                     _, base_statistics, base_schema = read_dataset(read_if_exists, self._baseline)

@@ -1,9 +1,10 @@
 """Anomalies of a dataset's statistics against a schema, a baseline dataset and its own train
 split, as TFDV's `validate_statistics` (TFX's ExampleValidator) finds them.
 
-`find_anomalies(statistics, schema, thresholds, baseline)` reads statistics.json dicts (see
-`transforms/stats.py`) and a `tensorflow_metadata` `Schema`, and returns `Anomaly` records, one
-per feature, split and finding, sorted by feature, split and kind (then measure):
+`find_anomalies(statistics, schema, thresholds, baseline)` reads statistics.json as
+`Statistics` (`transforms.contract.statistics`) and a `tensorflow_metadata` `Schema`, and returns
+`Anomaly` records, one per feature, split and finding, sorted by feature, split and kind (then
+measure):
 
 - `feature_missing`: a feature the schema requires (`presence.min_count` or
   `presence.min_fraction` above 0; not deprecated) is not in a split's statistics, or fewer
@@ -49,6 +50,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from transforms.contract.config import ANOMALY_KINDS
 from transforms.contract.config import DEFAULT_BLOCKING as CONTRACT_BLOCKING
+from transforms.contract.statistics import FeatureStatistics, Statistics
 from transforms.validation.measures import (
     jensen_shannon_divergence,
     jensen_shannon_points,
@@ -69,7 +71,6 @@ _SCHEMA_TYPES = {
     "bytes": "BYTES",
     "image": "BYTES",
 }
-_NUMBERS = ("int", "float")
 _DEPRECATED_STAGES = {
     schema_pb2.PLANNED,
     schema_pb2.ALPHA,
@@ -186,19 +187,19 @@ class Anomaly:
 
 
 def find_anomalies(
-    statistics: dict,
+    statistics: Statistics,
     schema: schema_pb2.Schema,
     thresholds: Thresholds | None = None,
-    baseline: dict | None = None,
+    baseline: Statistics | None = None,
 ) -> list[Anomaly]:
-    """The anomalies of `statistics` (a statistics.json dict) against `schema`, against the same
-    splits of `baseline` (drift) and of each split against train (skew), sorted by feature,
+    """The anomalies of `statistics` (a dataset's statistics.json) against `schema`, against the
+    same splits of `baseline` (drift) and of each split against train (skew), sorted by feature,
     split, kind and measure. See the module docstring for each kind."""
     thresholds = thresholds or Thresholds()
     features = {f.name: f for f in schema.feature}
     domains = {d.name: d for d in schema.string_domain}
-    splits = _splits(statistics, "statistics")
-    previous = _splits(baseline, "baseline") if baseline is not None else {}
+    splits = statistics.splits
+    previous = baseline.splits if baseline is not None else {}
     found: list[Anomaly] = []
 
     def add(feature, split, kind, description, measure=None, value=None, threshold=None, **more):
@@ -208,10 +209,10 @@ def find_anomalies(
         )
 
     for split, split_stats in splits.items():
-        records = split_stats.get("records", 0)
+        records = split_stats.records
         if not records:  # an empty split: nothing to check
             continue
-        stats = split_stats.get("features", {})
+        stats = split_stats.features
         for name in sorted(set(stats) - set(features)):
             add(name, split, "feature_new", "New column: column in data but not in schema")
         for name, feature in features.items():
@@ -226,30 +227,20 @@ def find_anomalies(
             if not _presence(add, name, split, feature, mine, records, thresholds):
                 continue
             expected = schema_pb2.FeatureType.Name(feature.type)
-            if (
-                feature.type != schema_pb2.TYPE_UNKNOWN
-                and _SCHEMA_TYPES.get(mine["type"]) != expected
-            ):
-                got = f"{_SCHEMA_TYPES.get(mine['type'], mine['type'])} ({mine['type']})"
+            if feature.type != schema_pb2.TYPE_UNKNOWN and _SCHEMA_TYPES.get(mine.type) != expected:
+                got = f"{_SCHEMA_TYPES.get(mine.type, mine.type)} ({mine.type})"
                 message = f"Expected data of type: {expected} but got {got}"
-                add(name, split, "type_mismatch", message, "type", mine["type"], expected)
+                add(name, split, "type_mismatch", message, "type", mine.type, expected)
                 continue
             _domain(add, name, split, feature, domains, mine)
             _range(add, name, split, feature, mine)
             if split in previous:
-                control = previous[split].get("features", {}).get(name)
+                control = previous[split].features.get(name)
                 _compare(add, name, split, "drift", feature, mine, control, thresholds)
             if split != TRAIN and TRAIN in splits:
-                control = splits[TRAIN].get("features", {}).get(name)
+                control = splits[TRAIN].features.get(name)
                 _compare(add, name, split, "skew", feature, mine, control, thresholds)
     return sorted(found, key=Anomaly.sort_key)
-
-
-def _splits(statistics: dict, what: str) -> dict[str, dict]:
-    splits = statistics.get("splits") if isinstance(statistics, dict) else None
-    if not isinstance(splits, dict):
-        raise ValueError(f"{what}: no 'splits' object (not a statistics.json)")
-    return splits
 
 
 def _deprecated(feature: schema_pb2.Feature) -> bool:
@@ -263,7 +254,7 @@ def _required(feature: schema_pb2.Feature) -> bool:
 def _presence(add, name, split, feature, stats, records, thresholds) -> bool:
     """Checks how many records hold a value; False when none does where some must (the
     feature's other checks have nothing to look at then)."""
-    missing = stats.get("missing", 0)
+    missing = stats.missing
     present = records - missing
     min_count = feature.presence.min_count
     if present < min_count:
@@ -289,7 +280,7 @@ def _presence(add, name, split, feature, stats, records, thresholds) -> bool:
 
 
 def _domain(add, name, split, feature, domains, stats) -> None:
-    if stats["type"] != "string":
+    if not stats.is_text:
         return
     if feature.HasField("string_domain"):
         allowed = set(feature.string_domain.value)
@@ -302,7 +293,7 @@ def _domain(add, name, split, feature, domains, stats) -> None:
         ((v, c) for v, c in counts.items() if v not in allowed and c > 0),
         key=lambda item: (-item[1], item[0]),
     )
-    total = stats.get("values", 0)
+    total = stats.values
     if not outside or not total:
         return
     mass = feature.distribution_constraints.min_domain_mass
@@ -327,17 +318,18 @@ def _percent(count: int, total: int) -> str:
     return "<1%" if percent < 1 else f"~{math.floor(percent)}%"
 
 
-def _value_counts(stats: dict) -> tuple[dict[str, int], bool]:
+def _value_counts(stats: FeatureStatistics) -> tuple[dict[str, int], bool]:
     """A string feature's value counts, and whether they are all of its values."""
-    if "counts" in stats:
-        return {t["value"]: t["count"] for t in stats["counts"]}, True
-    top = stats.get("top") or []
-    complete = bool(stats.get("distinct_exact")) and stats.get("distinct") == len(top)
-    return {t["value"]: t["count"] for t in top}, complete
+    counts = stats.count_of()
+    if counts is not None:
+        return counts, True
+    top = stats.top or ()
+    complete = bool(stats.distinct_exact) and stats.distinct == len(top)
+    return {t.value: t.count for t in top}, complete
 
 
 def _range(add, name, split, feature, stats) -> None:
-    if stats["type"] not in _NUMBERS or stats.get("min") is None:
+    if not stats.is_number or stats.min is None:
         return
     if feature.HasField("int_domain"):
         domain, small, large = feature.int_domain, "small", "large"
@@ -348,7 +340,7 @@ def _range(add, name, split, feature, stats) -> None:
     for bound, word in (("min", small), ("max", large)):
         if not domain.HasField(bound):
             continue
-        value, limit = stats[bound], getattr(domain, bound)
+        value, limit = getattr(stats, bound), getattr(domain, bound)
         if (value < limit) if bound == "min" else (value > limit):
             message = (
                 f"Out-of-range values: unexpectedly {word} value: {_number(value)} "
@@ -363,9 +355,9 @@ def _number(x: float | int) -> str:
 
 def _compare(add, name, split, kind, feature, stats, control, thresholds) -> None:
     """Drift (against the baseline's split) or skew (against train) of one feature."""
-    if control is None or control.get("type") != stats["type"]:
+    if control is None or control.type != stats.type:
         return
-    if not stats.get("values") or not control.get("values"):
+    if not stats.values or not control.values:
         return
     comparator = feature.drift_comparator if kind == "drift" else feature.skew_comparator
     between = (
@@ -373,7 +365,7 @@ def _compare(add, name, split, kind, feature, stats, control, thresholds) -> Non
         if kind == "drift"
         else f"training and serving ({split} against {TRAIN})"
     )
-    if stats["type"] == "string":
+    if stats.is_text:
         limit = _limit(thresholds, name, f"{kind}_linf", comparator, "infinity_norm")
         if limit is None:
             return
@@ -382,7 +374,7 @@ def _compare(add, name, split, kind, feature, stats, control, thresholds) -> Non
         if complete and reference_complete:
             distance, at = linf_distance(counts, reference)
         else:  # a value left out of one side's top values is not a share of 0 there
-            distance, at = _shared_linf(counts, reference, stats["values"], control["values"])
+            distance, at = _shared_linf(counts, reference, stats.values, control.values)
         if distance > limit:
             note = "" if complete and reference_complete else "; approximate: top values only"
             message = (
@@ -391,16 +383,16 @@ def _compare(add, name, split, kind, feature, stats, control, thresholds) -> Non
             )
             add(name, split, kind, message, "l_infinity", distance, limit,
                 at_value=at, approximate=not (complete and reference_complete))  # fmt: skip
-    elif stats["type"] in _NUMBERS:
+    elif stats.is_number:
         limit = _limit(thresholds, name, f"{kind}_js", comparator, "jensen_shannon_divergence")
         if limit is None:
             return
-        if not stats.get("histogram") or not control.get("histogram"):
+        if not stats.histogram or not control.histogram:
             return  # values, but no finite one (all infinite): nothing to compare
-        if "counts" in stats and "counts" in control:  # few distinct values: exact masses
+        if stats.counts is not None and control.counts is not None:  # few values: exact masses
             divergence = jensen_shannon_points(_number_counts(stats), _number_counts(control))
         else:
-            divergence = jensen_shannon_divergence(stats["histogram"], control["histogram"])
+            divergence = jensen_shannon_divergence(stats.histogram, control.histogram)
         if divergence > limit:
             message = (
                 f"High approximate Jensen-Shannon divergence between {between}: "
@@ -409,8 +401,8 @@ def _compare(add, name, split, kind, feature, stats, control, thresholds) -> Non
             add(name, split, kind, message, "jensen_shannon", divergence, limit)
 
 
-def _number_counts(stats: dict) -> dict[float, int]:
-    return {float(c["value"]): c["count"] for c in stats["counts"]}
+def _number_counts(stats: FeatureStatistics) -> dict[float, int]:
+    return {float(c.value): c.count for c in stats.counts or ()}
 
 
 def _shared_linf(

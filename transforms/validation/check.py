@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from transforms.contract.config import ValidationSpec
 from transforms.contract.layout import MANIFEST, SCHEMA, STATISTICS
 from transforms.contract.manifest import Manifest
+from transforms.contract.statistics import Statistics
 from transforms.validation import statistics_proto
 from transforms.validation.anomalies import Anomaly, FeatureThresholds, Thresholds, find_anomalies
 from transforms.validation.schema import carry_over, infer_schema, read_schema, schema_text
@@ -29,7 +30,7 @@ class Baseline:
     when it has none)."""
 
     uri: str
-    statistics: Mapping[str, Any]
+    statistics: Statistics
     schema: str | None = None
 
 
@@ -57,7 +58,7 @@ def thresholds(spec: ValidationSpec) -> Thresholds:
 def validate(
     spec: ValidationSpec,
     manifest: Manifest,
-    statistics: Mapping[str, Any],
+    statistics: Statistics,
     baseline: Baseline | None = None,
     own_schema: str | None = None,
 ) -> Validated:
@@ -78,10 +79,7 @@ def validate(
         schema, whose = infer_schema(statistics, manifest), "inferred"
         published = schema
     anomalies = find_anomalies(
-        dict(statistics),
-        schema,
-        thresholds(spec),
-        dict(baseline.statistics) if baseline is not None else None,
+        statistics, schema, thresholds(spec), baseline.statistics if baseline is not None else None
     )
     proto = statistics_proto.serialize(statistics_proto.to_proto(statistics, manifest))
     return Validated(schema_text(published), whose, proto, tuple(anomalies))
@@ -103,10 +101,11 @@ def _number(value: float) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def read_dataset(read: Any, uri: str) -> tuple[Manifest, dict, str | None]:
+def read_dataset(read: Any, uri: str) -> tuple[Manifest, Statistics, str | None]:
     """A dataset's manifest, statistics.json and schema.pbtxt (None when it has none);
     `read(path) -> bytes | None` reads a file (None: it does not exist). ValueError naming the
-    file when the dataset is not there or has no statistics."""
+    file when the dataset is not there, has no statistics, or statistics that are not JSON or
+    break their contract (`StatisticsError`)."""
     uri = uri.rstrip("/")
     data = read(f"{uri}/{MANIFEST}")
     if data is None:
@@ -115,9 +114,11 @@ def read_dataset(read: Any, uri: str) -> tuple[Manifest, dict, str | None]:
     stats = read(f"{uri}/{STATISTICS}")
     if stats is None:
         raise ValueError(f"{uri}: no {STATISTICS}: nothing to compare with")
+    where = f"{uri}/{STATISTICS}"
     try:
-        statistics = json.loads(stats)
-    except ValueError as e:
-        raise ValueError(f"{uri}/{STATISTICS}: not valid JSON: {e}") from None
+        raw = json.loads(stats)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"{where}: not valid JSON: {e}") from None
+    statistics = Statistics.from_json(raw, where)
     schema = read(f"{uri}/{SCHEMA}")
     return manifest, statistics, None if schema is None else schema.decode("utf-8")

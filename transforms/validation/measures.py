@@ -15,9 +15,11 @@ Pure Python and numpy: no Beam, no TensorFlow.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
+
+from transforms.contract.statistics import Bar
 
 
 def linf_distance(a: Mapping[str, int], b: Mapping[str, int]) -> tuple[float, str | None]:
@@ -48,11 +50,9 @@ def _total(counts: Mapping[str, int]) -> int:
     return sum(counts.values())
 
 
-def jensen_shannon_divergence(
-    hist_a: Sequence[Mapping[str, Any]], hist_b: Sequence[Mapping[str, Any]]
-) -> float:
-    """The Jensen-Shannon divergence, base 2 (in [0, 1]), of two histograms given as lists of
-    `{"low", "high", "count"}` bars, whose edges may differ.
+def jensen_shannon_divergence(hist_a: Sequence[Bar], hist_b: Sequence[Bar]) -> float:
+    """The Jensen-Shannon divergence, base 2 (in [0, 1]), of two histograms given as sequences
+    of `Bar`s (low, high, count: statistics.json's `histogram`), whose edges may differ.
 
     As TFDV: both are re-binned onto the union of their bar edges, a bar's count spread
     uniformly over its width, then normalized; JSD(P, Q) = (KL(P‖M) + KL(Q‖M)) / 2 with
@@ -112,10 +112,10 @@ def jensen_shannon_points(a: Mapping[float, int], b: Mapping[float, int]) -> flo
     return _jsd(p / p.sum(), q / q.sum())
 
 
-def _bars(histogram: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    low = np.array([float(bar["low"]) for bar in histogram], np.float64)
-    high = np.array([float(bar["high"]) for bar in histogram], np.float64)
-    count = np.array([float(bar["count"]) for bar in histogram], np.float64)
+def _bars(histogram: Sequence[Bar]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    low = np.array([float(bar.low) for bar in histogram], np.float64)
+    high = np.array([float(bar.high) for bar in histogram], np.float64)
+    count = np.array([float(bar.count) for bar in histogram], np.float64)
     if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
         raise ValueError("histogram: bar edges must be finite")
     if np.any(high < low):

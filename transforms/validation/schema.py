@@ -47,13 +47,14 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import cast
 
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from transforms.contract.config import TRAIN_SPLIT, DatasetSpec, FeatureSpec
 from transforms.contract.manifest import Manifest, ManifestFeature
+from transforms.contract.statistics import FeatureStatistics, Statistics
 
 MAX_STRING_DOMAIN_SIZE = 100  # strings: a domain from the data has at most this many (TFDV's)
 
@@ -81,29 +82,28 @@ class SchemaError(ValueError):
 
 
 def infer_schema(
-    statistics: Mapping[str, Any],
+    statistics: Statistics,
     features: Features,
     split: str | None = None,
     max_string_domain_size: int = MAX_STRING_DOMAIN_SIZE,
 ) -> schema_pb2.Schema:
     """The schema of the features (a Manifest, its `features`, the validated config or its
-    FeatureSpecs) given the statistics (statistics.json, decoded) of the dataset.
+    FeatureSpecs) given the statistics (statistics.json) of the dataset.
 
     `split` names the split whose statistics are the reference (default: train, else the
     first); `max_string_domain_size` bounds the string domains inferred from data (0: none)."""
-    splits = statistics.get("splits", {})
+    splits = statistics.splits
     if split is None:
         split = TRAIN_SPLIT if TRAIN_SPLIT in splits else next(iter(splits), None)
     elif split not in splits:
         raise ValueError(f"split {split!r} is not in the statistics ({', '.join(splits)})")
-    observed = splits[split]["features"] if split is not None else {}
+    observed = splits[split].features if split is not None else {}
     schema = schema_pb2.Schema()
     for name, spec in _feature_specs(features).items():
         stats = observed.get(name)
-        if stats is not None and stats["type"] != spec.type:
+        if stats is not None and stats.type != spec.type:
             raise ValueError(
-                f"feature {name!r} is {spec.type} in the config but {stats['type']} in the "
-                "statistics"
+                f"feature {name!r} is {spec.type} in the config but {stats.type} in the statistics"
             )
         _feature(schema, name, spec, stats, max_string_domain_size)
     return schema
@@ -156,7 +156,7 @@ def _feature(
     schema: schema_pb2.Schema,
     name: str,
     spec: ManifestFeature | FeatureSpec,
-    stats: Mapping[str, Any] | None,
+    stats: FeatureStatistics | None,
     max_string_domain_size: int,
 ) -> None:
     out = schema.feature.add(name=name, type=_TYPES[spec.type])
@@ -207,19 +207,21 @@ def _feature(
             out.domain = name
 
 
-def _observed_values(stats: Mapping[str, Any], max_size: int) -> list[str] | None:
+def _observed_values(stats: FeatureStatistics, max_size: int) -> list[str] | None:
     """Every distinct value of a string feature, sorted, when the statistics list them all
     (in `counts`, or all among the top values; none cut short) and they are at most
     `max_size`; else None."""
-    values = [t["value"] for t in stats.get("counts", stats["top"])]
-    if not stats["distinct_exact"] or not values or stats["distinct"] != len(values):
+    listed = stats.counts if stats.counts is not None else stats.top
+    values = [t.value for t in listed or ()]
+    if not stats.distinct_exact or not values or stats.distinct != len(values):
         return None
     if len(values) > max_size:
         return None
     # statistics.json keeps a long value as its start, length and digest: such a value is not
     # the value itself, and the lengths of the values listed show whether one was cut
     sizes = [len(v.encode("utf-8")) for v in values]
-    if (min(sizes), max(sizes)) != (stats["length"]["min"], stats["length"]["max"]):
+    length = stats.length
+    if length is None or (min(sizes), max(sizes)) != (length.min, length.max):
         return None
     return sorted(values)
 

@@ -1,11 +1,12 @@
 """statistics.json as TensorFlow Data Validation's `DatasetFeatureStatisticsList` (`statistics.pb`).
 
-`to_proto` converts the statistics that `transforms.stats` writes (statistics.json, decoded) into
-the proto that TFDV (`tfdv.load_stats_binary`, then `tfdv.visualize_statistics`,
-`tfdv.infer_schema`, `tfdv.validate_statistics`) and Facets read; `serialize` gives its bytes,
-deterministic, so that a rerun writes the same file. (`tfdv.load_statistics` reads a one-record
-TFRecord file or text format, not this plain binary file.) It fills what TFDV's statistics
-generators fill, the way they fill it:
+`to_proto` converts the statistics that `transforms.stats` writes (statistics.json, as
+`transforms.contract.statistics.Statistics`) into the proto that TFDV
+(`tfdv.load_stats_binary`, then `tfdv.visualize_statistics`, `tfdv.infer_schema`,
+`tfdv.validate_statistics`) and Facets read; `serialize` gives its bytes, deterministic, so that
+a rerun writes the same file. (`tfdv.load_statistics` reads a one-record TFRecord file or text
+format, not this plain binary file.) It fills what TFDV's statistics generators fill, the way
+they fill it:
 
 - one `DatasetFeatureStatistics` per split, in the statistics' split order (name order in a
   statistics.json read back: it is written with sorted keys): `name` the split, `num_examples`
@@ -54,12 +55,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from transforms.contract.layout import STATISTICS_FORMAT_VERSION
 from transforms.contract.manifest import Manifest, ManifestFeature
+from transforms.contract.statistics import FeatureStatistics, Statistics
 
 _TYPES = {
     "int": statistics_pb2.FeatureNameStatistics.INT,
@@ -75,24 +76,23 @@ _IMAGE_DOMAIN = "image_domain {}"
 
 
 def to_proto(
-    statistics: Mapping[str, Any],
+    statistics: Statistics,
     manifest: Manifest | Mapping[str, ManifestFeature] | None = None,
 ) -> statistics_pb2.DatasetFeatureStatisticsList:
-    """The statistics (statistics.json, decoded) as a DatasetFeatureStatisticsList: one dataset
-    per split, in the statistics' order. `manifest` (or its `features`) gives the features'
-    shapes (value counts of `[n]` features); without it, only what the statistics show is
-    filled in."""
-    version = statistics.get("format_version")
+    """The statistics (statistics.json) as a DatasetFeatureStatisticsList: one dataset per
+    split, in the statistics' order. `manifest` (or its `features`) gives the features' shapes
+    (value counts of `[n]` features); without it, only what the statistics show is filled in."""
+    version = statistics.format_version
     if version != STATISTICS_FORMAT_VERSION:
         raise ValueError(
             f"statistics format_version {version!r} is not {STATISTICS_FORMAT_VERSION}"
         )
     features = (manifest.features if isinstance(manifest, Manifest) else manifest) or {}
     out = statistics_pb2.DatasetFeatureStatisticsList()
-    for split, body in statistics["splits"].items():
-        dataset = out.datasets.add(name=split, num_examples=body["records"])
-        for name in sorted(body["features"]):
-            _feature(dataset.features.add(), name, body["features"][name], features.get(name))
+    for split, body in statistics.splits.items():
+        dataset = out.datasets.add(name=split, num_examples=body.records)
+        for name in sorted(body.features):
+            _feature(dataset.features.add(), name, body.features[name], features.get(name))
     return out
 
 
@@ -112,10 +112,10 @@ def write(path: str | os.PathLike, proto: statistics_pb2.DatasetFeatureStatistic
 def _feature(
     out: statistics_pb2.FeatureNameStatistics,
     name: str,
-    stats: Mapping[str, Any],
+    stats: FeatureStatistics,
     feature: ManifestFeature | None,
 ) -> None:
-    kind = stats["type"]
+    kind = stats.type
     if kind not in _TYPES:
         raise ValueError(f"feature {name!r}: unknown type {kind!r}")
     out.path.step.append(name)
@@ -124,47 +124,50 @@ def _feature(
         num = out.num_stats
         _common(num.common_stats, stats, feature)
         for key, field in (("mean", "mean"), ("std", "std_dev"), ("min", "min"), ("max", "max")):
-            if stats.get(key) is not None:
-                setattr(num, field, stats[key])
-        if stats.get("histogram"):
+            value = getattr(stats, key)
+            if value is not None:
+                setattr(num, field, value)
+        if stats.histogram:
             histogram = num.histograms.add(type=statistics_pb2.Histogram.STANDARD)
-            for bar in stats["histogram"]:
+            for bar in stats.histogram:
                 histogram.buckets.add(
-                    low_value=bar["low"], high_value=bar["high"], sample_count=bar["count"]
+                    low_value=bar.low, high_value=bar.high, sample_count=bar.count
                 )
     elif kind == "string":
         text = out.string_stats
         _common(text.common_stats, stats, feature)
-        text.unique = stats["distinct"]
-        for top in stats["top"]:
-            text.top_values.add(value=top["value"], frequency=top["count"])
-        for rank, entry in enumerate(stats.get("counts", stats["top"])):
+        text.unique = stats.distinct
+        top = stats.top or ()
+        for entry in top:
+            text.top_values.add(value=entry.value, frequency=entry.count)
+        ranked = stats.counts if stats.counts is not None else top
+        for rank, entry in enumerate(ranked):
             text.rank_histogram.buckets.add(
-                low_rank=rank, high_rank=rank, label=entry["value"], sample_count=entry["count"]
+                low_rank=rank, high_rank=rank, label=entry.value, sample_count=entry.count
             )
-        if stats["length"]["mean"] is not None:
-            text.avg_length = stats["length"]["mean"]
+        if stats.length is not None and stats.length.mean is not None:
+            text.avg_length = stats.length.mean
     else:
         blob = out.bytes_stats
         _common(blob.common_stats, stats, feature)
-        size = stats["size"]
-        if size["min"] is not None:
-            blob.min_num_bytes = size["min"]
-            blob.max_num_bytes = size["max"]
-            blob.avg_num_bytes = size["mean"]
+        size = stats.size
+        if size is not None and size.min is not None:
+            blob.min_num_bytes = size.min
+            blob.max_num_bytes = size.max
+            blob.avg_num_bytes = size.mean
         if kind == "image":
             out.custom_stats.add(name=_DOMAIN_INFO, str=_IMAGE_DOMAIN)
 
 
 def _common(
     out: statistics_pb2.CommonStatistics,
-    stats: Mapping[str, Any],
+    stats: FeatureStatistics,
     feature: ManifestFeature | None,
 ) -> None:
-    present = stats["records"] - stats["missing"]
-    values = stats["values"]
+    present = stats.records - stats.missing
+    values = stats.values
     out.num_non_missing = present
-    out.num_missing = stats["missing"]
+    out.num_missing = stats.missing
     out.tot_num_values = values
     if not present:
         return

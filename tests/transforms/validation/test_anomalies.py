@@ -4,6 +4,7 @@ planted change is found with its kind, measure and exact value, and nothing else
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import math
 
@@ -12,6 +13,8 @@ import pyarrow as pa
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from transforms.contract.layout import STATISTICS_FORMAT_VERSION
+from transforms.contract.statistics import Bar, SplitStatistics, Statistics
 from transforms.stats import chunk_stats
 from transforms.validation.anomalies import (
     DEFAULT_BLOCKING,
@@ -33,9 +36,9 @@ _ARROW = {"int": pa.int64(), "float": pa.float32(), "string": pa.binary()}
 CHECKED = Thresholds(drift_linf=0.01, drift_js=0.01, skew_linf=0.1, skew_js=0.1)
 
 
-def statistics(columns: dict[str, tuple[str, list]], split: np.ndarray) -> dict:
+def statistics(columns: dict[str, tuple[str, list]], split: np.ndarray) -> Statistics:
     """statistics.json of the columns ({name: (type, values)}, None for a missing value), as the
-    ETL writes it."""
+    ETL writes it, read back."""
     names = list(columns)
     arrays = []
     for name in names:
@@ -44,7 +47,25 @@ def statistics(columns: dict[str, tuple[str, list]], split: np.ndarray) -> dict:
             values = [None if v is None else v.encode() for v in values]
         arrays.append(pa.array([[] if v is None else [v] for v in values], pa.list_(_ARROW[kind])))
     stats = chunk_stats(names, [columns[n][0] for n in names], arrays, split)
-    return json.loads(json.dumps(stats.to_json(SPLITS)))
+    return Statistics.loads(json.dumps(stats.to_json(SPLITS)))
+
+
+def typed(raw: dict) -> Statistics:
+    """A hand-written statistics.json as `Statistics`, completed where it leaves out what the
+    checks do not read: its format_version, and each feature's missing_rate."""
+    splits = {
+        name: {
+            **split,
+            "features": {
+                feature: {"missing_rate": s["missing"] / s["records"] if s["records"] else 0.0, **s}
+                for feature, s in split["features"].items()
+            },
+        }
+        for name, split in raw["splits"].items()
+    }
+    return Statistics.from_json(
+        {"format_version": STATISTICS_FORMAT_VERSION, **raw, "splits": splits}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -106,17 +127,17 @@ def reference_linf(a: collections.Counter, b: collections.Counter) -> tuple[floa
     return float(difference.max()), values[int(np.flatnonzero(difference == difference.max())[-1])]
 
 
-def reference_jsd(hist_a: list[dict], hist_b: list[dict]) -> float:
+def reference_jsd(hist_a: tuple[Bar, ...], hist_b: tuple[Bar, ...]) -> float:
     """JSD of contiguous histograms re-binned on the union of their edges through their
     piecewise-linear cumulative counts."""
     masses = []
     grid = np.union1d(
-        [b["low"] for b in hist_a] + [hist_a[-1]["high"]],
-        [b["low"] for b in hist_b] + [hist_b[-1]["high"]],
+        [b.low for b in hist_a] + [hist_a[-1].high],
+        [b.low for b in hist_b] + [hist_b[-1].high],
     )
     for hist in (hist_a, hist_b):
-        edges = [b["low"] for b in hist] + [hist[-1]["high"]]
-        cumulative = np.concatenate([[0.0], np.cumsum([b["count"] for b in hist])])
+        edges = [b.low for b in hist] + [hist[-1].high]
+        cumulative = np.concatenate([[0.0], np.cumsum([b.count for b in hist])])
         mass = np.diff(np.interp(grid, edges, cumulative))
         masses.append(mass / mass.sum())
     p, q = masses
@@ -204,8 +225,8 @@ def test_a_shifted_number_drifts_by_the_reference_divergence(base):
         ("bill", "train", "drift", "jensen_shannon", 0.01),
     ]
     for anomaly in found:
-        now = current["splits"][anomaly.split]["features"]["bill"]["histogram"]
-        before = previous["splits"][anomaly.split]["features"]["bill"]["histogram"]
+        now = current.splits[anomaly.split].features["bill"].histogram
+        before = previous.splits[anomaly.split].features["bill"].histogram
         assert anomaly.value == pytest.approx(reference_jsd(now, before), rel=1e-12)
         assert anomaly.value == jensen_shannon_divergence(now, before)
         assert 0.05 < anomaly.value < 0.5  # a shift of one standard deviation
@@ -258,8 +279,8 @@ def test_an_eval_split_unlike_train_is_skewed(base):
     found = find_anomalies(current, schema(), CHECKED)
 
     distance, at = reference_linf(in_split(species, split, 1), in_split(species, split, 0))
-    eval_bill = current["splits"]["eval"]["features"]["bill"]["histogram"]
-    train_bill = current["splits"]["train"]["features"]["bill"]["histogram"]
+    eval_bill = current.splits["eval"].features["bill"].histogram
+    train_bill = current.splits["train"].features["bill"].histogram
     divergence = reference_jsd(eval_bill, train_bill)
     assert [(a.feature, a.split, a.kind, a.measure, a.threshold) for a in found] == [
         ("bill", "eval", "skew", "jensen_shannon", 0.1),
@@ -386,7 +407,7 @@ def test_thresholds_are_checked(arguments, message):
 def test_an_empty_split_has_nothing_to_check(base):
     columns, split = base
     stats = statistics(columns, split)
-    stats["splits"]["test"] = {"records": 0, "features": {}}
+    stats = dataclasses.replace(stats, splits={**stats.splits, "test": SplitStatistics(0, {})})
     assert find_anomalies(stats, schema(), CHECKED, baseline=stats) == []
 
 
@@ -403,10 +424,10 @@ def test_values_left_out_of_top_values_are_not_counted_as_absent():
         "top": [{"value": v, "count": c} for v, c in pairs[:20]],
         **({"counts": [{"value": v, "count": c} for v, c in listed]} if exact_all else {}),
     }  # fmt: skip
-    statistics = {"format_version": 1, "splits": {
+    statistics = typed({"format_version": 1, "splits": {
         "train": {"records": 1, "features": {"s": feature(train, train, False)}},
         "eval": {"records": 1, "features": {"s": feature(eval_, eval_, True)}},
-    }}  # fmt: skip
+    }})  # fmt: skip
     schema = schema_pb2.Schema()
     schema.feature.add(name="s", type=schema_pb2.BYTES)
     found = find_anomalies(statistics, schema, Thresholds(skew_linf=0.01))
@@ -418,14 +439,16 @@ def test_values_left_out_of_top_values_are_not_counted_as_absent():
 
 
 def test_numbers_with_few_values_drift_as_exact_masses():
-    def stats(counts: dict[int, int]) -> dict:
+    def stats(counts: dict[int, int]) -> Statistics:
         total = sum(counts.values())
-        return {"format_version": 1, "splits": {"train": {"records": total, "features": {"code": {
+        code = {
             "type": "int", "records": total, "missing": 0, "values": total,
             "min": min(counts), "max": max(counts), "distinct": len(counts),
             "histogram": [{"low": min(counts), "high": max(counts) + 1, "count": total}],
             "counts": [{"value": v, "count": c} for v, c in sorted(counts.items())],
-        }}}}}  # fmt: skip
+        }  # fmt: skip
+        train = {"records": total, "features": {"code": code}}
+        return typed({"format_version": 1, "splits": {"train": train}})
 
     schema = schema_pb2.Schema()
     schema.feature.add(name="code", type=schema_pb2.INT)

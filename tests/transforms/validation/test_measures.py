@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 
+from transforms.contract.statistics import Bar
 from transforms.validation.measures import (
     jensen_shannon_divergence,
     jensen_shannon_points,
@@ -16,9 +17,9 @@ from transforms.validation.measures import (
 )
 
 
-def _bars(counts, edges) -> list[dict]:
+def _bars(counts, edges) -> list[Bar]:
     return [
-        {"low": float(low), "high": float(high), "count": int(count)}
+        Bar(float(low), float(high), int(count))
         for low, high, count in zip(edges[:-1], edges[1:], counts)
     ]
 
@@ -100,8 +101,8 @@ def test_linf_distance_rejects_negative_counts():
 # --- Jensen-Shannon divergence -----------------------------------------------------------------
 
 
-def bar(low, high, count):
-    return {"low": low, "high": high, "count": count}
+def bar(low, high, count) -> Bar:
+    return Bar(low, high, count)
 
 
 @pytest.mark.parametrize(

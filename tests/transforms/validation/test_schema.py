@@ -3,6 +3,7 @@ schema.pbtxt named by file and line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -12,8 +13,9 @@ import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from transforms.contract.config import FeatureSpec
-from transforms.contract.layout import SCHEMA
+from transforms.contract.layout import SCHEMA, STATISTICS_FORMAT_VERSION
 from transforms.contract.manifest import Manifest, ManifestFeature
+from transforms.contract.statistics import Statistics
 from transforms.stats import chunk_stats
 from transforms.validation.schema import (
     SchemaError,
@@ -55,8 +57,9 @@ def _text(values: list) -> pa.ListArray:
 
 
 @pytest.fixture(scope="module")
-def statistics() -> dict:
-    """statistics.json of records of FEATURES (train, eval), by `transforms.stats`."""
+def statistics() -> Statistics:
+    """statistics.json of records of FEATURES (train, eval), by `transforms.stats`, written
+    and read back."""
     rng = random.Random(5)
     split = np.array([0 if i % 4 else 1 for i in range(ROWS)], np.int16)
     islands = ["Biscoe", "Dream", "Torgersen"]
@@ -80,7 +83,25 @@ def statistics() -> dict:
     }  # fmt: skip
     names = list(FEATURES)
     stats = chunk_stats(names, [FEATURES[n].type for n in names], [raw[n] for n in names], split)
-    return json.loads(json.dumps(stats.to_json(["train", "eval"]), sort_keys=True))
+    return Statistics.loads(json.dumps(stats.to_json(["train", "eval"]), sort_keys=True))
+
+
+def typed(raw: dict) -> Statistics:
+    """A hand-written statistics.json as `Statistics`, completed where it leaves out what the
+    schema does not read: its format_version, and each feature's missing_rate."""
+    splits = {
+        name: {
+            **split,
+            "features": {
+                feature: {"missing_rate": s["missing"] / s["records"] if s["records"] else 0.0, **s}
+                for feature, s in split["features"].items()
+            },
+        }
+        for name, split in raw["splits"].items()
+    }
+    return Statistics.from_json(
+        {"format_version": STATISTICS_FORMAT_VERSION, **raw, "splits": splits}
+    )
 
 
 EXPECTED = """\
@@ -325,7 +346,7 @@ def test_the_reference_split_can_be_named_and_string_domains_bounded(statistics)
     eval_schema = infer_schema(statistics, FEATURES, split="eval")
     domains = {d.name: list(d.value) for d in eval_schema.string_domain}
     assert domains["island"] == ["Other"]
-    without_train = {"format_version": 1, "splits": {"eval": statistics["splits"]["eval"]}}
+    without_train = Statistics({"eval": statistics.splits["eval"]})
     assert infer_schema(without_train, FEATURES) == eval_schema
     bounded = infer_schema(statistics, FEATURES, max_string_domain_size=2)
     assert [d.name for d in bounded.string_domain] == ["labels", "species"]  # config's: kept
@@ -337,12 +358,12 @@ def test_the_reference_split_can_be_named_and_string_domains_bounded(statistics)
 def test_a_complete_top_gives_a_domain_where_statistics_have_no_counts(statistics):
     """statistics.json lists every value's count up to 1,000 distinct values (`counts`);
     without them, a domain comes from `top` when it holds every value."""
-    train = statistics["splits"]["train"]["features"]
-    island = {k: v for k, v in train["island"].items() if k != "counts"}
-    name = {k: v for k, v in train["name"].items() if k != "counts"}
-    assert island["distinct"] == len(island["top"]) == 3 and name["distinct"] > len(name["top"])
-    bare = {"format_version": 1, "splits": {"train": {**statistics["splits"]["train"],
-            "features": {**train, "island": island, "name": name}}}}  # fmt: skip
+    train = statistics.splits["train"]
+    island = dataclasses.replace(train.features["island"], counts=None)
+    name = dataclasses.replace(train.features["name"], counts=None)
+    assert island.distinct == len(island.top) == 3 and name.distinct > len(name.top)
+    features = {**train.features, "island": island, "name": name}
+    bare = Statistics({"train": dataclasses.replace(train, features=features)})
     for bound in (100, 150):  # `name` has 150 values, not all in `top`: never a domain
         schema = infer_schema(bare, FEATURES, max_string_domain_size=bound)
         domains = {d.name: list(d.value) for d in schema.string_domain}
@@ -355,7 +376,7 @@ def test_a_complete_top_gives_a_domain_where_statistics_have_no_counts(statistic
 
 
 def test_features_without_statistics_take_the_config_alone():
-    schema = infer_schema({"format_version": 1, "splits": {}}, FEATURES)
+    schema = infer_schema(Statistics.from_json({"format_version": 1, "splits": {}}), FEATURES)
     by_name = {f.name: f for f in schema.feature}
     assert list(by_name) == list(FEATURES)
     assert (by_name["age"].presence.min_count, by_name["island"].presence.min_count) == (1, 0)
@@ -433,7 +454,7 @@ def test_a_baseline_schema_carries_its_data_domains_and_the_config_stays_the_sch
         "counts": [{"value": "Biscoe", "count": 2}, {"value": "Dream", "count": 1}],
     }  # fmt: skip
     stats = {"splits": {"train": {"records": 3, "features": {"island": island}}}}
-    previous = infer_schema(stats, before)
+    previous = infer_schema(typed(stats), before)
     assert [list(d.value) for d in previous.string_domain] == [["Biscoe", "Dream"]]
     now = {
         # its values now: Torgersen too, which the carried domain will report
@@ -444,7 +465,7 @@ def test_a_baseline_schema_carries_its_data_domains_and_the_config_stays_the_sch
     stats["splits"]["train"]["features"]["island"]["counts"].append(
         {"value": "Torgersen", "count": 1}
     )
-    checked, published = carry_over(infer_schema(stats, now), previous, now)
+    checked, published = carry_over(infer_schema(typed(stats), now), previous, now)
     by_name = {f.name: f for f in published.feature}
     assert list(by_name) == ["island", "year", "new"]  # the config's features
     domains = {d.name: list(d.value) for d in published.string_domain}

@@ -4,6 +4,7 @@ the same bytes every time, and no Beam or TensorFlow needed to make it."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import io
 import json
 import pathlib
@@ -19,6 +20,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from transforms.contract.layout import STATISTICS_PROTO
 from transforms.contract.manifest import Manifest, ManifestFeature
+from transforms.contract.statistics import Statistics
 from transforms.stats import MAX_DISTINCT, DatasetStats, chunk_stats
 from transforms.validation.statistics_proto import serialize, to_proto, write
 
@@ -191,7 +193,7 @@ def _check_feature(got, name: str, stats: dict, shape: tuple | None) -> None:
 
 def test_every_count_of_the_statistics_is_carried_over_exactly(data, tmp_path):
     raw, split, statistics, manifest = data
-    got = _parsed(to_proto(statistics, manifest), tmp_path)
+    got = _parsed(to_proto(Statistics.from_json(statistics), manifest), tmp_path)
     # statistics.json is written with sorted keys: its splits are in name order
     assert [d.name for d in got.datasets] == list(statistics["splits"]) == ["eval", "train"]
     for dataset in got.datasets:
@@ -207,7 +209,7 @@ def test_every_count_of_the_statistics_is_carried_over_exactly(data, tmp_path):
 def test_the_proto_holds_the_values_of_the_records(data, tmp_path):
     """The numbers against the raw records, not only against statistics.json."""
     raw, split, statistics, manifest = data
-    train = _split(_parsed(to_proto(statistics, manifest), tmp_path), "train")
+    train = _split(_parsed(to_proto(Statistics.from_json(statistics), manifest), tmp_path), "train")
     rows = np.flatnonzero(split == 0)
     species = collections.Counter(raw["species"][i] for i in rows)
     assert [(t.value, t.frequency) for t in train["species"].string_stats.top_values] == sorted(
@@ -246,8 +248,8 @@ def test_the_proto_holds_the_values_of_the_records(data, tmp_path):
 
 def test_without_a_manifest_only_what_the_statistics_show_is_filled_in(data):
     _, _, statistics, manifest = data
-    bare = _split(to_proto(statistics), "train")
-    full = _split(to_proto(statistics, manifest.features), "train")
+    bare = _split(to_proto(Statistics.from_json(statistics)), "train")
+    full = _split(to_proto(Statistics.from_json(statistics), manifest.features), "train")
     weights = bare["weights"].num_stats.common_stats
     assert (weights.min_num_values, weights.max_num_values) == (0, 0)  # [3] needs the manifest
     assert full["weights"].num_stats.common_stats.max_num_values == 3
@@ -257,10 +259,11 @@ def test_without_a_manifest_only_what_the_statistics_show_is_filled_in(data):
 
 def test_conversions_are_byte_identical_however_the_statistics_were_merged(data):
     raw, split, statistics, manifest = data
-    first = serialize(to_proto(statistics, manifest))
-    assert serialize(to_proto(statistics, manifest)) == first
+    first = serialize(to_proto(Statistics.from_json(statistics), manifest))
+    assert serialize(to_proto(Statistics.from_json(statistics), manifest)) == first
     for chunks, seed in ((7, 1), (13, 2)):
-        assert serialize(to_proto(_statistics(raw, split, chunks, seed), manifest)) == first
+        merged = Statistics.from_json(_statistics(raw, split, chunks, seed))
+        assert serialize(to_proto(merged, manifest)) == first
     shuffled = {
         **statistics,
         "splits": {
@@ -268,7 +271,7 @@ def test_conversions_are_byte_identical_however_the_statistics_were_merged(data)
             for s, b in statistics["splits"].items()
         },
     }
-    assert serialize(to_proto(shuffled, manifest)) == first
+    assert serialize(to_proto(Statistics.from_json(shuffled), manifest)) == first
 
 
 def test_splits_keep_the_order_of_the_statistics_and_empty_ones_stay(data):
@@ -281,7 +284,7 @@ def test_splits_keep_the_order_of_the_statistics_and_empty_ones_stay(data):
             "train": statistics["splits"]["train"],
         },
     }
-    got = to_proto(swapped, manifest)
+    got = to_proto(Statistics.from_json(swapped), manifest)
     assert [(d.name, len(d.features)) for d in got.datasets] == [
         ("eval", len(FEATURES)),
         ("test", 0),
@@ -305,7 +308,7 @@ def test_features_without_values_have_counts_only():
             }
         },
     }  # fmt: skip
-    got = _split(to_proto(stats), "train")
+    got = _split(to_proto(Statistics.from_json(stats)), "train")
     x = got["x"].num_stats
     assert (x.common_stats.num_missing, x.common_stats.avg_num_values) == (2, 0.0)
     assert not x.histograms and (x.mean, x.min, x.max) == (0, 0, 0)
@@ -323,11 +326,11 @@ def _empty(kind: str) -> dict:
 def test_unknown_format_versions_and_types_are_refused(data):
     _, _, statistics, _ = data
     with pytest.raises(ValueError, match="format_version 2 is not 1"):
-        to_proto({**statistics, "format_version": 2})
+        to_proto(dataclasses.replace(Statistics.from_json(statistics), format_version=2))
     bad = {"format_version": 1, "splits": {"train": {"records": 1, "features": {
         "x": {**_empty("float"), "type": "decimal"}}}}}  # fmt: skip
     with pytest.raises(ValueError, match="feature 'x': unknown type 'decimal'"):
-        to_proto(bad)
+        to_proto(Statistics.from_json(bad))
 
 
 def test_validation_imports_neither_beam_nor_tensorflow():
