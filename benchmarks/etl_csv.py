@@ -45,10 +45,8 @@ import csv
 import dataclasses
 import datetime
 import gzip
-import importlib.metadata
 import json
 import os
-import platform
 import random
 import re
 import shlex
@@ -61,8 +59,14 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.harness import (  # noqa: E402
+    REPO_ROOT,
+    RESULTS,
+    append_results,
+    machine_facts,
+)
+
 VARIANTS = ("shardflow", "unkeyed", "naive", "floor")
 # Targets of the keyed data, checked when the variants they compare ran (wall-time ratios).
 TARGET_KEYED_VS_NAIVE = 8.0  # shardflow at least this many times naive's throughput
@@ -663,30 +667,6 @@ def targets(data: Data, medians: dict[str, float], work_medians: dict[str, float
     return out
 
 
-def machine_facts() -> str:
-    versions = []
-    for package in ("apache-beam", "tensorflow", "pyarrow", "tfx-bsl"):
-        try:
-            versions.append(f"{package} {importlib.metadata.version(package)}")
-        except importlib.metadata.PackageNotFoundError:
-            versions.append(f"{package} missing")
-    return (
-        f"nproc {os.cpu_count()}, Python {platform.python_version()}, {platform.platform()}, "
-        f"{', '.join(versions)}, commit {git_commit() or 'none'}"
-    )
-
-
-def git_commit() -> str | None:
-    """The checkout's short commit; None without git or outside a checkout (a copied tree)."""
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True
-        )
-    except OSError:  # no git installed
-        return None
-    return done.stdout.strip() or None
-
-
 def record(command: str, facts: str, data: Data, inputs: dict, table: str, notes: list[str]):
     """Appends a dated section to RESULTS.md."""
     described = (
@@ -698,21 +678,6 @@ def record(command: str, facts: str, data: Data, inputs: dict, table: str, notes
         described += f", {inputs['duplicate_rows']:,} rows repeating an earlier id"
     title = f"etl_csv, {inputs['rows']:,} rows" + ("" if data.name == "plain" else f", {data.name}")
     append_results(RESULTS, title, [command, facts, described], table, notes)
-
-
-def append_results(path: Path, title: str, facts: list[str], table: str, notes: list[str]) -> None:
-    """Appends a dated section to a results file: `facts` are the command, the machine and the
-    input, then the table and one bullet per note."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    command, machine, inputs = facts
-    text = "" if path.exists() else "# Benchmark results\n"
-    text += (
-        f"\n## {now}: {title}\n\n"
-        f"- Command: `{command}`\n- Machine: {machine}\n- Input: {inputs}\n\n"
-        f"{table}\n\n" + "".join(f"- {n}\n" for n in notes)
-    )
-    with path.open("a", encoding="utf-8") as f:
-        f.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,33 +32,28 @@ import os
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import etl_csv  # noqa: E402
-from etl_csv import (  # noqa: E402
+from benchmarks import etl_csv  # noqa: E402
+from benchmarks.etl_csv import finish, generate_csv, read_outputs, write_config  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    REPO_ROOT,
+    RESULTS,
+    SAMPLE_S,
     append_results,
-    finish,
-    generate_csv,
     machine_facts,
-    read_outputs,
-    write_config,
+    measure,
 )
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 VARIANTS = ("shardflow-1", "shardflow-2", "naive", "floor")
 # Sizes of this many rows or more run --repeats-large times instead of --repeats.
 LARGE_ROWS = 1_000_000
-SAMPLE_S = 0.1
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 # Targets, checked at the largest size (throughput ratios).
 TARGET_VS_NAIVE = 7.0
@@ -80,76 +75,6 @@ GENERATE_US_PER_ROW = 30.0
 # --- measuring ---------------------------------------------------------------------------------
 
 
-def tree_memory(root: int) -> tuple[int, int]:
-    """The summed RSS and PSS of `root` and all its descendants, from /proc (one scan). Forked
-    processes share the pages of their parent, which RSS counts in each of them and PSS divides
-    among them: the tree's PSS is the memory it holds."""
-    parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:  # gone meanwhile
-            continue
-        # "pid (comm) state ppid ... rss": comm may hold spaces and parentheses.
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        pid = int(entry.name)
-        parents[pid] = int(fields[1])
-        rss[pid] = int(fields[21]) * PAGE
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parents.items():
-        children.setdefault(ppid, []).append(pid)
-    total_rss, total_pss, todo = 0, 0, [root]
-    while todo:
-        pid = todo.pop()
-        total_rss += rss.get(pid, 0)
-        total_pss += _pss(pid)
-        todo += children.get(pid, [])
-    return total_rss, total_pss
-
-
-def _pss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            for line in f:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # gone meanwhile, or no smaps_rollup
-        pass
-    return 0
-
-
-def become_subreaper() -> bool:
-    """Makes the processes this one starts, and their orphans, children of this one (Linux
-    PR_SET_CHILD_SUBREAPER), so that `measure` can reap them all and count their CPU time: a
-    fork server outlives the process that started it by a moment and is not reaped by it."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def reap_orphans(deadline_s: float = 30.0) -> float:
-    """Waits for the children this process still has (orphans of a measured run) and returns
-    their CPU seconds, theirs and their reaped children's."""
-    cpu, end = 0.0, time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            pid, _, usage = os.wait4(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            time.sleep(0.02)
-            continue
-        cpu += usage.ru_utime + usage.ru_stime
-    return cpu
-
-
 @dataclasses.dataclass
 class Run:
     variant: str
@@ -164,37 +89,6 @@ class Run:
     rejected: int | None = None
     work_s: float | None = None
     log: Path | None = None
-
-
-def measure(
-    cmd: list[str], log: Path, env: dict[str, str] | None = None
-) -> tuple[int, float, float, float, float, float]:
-    """Runs cmd (in `env`, default this process's); returns exit code, wall s, CPU s (the
-    process's, its descendants' and their orphans'), peak tree RSS MB, peak tree PSS MB and the
-    largest process MB."""
-    become_subreaper()
-    peak_rss = peak_pss = 0
-    done = threading.Event()
-    with log.open("wb") as out:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-        def sample() -> None:
-            nonlocal peak_rss, peak_pss
-            while not done.is_set():
-                rss, pss = tree_memory(proc.pid)
-                peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
-                done.wait(SAMPLE_S)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        done.set()
-        sampler.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    cpu = usage.ru_utime + usage.ru_stime + reap_orphans()
-    return proc.returncode, wall, cpu, peak_rss / 2**20, peak_pss / 2**20, usage.ru_maxrss / 1024
 
 
 def shardflow_command() -> str:

@@ -50,23 +50,19 @@ import textwrap
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import etl_csv  # noqa: E402
-from etl_csv import (  # noqa: E402
-    COLUMNS,
+from benchmarks import etl_csv  # noqa: E402
+from benchmarks.etl_csv import COLUMNS, count_tfrecords, finish, generate_csv, write_config  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    REPO_ROOT,
+    RESULTS,
     append_results,
-    count_tfrecords,
-    finish,
-    generate_csv,
     git_commit,
     machine_facts,
-    write_config,
+    measure,  # noqa: E402
 )
-from etl_scale import measure  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 CASES = {"a": "one CSV", "b": "CSV parts", "c": "one JSON Lines", "d": "naive, (a)'s CSV"}
 NAIVE = "d"
 TF_STUB = REPO_ROOT / ".device" / "tf_stub"

@@ -49,21 +49,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-sys.path[:0] = [str(REPO_ROOT), str(Path(__file__).resolve().parent)]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from etl_csv import (  # noqa: E402
-    COLUMNS,
-    PAYMENT_TYPES,
-    append_results,
-    generate_csv,
-    machine_facts,
-)
 
+from benchmarks.etl_csv import COLUMNS, PAYMENT_TYPES, generate_csv  # noqa: E402
+from benchmarks.harness import REPO_ROOT, RESULTS, append_results, machine_facts  # noqa: E402
 from trainer.dataset import Inputs  # noqa: E402
 from trainer.manifest import Manifest, load_manifest  # noqa: E402
 from trainer.plan import InputFlags, plan_input  # noqa: E402

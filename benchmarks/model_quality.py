@@ -38,7 +38,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.etl_csv import append_results, machine_facts  # noqa: E402
+from benchmarks.harness import append_results, machine_facts  # noqa: E402
 from benchmarks.quality_datasets import DATASETS, MORE, Dataset, write_input  # noqa: E402
 
 ACCURACY_SLACK = 0.02  # a classifier may trail the better tree by this much accuracy

@@ -3,10 +3,11 @@
 Two CSV files of the same ROWS rows (id, score, name, day) are generated: in one every fifth
 row's `score` is not a number (20% of the rows are rejected, each with its raw line), in the
 other it is. `shardflow etl` runs on each, a fresh process tree per run, while a sampler sums
-the resident memory (RSS, from /proc) of the command and every process it started, every
-50 ms: the peak of that sum is the run's memory. With `--before DIR` (a checkout of an earlier
-commit) the same runs are made with that code too, side by side. The memory with rejects
-should stay within 10% of the memory without: no worker holds the rejected records.
+the resident memory (RSS, from /proc) of the command and every process it started, every 0.1 s
+(`benchmarks.harness.measure`): the peak of that sum is the run's memory. With `--before DIR` (a
+checkout of an earlier commit) the same runs are made with that code too, side by side. The
+memory with rejects should stay within 10% of the memory without: no worker holds the rejected
+records.
 
     python benchmarks/rejected_memory.py --rows 5000000 --before /tmp/base --record
 """
@@ -19,18 +20,14 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.etl_csv import append_results, machine_facts  # noqa: E402
+from benchmarks.harness import RESULTS, append_results, machine_facts, measure  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "RESULTS.md"
 REJECT_EVERY = 5
 CONFIG = """\
 name: rejected_memory
@@ -66,53 +63,6 @@ def generate(path: Path, rows: int, bad: bool, seed: int = 11) -> int:
     return path.stat().st_size
 
 
-def _tree_rss(root: int) -> int:
-    """Resident bytes of `root` and all its descendants (from /proc)."""
-    parents: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    page = os.sysconf("SC_PAGE_SIZE")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(entry)
-        parents.setdefault(int(fields[1]), []).append(pid)  # fields[1]: ppid
-        rss[pid] = int(fields[21]) * page  # fields[21]: rss in pages
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo += parents.get(pid, [])
-    return total
-
-
-def measure(cmd: list[str], cwd: Path, env: dict, log: Path) -> tuple[int, float, float]:
-    """Runs cmd; returns (exit code, wall s, peak summed RSS of its process tree in MB)."""
-    peak = 0
-    with log.open("wb") as out:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        done = threading.Event()
-
-        def sample():
-            nonlocal peak
-            while not done.is_set():
-                peak = max(peak, _tree_rss(proc.pid))
-                time.sleep(0.05)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        code = proc.wait()
-        done.set()
-        sampler.join()
-        wall = time.perf_counter() - start
-    return code, wall, peak / 1e6
-
-
 def run(code: Path, config: Path, work: Path, name: str) -> tuple[float, float, int]:
     """One `shardflow etl` with the code at `code`; returns (peak MB, wall s, rejected)."""
     out = work / f"out-{name}"
@@ -121,7 +71,7 @@ def run(code: Path, config: Path, work: Path, name: str) -> tuple[float, float, 
         "etl", "--config", str(config), "--output", str(out), "--overwrite",
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(code))
-    status, wall, peak = measure(cmd, code, env, work / f"{name}.log")
+    status, wall, _, peak, _, _ = measure(cmd, work / f"{name}.log", env, cwd=code)
     if status != 0:
         raise SystemExit(f"{name}: exit {status}; see {work / f'{name}.log'}")
     rejected = json.loads((out / "manifest.json").read_text())["rejected"]["records"]
@@ -186,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.rows:,} CSV rows (id, score, name, day), {sizes[False] / 1e6:.0f} MB clean "
             f"and {sizes[True] / 1e6:.0f} MB with every fifth score not a number; default "
             "runner flags; memory: the peak of the summed RSS of the command and its workers, "
-            "sampled every 50 ms; medians of "
+            "sampled every 0.1 s; medians of "
             f"{args.repeats} run(s)"
         )
         append_results(

@@ -29,10 +29,11 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import etl_csv  # noqa: E402
-from etl_scale import measure, shardflow_command  # noqa: E402
+from benchmarks import etl_csv  # noqa: E402
+from benchmarks.etl_scale import shardflow_command  # noqa: E402
+from benchmarks.harness import measure  # noqa: E402
 
 KEYED = etl_csv.DATA["keyed"]
 

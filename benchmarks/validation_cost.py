@@ -33,14 +33,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.etl_csv import (  # noqa: E402
-    DATA,
-    append_results,
-    generate,
-    machine_facts,
-    measure,
-    write_config,
-)
+from benchmarks.etl_csv import DATA, generate, measure, write_config  # noqa: E402
+from benchmarks.harness import append_results, machine_facts  # noqa: E402
 
 LIMITS = {
     "drift": {"l_infinity": 0.01, "jensen_shannon": 0.01},
@@ -68,13 +62,14 @@ def time_validate(out: Path, baseline: Path, repeats: int = 5) -> float:
     """Median seconds of `validate` on `out`'s statistics against `baseline`."""
     from pipelines.config import load_config
     from transforms.contract.manifest import Manifest
+    from transforms.contract.statistics import Statistics
     from transforms.validation.check import Baseline, validate
 
     manifest = Manifest.from_json((out / "manifest.json").read_text())
-    stats = json.loads((out / "statistics.json").read_text())
+    stats = Statistics.loads((out / "statistics.json").read_text())
     base = Baseline(
         str(baseline),
-        json.loads((baseline / "statistics.json").read_text()),
+        Statistics.loads((baseline / "statistics.json").read_text()),
         (baseline / "schema.pbtxt").read_text(),
     )
     spec = load_config(str(out.parent / "config.yaml"), output=str(out)).validation
