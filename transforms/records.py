@@ -14,7 +14,7 @@ import gc
 import itertools
 import json
 import operator
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -183,6 +183,30 @@ class EncodedChunk:
 
     def approx_bytes(self) -> int:
         return self.payload.nbytes + 16 * len(self.payload)
+
+
+class PieceTask(NamedTuple):
+    """One piece of a shard to write: the split (by index), the shard, the split's shard count,
+    the shard's pieces and which one (`transforms.sink.spill.piece_tasks`)."""
+
+    split: int
+    shard: int
+    shards: int
+    pieces: int
+    piece: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardFile:
+    """A shard as written under the staging folder: its split, path (relative to the dataset),
+    records, the duplicates of a key dropped from it, its bytes and SHA-256."""
+
+    split: str
+    path: str
+    records: int
+    duplicates: int
+    bytes: int
+    sha256: str
 
 
 def record_json(record: Any) -> str:

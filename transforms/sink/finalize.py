@@ -101,7 +101,7 @@ class _PublishFn(beam.DoFn):
             for split, n in zip(self._dataset.split_names, shard_count)
             for index in range(n)
         }
-        written = sorted(s["path"] for s in shards)
+        written = sorted(s.path for s in shards)
         if sorted(expected) != written:  # every shard is written once, if empty, or the run fails
             raise RuntimeError(
                 f"shards written {written} differ from those planned {sorted(expected)}"

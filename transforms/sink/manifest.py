@@ -20,7 +20,7 @@ from transforms.contract.manifest import (
     SplitEntry,
     TransformEntry,
 )
-from transforms.records import ignored_counter, read_counter
+from transforms.records import ShardFile, ignored_counter, read_counter
 from transforms.sink.rejected import RejectedFiles
 
 MAX_IGNORED_LISTED = 100  # ignored fields a source lists in the manifest, by records holding them
@@ -28,7 +28,7 @@ MAX_IGNORED_LISTED = 100  # ignored fields a source lists in the manifest, by re
 
 def build_manifest(
     dataset: DatasetSpec,
-    shards: list[dict[str, Any]],
+    shards: list[ShardFile],
     rejected: RejectedFiles,
     counts: dict[str, int],
     transform: dict[str, Any] | None = None,
@@ -41,11 +41,11 @@ def build_manifest(
     splits: dict[str, SplitEntry] = {}
     duplicates = counts.get("duplicates", 0)
     for name in dataset.split_names:
-        files = sorted((s for s in shards if s["split"] == name), key=lambda s: s["path"])
-        duplicates += sum(s.get("duplicates", 0) for s in files)
+        files = sorted((s for s in shards if s.split == name), key=lambda s: s.path)
+        duplicates += sum(s.duplicates for s in files)
         splits[name] = SplitEntry(
-            records=sum(s["records"] for s in files),
-            files=tuple(_file(s) for s in files),
+            records=sum(s.records for s in files),
+            files=tuple(FileEntry(s.path, s.records, s.bytes, s.sha256) for s in files),
         )
     sources = {
         s.name: SourceEntry(

@@ -43,7 +43,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.coders import ChunkCoder
 from transforms.contract.layout import SPILL_DIR
 from transforms.keys import KEYS
-from transforms.records import EncodedChunk
+from transforms.records import EncodedChunk, PieceTask
 from transforms.shards import ShardPart
 from transforms.sink.storage import create_file
 from transforms.split import binary, binary_offsets
@@ -245,8 +245,8 @@ def split_bytes(spill: SpillFile) -> tuple[int, int]:
 
 def piece_tasks(
     counts: list[int], spills: list[SpillFile], piece_bytes: int
-) -> Iterator[tuple[int, int, int, int, int]]:
-    """(split, shard, shards in the split, pieces, piece) for every piece of every shard.
+) -> Iterator[PieceTask]:
+    """Every piece of every shard (`PieceTask`: split, shard, shards in the split, pieces, piece).
 
     A shard is written in `pieces`, consecutive ranges of its order hashes of about `piece_bytes`
     each (`transforms.shards.shard_pieces`), so that no writer holds the whole shard and its
@@ -260,7 +260,7 @@ def piece_tasks(
         pieces = max(1, -(-sizes[split] // (count * piece_bytes)))
         for shard in range(count):
             for piece in range(pieces):
-                yield split, shard, count, pieces, piece
+                yield PieceTask(split, shard, count, pieces, piece)
 
 
 def split_spills(spills: list[SpillFile], split: int) -> list[SpillFile]:

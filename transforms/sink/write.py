@@ -24,7 +24,7 @@ from apache_beam.transforms.window import GlobalWindows
 from transforms import progress
 from transforms.contract.config import DatasetSpec, OutputSpec
 from transforms.contract.layout import segment_name, shard_name
-from transforms.records import EncodedChunk
+from transforms.records import EncodedChunk, PieceTask, ShardFile
 from transforms.shards import shard_counts, shard_order, shard_pieces
 from transforms.sink.framing import BLOCK_RECORDS, RecordFileWriter
 from transforms.sink.segments import join_segments
@@ -107,7 +107,7 @@ class WritePieceFn(beam.DoFn):
         self._pending = []
         self._failed = threading.Event()  # a piece of this bundle failed
 
-    def process(self, task, spills):
+    def process(self, task: PieceTask, spills):
         self._pending.append(self._pool.submit(self._write, task, spills, self._failed))
 
     def finish_bundle(self):
@@ -118,7 +118,7 @@ class WritePieceFn(beam.DoFn):
     def teardown(self):
         self._pool.shutdown()
 
-    def _write(self, task, spills, failed) -> dict[str, Any]:
+    def _write(self, task: PieceTask, spills, failed) -> dict[str, Any]:
         split, shard, count, pieces, piece = task
         name = shard_name(self._splits[split], shard, count, self._output.suffix)
         segment = segment_name(name, piece) if pieces > 1 else None
@@ -157,26 +157,26 @@ class WritePieceFn(beam.DoFn):
         }
 
 
-def join_shard(item: tuple[str, Iterable[dict[str, Any]]], staging: str, output: OutputSpec):
-    """The facts of a shard (split, path, records, duplicates, bytes, sha256) from those of its
-    pieces; a shard of several pieces is first joined from its segments (`join_segments`)."""
+def join_shard(
+    item: tuple[str, Iterable[dict[str, Any]]], staging: str, output: OutputSpec
+) -> ShardFile:
+    """The shard from the facts of its pieces; a shard of several pieces is first joined from
+    its segments (`join_segments`)."""
     name, pieces = item
     pieces = sorted(pieces, key=lambda p: p["piece"])
     if [p["piece"] for p in pieces] != list(range(pieces[0]["pieces"])):
         raise RuntimeError(f"{name}: pieces {[p['piece'] for p in pieces]} written, not all")
-    facts = {
-        "split": pieces[0]["split"],
-        "path": name,
-        "records": sum(p["records"] for p in pieces),
-        "duplicates": sum(p["duplicates"] for p in pieces),
-    }
+    split, records = pieces[0]["split"], sum(p["records"] for p in pieces)
+    duplicates = sum(p["duplicates"] for p in pieces)
     if len(pieces) == 1:  # written whole
-        return {**facts, "bytes": pieces[0]["bytes"], "sha256": pieces[0]["sha256"]}
-    segments = [{**p, "file": f"{staging}/{p['segment']}"} for p in pieces]
-    joined = join_segments(
-        f"{staging}/{name}", segments, output.compression, output.compression_level
-    )
-    return {**facts, **joined}
+        size, sha256 = pieces[0]["bytes"], pieces[0]["sha256"]
+    else:
+        segments = [{**p, "file": f"{staging}/{p['segment']}"} for p in pieces]
+        joined = join_segments(
+            f"{staging}/{name}", segments, output.compression, output.compression_level
+        )
+        size, sha256 = joined["bytes"], joined["sha256"]
+    return ShardFile(split, name, records, duplicates, size, sha256)
 
 
 class WriteShards(beam.PTransform):

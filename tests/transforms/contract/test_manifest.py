@@ -21,6 +21,7 @@ from transforms.contract.manifest import (
     SplitEntry,
     TransformEntry,
 )
+from transforms.records import ShardFile
 from transforms.sink.manifest import build_manifest
 from transforms.sink.rejected import RejectedFiles
 from transforms.sink.storage import staging_path
@@ -67,20 +68,8 @@ def _built(tmp_path, date: str | None = None) -> Manifest:
     """A manifest as the ETL builds it, every optional section set."""
     dataset = dataclasses.replace(_dataset(tmp_path), date=date)
     shards = [
-        {
-            "split": "train",
-            "path": "train/train-00000-of-00001.tfrecord.zz",
-            "records": 2,
-            "bytes": 10,
-            "sha256": "a" * 64,
-        },
-        {
-            "split": "eval",
-            "path": "eval/eval-00000-of-00001.tfrecord.zz",
-            "records": 1,
-            "bytes": 7,
-            "sha256": "b" * 64,
-        },
+        ShardFile("train", "train/train-00000-of-00001.tfrecord.zz", 2, 0, 10, "a" * 64),
+        ShardFile("eval", "eval/eval-00000-of-00001.tfrecord.zz", 1, 0, 7, "b" * 64),
     ]
     rejected = RejectedFiles(
         (

@@ -208,6 +208,7 @@ def test_local_check_output_and_discard(tmp_path):
 
 def _manifest(transform):
     from pipelines.config import parse_config
+    from transforms.records import ShardFile
     from transforms.sink.manifest import build_manifest
     from transforms.sink.rejected import RejectedFiles
 
@@ -222,20 +223,8 @@ def _manifest(transform):
         base_dir="/cfg",
     )
     shards = [
-        {
-            "split": "train",
-            "path": "train/train-00000-of-00001.tfrecord.gz",
-            "records": 3,
-            "bytes": 1,
-            "sha256": "x",
-        },
-        {
-            "split": "eval",
-            "path": "eval/eval-00000-of-00001.tfrecord.gz",
-            "records": 1,
-            "bytes": 1,
-            "sha256": "y",
-        },
+        ShardFile("train", "train/train-00000-of-00001.tfrecord.gz", 3, 0, 1, "x"),
+        ShardFile("eval", "eval/eval-00000-of-00001.tfrecord.gz", 1, 0, 1, "y"),
     ]
     entry = {"path": "rejected/r.jsonl", "records": 0, "bytes": 0, "sha256": "z"}
     rejected = RejectedFiles((entry,), {})

@@ -135,6 +135,7 @@ def test_a_shard_written_in_pieces_holds_the_records_of_the_shard_written_whole(
     import threading
 
     from transforms.contract.config import OutputSpec
+    from transforms.records import PieceTask
     from transforms.sink.write import WritePieceFn, join_shard
     from transforms.split import record_hash
 
@@ -151,13 +152,13 @@ def test_a_shard_written_in_pieces_holds_the_records_of_the_shard_written_whole(
         staging = str(tmp_path / f"staging{pieces}")
         fn = WritePieceFn(staging, ["train", "eval", "test"], output)
         written = [
-            fn._write((0, 1, 2, pieces, piece), spills, threading.Event())
+            fn._write(PieceTask(0, 1, 2, pieces, piece), spills, threading.Event())
             for piece in range(pieces)
         ]
         shard = join_shard((written[0]["path"], written), staging, output)
-        facts.append({k: shard[k] for k in ("split", "path", "records", "duplicates")})
-        framed.append(gzip.decompress(open(f"{staging}/{shard['path']}", "rb").read()))
-    assert facts[0]["duplicates"] > 0 and facts[0]["records"] > 0
+        facts.append((shard.split, shard.path, shard.records, shard.duplicates))
+        framed.append(gzip.decompress(open(f"{staging}/{shard.path}", "rb").read()))
+    assert facts[0][3] > 0 and facts[0][2] > 0
     assert facts[0] == facts[1] and framed[0] == framed[1]
 
 

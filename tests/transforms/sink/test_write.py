@@ -126,9 +126,9 @@ def _facts_match_files(staging: str):
 
     def check(facts):
         for fact in facts:
-            data = Path(staging, fact["path"]).read_bytes()
-            if (fact["bytes"], fact["sha256"]) != (len(data), hashlib.sha256(data).hexdigest()):
-                raise BeamAssertException(f"{fact['path']}: facts do not match the file: {fact}")
+            data = Path(staging, fact.path).read_bytes()
+            if (fact.bytes, fact.sha256) != (len(data), hashlib.sha256(data).hexdigest()):
+                raise BeamAssertException(f"{fact.path}: facts do not match the file: {fact}")
 
     return check
 
@@ -142,7 +142,7 @@ def _write(staging: Path, chunks, expected, compression="gzip", flags=(), **size
     with TestPipeline(runner="FnApiRunner", options=options) as p:
         facts, shard_counts = p | beam.Create(chunks) | WriteShards(dataset, str(staging), **sizes)
         assert_that(
-            facts | beam.Map(lambda f: (f["split"], f["path"], f["records"], f["duplicates"])),
+            facts | beam.Map(lambda f: (f.split, f.path, f.records, f.duplicates)),
             equal_to([(s, path, len(rows), d) for path, (s, rows, d) in expected.items()]),
             label="CheckFacts",
         )
