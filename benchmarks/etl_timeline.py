@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-json", type=Path)
     args = parser.parse_args(own)
 
-    from pipelines import forkserver
+    from pipelines.runner import forkserver
 
     if forkserver.wanted(etl_args):  # as `shardflow etl` does, before it imports Beam
         forkserver.start()

@@ -196,9 +196,11 @@ def _for_prediction(dataset, source_name: str | None, path: str):
         source = _source_of(path, files)
     else:
         source = files[names.index(source_name)]
-    options = dict(source.options)
+    options = source.options
     if source.format == "images":
-        options["label_from"] = "none"
+        from transforms.sources.images import ImagesOptions
+
+        options = dataclasses.replace(source.options_as(ImagesOptions), label_from="none")
     source = dataclasses.replace(source, path=path, options=options)
     features = tuple(f for f in dataset.features if f.name != dataset.label)
     sources = tuple(source if s.name == source.name else s for s in dataset.sources)

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 
-from pipelines import forkserver, quiet
+from pipelines.runner import forkserver, quiet
 from transforms.ui.suggest import did_you_mean
 
 # name -> (module, its entry point, the module:function of its argument parser, summary). The
@@ -40,7 +40,7 @@ COMMANDS = {
 }  # fmt: skip
 
 # The commands that run TensorFlow in this process (the ETL for a `transform:` section): its
-# native chatter is filtered (`pipelines.quiet`) unless --verbose.
+# native chatter is filtered (`pipelines.runner.quiet`) unless --verbose.
 TENSORFLOW_COMMANDS = ("train", "inspect", "predict", "etl")
 
 USAGE = "usage: shardflow [--version] {%s} [ARGS ...]\n\n%s\n\n%s" % (

@@ -55,6 +55,7 @@ from transforms.contract.config import (
     FeatureSpec,
     OptionError,
     OutputSpec,
+    SourceOptions,
     SourceSpec,
 )
 from transforms.contract.layout import (
@@ -266,9 +267,9 @@ def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
                 f"format {fmt!r} is not supported by this version "
                 f"(supported: {', '.join(IMPLEMENTED_FORMATS)})",
             )
-        options = value_of(src, "options", where + ".", {})
-        require_mapping(options, f"{where}.options")
-        options = _parse_options(fmt, options, f"{where}.options")
+        raw_options = value_of(src, "options", where + ".", {})
+        require_mapping(raw_options, f"{where}.options")
+        options = _parse_options(fmt, raw_options, f"{where}.options")
         options = registry.resolve_paths(fmt, options, base_dir)
         path = value_of(src, "path", where + ".", None)
         if fmt in FILE_FORMATS:
@@ -284,7 +285,7 @@ def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
     return tuple(out)
 
 
-def _parse_options(fmt: str, options: dict[str, Any], where: str) -> dict[str, Any]:
+def _parse_options(fmt: str, options: dict[str, Any], where: str) -> SourceOptions:
     try:
         return registry.check_options(fmt, options)
     except OptionError as e:

@@ -9,13 +9,11 @@ Exit status: 0 done, 2 bad command line or config, 1 the job failed.
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import dataclasses
 import datetime
 import logging
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -27,43 +25,44 @@ from typing import Callable, Iterator, cast
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
-    DirectOptions,
     GoogleCloudOptions,
-    PipelineOptions,
     StandardOptions,
-    WorkerOptions,
 )
 
-from pipelines import joblog, progress, workers
 from pipelines.config import ConfigError, load_config
 from pipelines.examples import SampleRejected, likely_cause, sample_report
 from pipelines.flags import Tuning, beam_flags, build_parser, dates_of, tuning_from
 from pipelines.inputs import check_inputs
 from pipelines.report.graph import pipeline_graph
 from pipelines.report.writer import write_report
+from pipelines.runner import joblog, progress, workers
+from pipelines.runner.options import (
+    encode_threads,
+    parallelism,
+    pipeline_options,
+    spill_bytes,
+    write_threads,
+)
+from pipelines.runner.process import exit_process
 from pipelines.summary import failure_reason, print_summary, refusal
 from transforms.contract.config import DatasetSpec
 from transforms.files import CorruptFile, FileError, match_files
 from transforms.join import JoinByKey
-from transforms.prepare import ENCODE_THREADS, PrepareRecords
+from transforms.prepare import PrepareRecords
 from transforms.quality import CountFields
 from transforms.sink.finalize import PublishDataset
 from transforms.sink.output import Expected, holds_dataset
 from transforms.sink.rejected import WriteRejected
 from transforms.sink.storage import discard, read_if_exists, staging_path
-from transforms.sink.write import SPILL_BYTES, WRITE_THREADS, WriteShards
+from transforms.sink.write import SPILL_BYTES, WriteShards
 from transforms.sources import ranges, registry
 from transforms.sources.read import FirstRecords, ReadSource
-from transforms.sources.text import regex_note
+from transforms.sources.text import TextOptions, regex_note
 from transforms.stats import MergeStats
 from transforms.validation.check import read_dataset
 from transforms.validation.schema import read_schema
 
 logger = logging.getLogger(__name__)
-# The DirectRunner of Beam 2.77 first tries the Prism runner, which downloads a binary (no
-# network here) and then falls back to the FnApiRunner; we go to the FnApiRunner directly. It
-# honours --direct_num_workers and --direct_running_mode like the DirectRunner.
-_LOCAL_RUNNERS = {None, "DirectRunner", "direct", "directrunner"}
 _INTERRUPTED = threading.Event()  # set by SIGINT (Ctrl-C) during `run`
 
 
@@ -135,65 +134,6 @@ def build_etl(
         inputs["transform"] = transform
     return inputs | "Publish" >> PublishDataset(
         dataset, staging, expected=expected, baseline=baseline, before_publish=before_publish
-    )
-
-
-def pipeline_options(beam_args: list[str]) -> PipelineOptions:
-    """Beam options from the leftover flags, with the local runner made explicit."""
-    options = PipelineOptions(beam_args)
-    standard = options.view_as(StandardOptions)
-    if standard.runner in _LOCAL_RUNNERS:
-        standard.runner = "FnApiRunner"
-    return options
-
-
-def parallelism(options: PipelineOptions) -> int:
-    """How many records the runner works on at once: the local runner's worker processes or
-    threads, or Dataflow's largest worker count times the vCPUs of its machine type."""
-    runner = options.view_as(StandardOptions).runner
-    if runner == "FnApiRunner":
-        direct = options.view_as(DirectOptions)
-        if direct.direct_running_mode == "in_memory":
-            return 1
-        return direct.direct_num_workers or os.cpu_count() or 1
-    if runner == "DataflowRunner":
-        workers = options.view_as(WorkerOptions)
-        count = workers.max_num_workers or workers.num_workers or 1
-        vcpus = re.search(r"-(\d+)$", workers.machine_type or "")
-        return count * (int(vcpus.group(1)) if vcpus else 1)
-    return 1
-
-
-def write_threads(options: PipelineOptions) -> int:
-    """Shard pieces each worker process writes at once: the cores shared among local worker
-    processes (so that 16 of them on 16 cores do not each run 4), else `WRITE_THREADS` (at most
-    one per core of the worker's machine, as the writer sees it there)."""
-    local = _local_processes(options)
-    return (
-        WRITE_THREADS if local == 1 else max(1, min(WRITE_THREADS, (os.cpu_count() or 1) // local))
-    )
-
-
-def encode_threads(options: PipelineOptions) -> int:
-    """Helper threads of each worker's encoder: none where local worker processes already
-    outnumber half the cores, else `ENCODE_THREADS`."""
-    return 0 if _local_processes(options) > (os.cpu_count() or 1) // 2 else ENCODE_THREADS
-
-
-def _local_processes(options: PipelineOptions) -> int:
-    """Worker processes of this run on this machine, beside each other (1: one, or remote)."""
-    direct = options.view_as(DirectOptions)
-    if parallelism(options) > 1 and direct.direct_running_mode == "multi_processing":
-        return parallelism(options)
-    return 1
-
-
-def spill_bytes(options: PipelineOptions) -> int:
-    """Encoded bytes a worker process gathers before it sorts and spills them: `SPILL_BYTES`,
-    halved where local worker processes outnumber half the cores (a worker holds about 2.7 times
-    this above its code)."""
-    return (
-        SPILL_BYTES // 2 if _local_processes(options) > (os.cpu_count() or 1) // 2 else SPILL_BYTES
     )
 
 
@@ -345,7 +285,8 @@ def _limited(dataset: DatasetSpec, args: argparse.Namespace) -> DatasetSpec:
 def _warn_of(dataset: DatasetSpec) -> None:
     """Prints the config's warnings: what it asks for that works, but not as one may expect."""
     for i, source in enumerate(dataset.sources):
-        note = regex_note(source.options.get("regex")) if source.format == "text" else None
+        opts = source.options
+        note = regex_note(opts.regex) if isinstance(opts, TextOptions) else None
         if note is not None:
             print(f"shardflow etl: warning: sources[{i}] {source.name!r}: {note}", file=sys.stderr)
 
@@ -497,23 +438,6 @@ def _likely_cause(dataset: DatasetSpec) -> str:
         if cause is not None:
             return f" (sources[{i}] {source.name!r}: {cause})"
     return ""
-
-
-def exit_process(code: int) -> None:
-    """Ends the process with `code`, also when TensorFlow was loaded by a tf.Transform.
-
-    After a tf.Transform analysis the interpreter may crash while it tears down TensorFlow's
-    objects (exit status 139 after a successful run). With TensorFlow loaded, the exit
-    handlers run (logging, temporary files) and the process ends without that teardown.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if "tensorflow" not in sys.modules:
-        sys.exit(code)
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def main() -> None:

@@ -25,6 +25,9 @@ from transforms.keys import KeyMaker, key_columns
 from transforms.prepare import Preparer, batch_of_chunk
 from transforms.records import RawChunk, gc_paused, location
 from transforms.sources import registry
+from transforms.sources.csv import CsvOptions
+from transforms.sources.jsonl import JsonlOptions
+from transforms.sources.text import TextOptions
 
 
 @dataclasses.dataclass
@@ -154,15 +157,19 @@ def likely_cause(source: SourceSpec, path: str) -> str | None:
         return None
     whole = len(head) <= detect.HEAD_BYTES
     text, found = detect.decode_head(head[: detect.HEAD_BYTES], whole)
-    encoding = codecs.lookup(source.options.get("encoding", "utf-8")).name
+    opts = source.options
+    text_encoding = "utf-8"  # a format without an encoding option reads no text
+    if isinstance(opts, (CsvOptions, JsonlOptions, TextOptions)):
+        text_encoding = opts.encoding
+    encoding = codecs.lookup(text_encoding).name
     if found.startswith("utf-16") and not encoding.startswith("utf-16"):
         return (
             f"{path} starts with a UTF-16 byte order mark, but options.encoding is "
             f"{encoding!r}: set encoding: utf-16"
         )
-    if source.format != "csv":
+    if not isinstance(opts, CsvOptions):
         return None
-    delimiter = source.options.get("delimiter", ",")
+    delimiter = opts.delimiter
     sniffed = detect.sniff_delimiter(text, whole, delimiter)
     if sniffed is not None and sniffed != delimiter:
         return (

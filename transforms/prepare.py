@@ -89,7 +89,9 @@ class Preparer:
 
     def __init__(self, dataset: DatasetSpec):
         delimiters = {
-            s.name: s.options["list_delimiter"] for s in dataset.sources if s.format == "csv"
+            s.name: s.options.cell_list_delimiter
+            for s in dataset.sources
+            if s.options.cell_list_delimiter is not None
         }
         self._validator = Validator(dataset.features, dataset.source_names, delimiters)
         self._features = dataset.features

@@ -2,10 +2,10 @@
 its finishing steps.
 
 The pipeline's steps count into this module (`add`) while a run is watched (the entry point's
-`pipelines.progress.Reporter` sets `ENV` to a folder). The counts of the process the job runs in
-are read directly; worker processes of a local multi-process run (which inherit the environment)
-each keep theirs in a small JSON file of that folder, written at most once a second; `totals`
-sums them.
+`pipelines.runner.progress.Reporter` sets `ENV` to a folder). The counts of the process the job
+runs in are read directly; worker processes of a local multi-process run (which inherit the
+environment) each keep theirs in a small JSON file of that folder, written at most once a
+second; `totals` sums them.
 
 The finishing steps (`FINISHING`) time themselves (`timed`) into Beam metrics, which runners
 bring back to the process that ran the job, wherever its workers were.

@@ -80,6 +80,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from pipelines.etl import exit_process
+    from pipelines.runner.process import exit_process
 
     exit_process(main())

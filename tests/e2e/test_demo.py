@@ -245,6 +245,13 @@ def test_manifest_ledger_files_and_rejections(dataset):
         "train",
         "transform",
     ]
+    # TFDV's statistics hold the splits in the config's order, as the manifest does
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    proto = statistics_pb2.DatasetFeatureStatisticsList.FromString(
+        (dataset / "statistics.pb").read_bytes()
+    )
+    assert [d.name for d in proto.datasets] == list(manifest["splits"]) == ["train", "eval", "test"]
     transform = manifest["transform"]
     assert (transform["path"], transform["materialize"]) == ("transform", "raw")
     assert transform["analyzed_records"] == manifest["splits"]["train"]["records"]

@@ -1,6 +1,6 @@
 """The `shardflow` command answers at once and quietly: `--help` of every command, `--version`
 and a config error in a fresh process, timed, without importing Beam or TensorFlow; and
-TensorFlow's native start-up lines kept off stderr (`pipelines.quiet`)."""
+TensorFlow's native start-up lines kept off stderr (`pipelines.runner.quiet`)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_a_config_error_is_told_before_beam_is_imported(tmp_path):
 
 _FILTER = """
 import os, sys
-from pipelines.quiet import native_log_filtered
+from pipelines.runner.quiet import native_log_filtered
 with native_log_filtered():
     os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are "
                 b"written to STDERR\\n")

@@ -38,10 +38,12 @@ _DELETE = object()
 
 
 def test_defaults_and_resolution_against_the_config_folder():
+    from transforms.sources.csv import CsvOptions
+
     spec = parse_config(_with(), base_dir="/cfg")
     assert spec.sources[0].path == "/cfg/data/*.csv"
-    assert spec.sources[0].options["delimiter"] == ","
-    assert spec.sources[0].options["null_values"] == [""]
+    assert spec.sources[0].options_as(CsvOptions).delimiter == ","
+    assert spec.sources[0].options_as(CsvOptions).null_values == [""]
     assert spec.output.path == "/cfg/out/p"
     assert spec.output.compression == "gzip"
     assert spec.output.compression_level == 6

@@ -46,7 +46,7 @@ def test_the_automatic_range_size_gives_each_worker_eight_ranges_within_bounds()
     ],
 )
 def test_parallelism_counts_the_workers_the_runner_will_use(flags, workers):
-    from pipelines.etl import parallelism, pipeline_options
+    from pipelines.runner.options import parallelism, pipeline_options
 
     assert parallelism(pipeline_options(flags)) == workers
 
@@ -82,7 +82,7 @@ def test_a_bad_tuning_value_is_refused_naming_its_flag(flag, value, message, cap
 
 
 def test_local_worker_processes_share_the_cores_for_writing(monkeypatch):
-    from pipelines.etl import pipeline_options, write_threads
+    from pipelines.runner.options import pipeline_options, write_threads
 
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     local = ["--direct_running_mode", "multi_processing", "--direct_num_workers"]
@@ -98,7 +98,7 @@ def test_local_worker_processes_share_the_cores_for_writing(monkeypatch):
 
 
 def test_many_local_worker_processes_spill_half_as_much(monkeypatch):
-    from pipelines.etl import pipeline_options, spill_bytes
+    from pipelines.runner.options import pipeline_options, spill_bytes
 
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     local = ["--direct_running_mode", "multi_processing", "--direct_num_workers"]
@@ -109,7 +109,7 @@ def test_many_local_worker_processes_spill_half_as_much(monkeypatch):
 
 
 def test_encoders_use_no_helper_threads_where_worker_processes_fill_the_cores(monkeypatch):
-    from pipelines.etl import encode_threads, pipeline_options
+    from pipelines.runner.options import encode_threads, pipeline_options
 
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     local = ["--direct_running_mode", "multi_processing", "--direct_num_workers"]

@@ -1,5 +1,5 @@
 """Progress of a running ETL: the counts (transforms/progress.py) and the lines
-(pipelines/progress.py)."""
+(pipelines/runner/progress.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import apache_beam as beam
 import pytest
 
-from pipelines.progress import Reporter, finishing_steps, line
+from pipelines.runner.progress import Reporter, finishing_steps, line
 from transforms import progress
 
 SHARDFLOW = Path(sys.executable).parent / "shardflow"

@@ -1,5 +1,5 @@
 """Local worker processes are forked from a fork server and stopped together at the end of a
-run (pipelines/workers.py)."""
+run (pipelines/runner/workers.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
-from pipelines import forkserver
-from pipelines.workers import (
+from pipelines.runner import forkserver
+from pipelines.runner.workers import (
     ForkedWorker,
     _harness,
     closing_together,
@@ -202,7 +202,7 @@ def test_a_script_without_a_main_guard_is_not_run_again_in_each_worker(tmp_path)
             sys.path.insert(0, {str(REPO_ROOT)!r})
             import apache_beam as beam
             from apache_beam.options.pipeline_options import PipelineOptions
-            from pipelines.workers import local_workers, start_forkserver
+            from pipelines.runner.workers import local_workers, start_forkserver
 
             print("started", flush=True)  # printed again by any worker that runs this file
             options = PipelineOptions(

@@ -478,7 +478,7 @@ def test_records_with_thousands_of_distinct_extra_keys_keep_the_manifest_and_rep
     most records and counts the rest; the chunks of the JSON Lines reader are cut at 1,000
     distinct keys, so memory does not grow with the keys squared."""
     from transforms.contract.config import SourceSpec
-    from transforms.sources.jsonl import parse_jsonl
+    from transforms.sources.jsonl import JsonlOptions, parse_jsonl
 
     lines = [json.dumps({"id": i, "name": f"n{i}", f"extra_{i:04d}": "x"}) for i in range(2500)]
     lines += [json.dumps({"id": 9000 + i, "name": "m", "common": i}) for i in range(3)]
@@ -497,7 +497,7 @@ def test_records_with_thousands_of_distinct_extra_keys_keep_the_manifest_and_rep
     assert (tmp_path / "out" / "manifest.json").stat().st_size < 20_000
     assert (tmp_path / "out" / "report.html").stat().st_size < 200_000
     assert "and 2493 more" in out  # the terminal names 8: 2,501 fields in all
-    spec = SourceSpec(name="s", format="jsonl", path="in.jsonl", options={"encoding": "utf-8"})
+    spec = SourceSpec(name="s", format="jsonl", path="in.jsonl", options=JsonlOptions())
     chunks = list(parse_jsonl(io.BytesIO("\n".join(lines).encode()), "in.jsonl", spec))
     assert max(len(c.columns) for c in chunks) <= 1001
     assert sum(len(c.lines) for c in chunks) == 2503

@@ -59,6 +59,7 @@ from transforms.schema import (
     coerce_feature,
     coerce_scalar,
 )
+from transforms.sources.jsonl import JsonlOptions
 from transforms.stats import DatasetStats, chunk_stats, column_stats
 
 MB10 = 10 * 2**20
@@ -95,7 +96,7 @@ def _dataset(key_feature: FeatureSpec | None = None) -> DatasetSpec:
     features = (key_feature,) if key_feature else (F("v", "string", required=False),)
     return DatasetSpec(
         name="d",
-        sources=(SourceSpec("s", "jsonl", "s.jsonl", {}),),
+        sources=(SourceSpec("s", "jsonl", "s.jsonl", JsonlOptions()),),
         features=features,
         splits=(("train", 1.0),),
         output=OutputSpec("/tmp/unused"),

@@ -16,6 +16,8 @@ from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, Sou
 from transforms.join import JoinByKey, bucket_rows, join_bucket
 from transforms.keys import KeyMaker
 from transforms.records import RawChunk, one_line_records
+from transforms.sources.csv import CsvOptions
+from transforms.sources.jsonl import JsonlOptions
 from transforms.stats import MergeStats
 
 
@@ -24,7 +26,10 @@ def _dataset(key_feature=True):
     features.append(FeatureSpec("v", "string", (), False))
     return DatasetSpec(
         name="d",
-        sources=(SourceSpec("a", "csv", "a.csv", {}), SourceSpec("b", "jsonl", "b.jsonl", {})),
+        sources=(
+            SourceSpec("a", "csv", "a.csv", CsvOptions()),
+            SourceSpec("b", "jsonl", "b.jsonl", JsonlOptions()),
+        ),
         features=tuple(features),
         splits=(("train", 1.0),),
         output=OutputSpec("/tmp/x"),

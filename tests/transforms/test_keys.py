@@ -14,6 +14,7 @@ from tests.transforms.keyed import keys_of
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
 from transforms.keys import KeyMaker, tie_order
 from transforms.records import RawChunk, RecordError, one_line_records
+from transforms.sources.csv import CsvOptions
 
 
 def _maker(feature: FeatureSpec | None) -> KeyMaker:
@@ -21,7 +22,7 @@ def _maker(feature: FeatureSpec | None) -> KeyMaker:
     return KeyMaker(
         DatasetSpec(
             name="k",
-            sources=(SourceSpec("a", "csv", "a.csv", {}),),
+            sources=(SourceSpec("a", "csv", "a.csv", CsvOptions()),),
             features=features,
             splits=(("train", 1.0),),
             output=OutputSpec("/tmp/k"),

@@ -9,7 +9,7 @@ exactly once: in the config. No Beam and no TensorFlow here: the trainer imports
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar
 
 from transforms.contract.layout import (
     DEFAULT_COMPRESSION,
@@ -94,13 +94,45 @@ class OptionError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class SourceOptions:
+    """A source's options, checked and complete (defaults filled in).
+
+    Each format's module (`transforms.sources.<format>`) subclasses it with a frozen dataclass of
+    its own typed fields, returned by that module's `options(raw)`; this base has no fields.
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as a mapping, each field under its option name."""
+        return dataclasses.asdict(self)
+
+    @property
+    def cell_list_delimiter(self) -> str | None:
+        """The delimiter of a list's values within one text cell, for formats that read lists
+        so (csv's `list_delimiter`); None for the others, whose lists are lists."""
+        return None
+
+
+_Options = TypeVar("_Options", bound=SourceOptions)
+
+
+@dataclasses.dataclass(frozen=True)
 class SourceSpec:
     """One input of the dataset: a format, a location and per-format options."""
 
     name: str
     format: str
     path: str | None
-    options: dict[str, Any]
+    options: SourceOptions
+
+    def options_as(self, kind: type[_Options]) -> _Options:
+        """The options, which a source of the format of `kind` (`CsvOptions`, ...) holds; a
+        `TypeError` for another format's."""
+        if not isinstance(self.options, kind):
+            raise TypeError(
+                f"source {self.name!r} ({self.format}) holds {type(self.options).__name__}, "
+                f"not {kind.__name__}"
+            )
+        return self.options
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,6 @@ validated (`transforms.validation`: schema, anomalies), then published
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from typing import Any
 
@@ -67,13 +66,6 @@ def validated(
     )
 
 
-def _as_written(statistics: Statistics) -> Statistics:
-    """The statistics in the order statistics.json holds them (its keys sorted: splits by
-    name), as `shardflow validate` reads them back: the splits' order is that of statistics.pb's
-    datasets, and of the reference split of a schema inferred without a train split."""
-    return dataclasses.replace(statistics, splits=dict(sorted(statistics.splits.items())))
-
-
 class _PublishFn(beam.DoFn):
     def __init__(
         self, dataset: DatasetSpec, staging: str, expected: Expected, baseline, before_publish
@@ -122,7 +114,7 @@ class _PublishFn(beam.DoFn):
             check_rejections(self._dataset, manifest)
         if statistics is not None:
             with timed("validation"):
-                body = _as_written(result)
+                body = result  # the splits in the config's order
                 baseline = None
                 if self._baseline is not None:  # read here: its statistics may be megabytes
                     _, base_statistics, base_schema = read_dataset(read_if_exists, self._baseline)

@@ -21,6 +21,7 @@ its record count is unknown.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import zlib
 from typing import Any, BinaryIO, Callable, Iterator
@@ -28,7 +29,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 import fastavro
 from fastavro.schema import SchemaParseException
 
-from transforms.contract.config import SourceSpec
+from transforms.contract.config import SourceOptions, SourceSpec
 from transforms.files import FileError
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.sources.chunks import ChunkBuilder
@@ -45,11 +46,16 @@ _DATA_ERRORS = (EOFError, ValueError, IndexError, KeyError, OverflowError, zlib.
 Expand = Callable[[Any], dict[str, Any]]
 
 
-def options(raw: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class AvroOptions(SourceOptions):
+    """The options of an avro source: none so far."""
+
+
+def options(raw: dict[str, Any]) -> AvroOptions:
     """The avro options (none so far), checked."""
     opts = OptionsReader(raw)
     opts.done()
-    return {}
+    return AvroOptions()
 
 
 def parse_avro(

@@ -26,6 +26,7 @@ locations, the same duplicate choice and the same bytes on every run.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import decimal
 import re
@@ -37,7 +38,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 from xxhash import xxh3_64_intdigest
 
 import transforms.coders  # noqa: F401 - registers the coder of the RawChunks read here
-from transforms.contract.config import OptionError, SourceSpec
+from transforms.contract.config import OptionError, SourceOptions, SourceSpec
 from transforms.records import (
     CHUNK_ROWS,
     COUNTS,
@@ -68,7 +69,25 @@ _DATASET_RE = re.compile(rf"(?P<project>{_PROJECT})[:.](?P<dataset>\w{{1,1024}})
 # --- options --------------------------------------------------------------------------------------
 
 
-def options(raw: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class BigqueryOptions(SourceOptions):
+    """The options of a bigquery source: the table or query read, Beam's read method and its
+    settings, and the rows of a chunk."""
+
+    table: str | None = None  # as Beam's PROJECT:DATASET.TABLE (or DATASET.TABLE)
+    query: str | None = None
+    method: str = "EXPORT"  # one of METHODS
+    project: str | None = None
+    gcs_location: str | None = None
+    use_json_exports: bool = False
+    query_priority: str = "BATCH"  # one of PRIORITIES
+    temp_dataset: str | None = None  # as PROJECT:DATASET
+    selected_fields: list[str] | None = None
+    row_restriction: str | None = None
+    chunk_rows: int = CHUNK_ROWS
+
+
+def options(raw: dict[str, Any]) -> BigqueryOptions:
     """The bigquery options, checked, with their defaults."""
     opts = OptionsReader(raw)
     table = opts.string("table", None)
@@ -84,26 +103,26 @@ def options(raw: dict[str, Any]) -> dict[str, Any]:
         if not query:
             raise OptionError("query", "is empty")
     method = _upper_choice(opts, "method", METHODS, "EXPORT")
-    out = {
-        "table": table,
-        "query": query,
-        "method": method,
-        "project": opts.string("project", None),
-        "gcs_location": opts.string("gcs_location", None),
-        "use_json_exports": opts.boolean("use_json_exports", False),
-        "query_priority": _upper_choice(opts, "query_priority", PRIORITIES, "BATCH"),
-        "temp_dataset": opts.string("temp_dataset", None),
-        "selected_fields": opts.strings("selected_fields", None),
-        "row_restriction": opts.string("row_restriction", None),
-        "chunk_rows": opts.integer("chunk_rows", CHUNK_ROWS, minimum=1),
-    }
+    out = BigqueryOptions(
+        table=table,
+        query=query,
+        method=method,
+        project=opts.string("project", None),
+        gcs_location=opts.string("gcs_location", None),
+        use_json_exports=opts.boolean("use_json_exports", False),
+        query_priority=_upper_choice(opts, "query_priority", PRIORITIES, "BATCH"),
+        temp_dataset=opts.string("temp_dataset", None),
+        selected_fields=opts.strings("selected_fields", None),
+        row_restriction=opts.string("row_restriction", None),
+        chunk_rows=opts.integer("chunk_rows", CHUNK_ROWS, minimum=1),
+    )
     opts.done()
-    if out["project"] is not None and not re.fullmatch(_PROJECT, out["project"]):
-        raise OptionError("project", f"{out['project']!r} is not a project id")
-    if out["gcs_location"] is not None and not out["gcs_location"].startswith("gs://"):
+    if out.project is not None and not re.fullmatch(_PROJECT, out.project):
+        raise OptionError("project", f"{out.project!r} is not a project id")
+    if out.gcs_location is not None and not out.gcs_location.startswith("gs://"):
         raise OptionError("gcs_location", "must be a gs:// folder (BigQuery exports to GCS only)")
-    if out["temp_dataset"] is not None:
-        out["temp_dataset"] = _dataset_reference(out["temp_dataset"])
+    if out.temp_dataset is not None:
+        out = dataclasses.replace(out, temp_dataset=_dataset_reference(out.temp_dataset))
     _only_with(raw, method == "EXPORT", ("gcs_location", "use_json_exports"), "method EXPORT")
     _only_with(raw, query is not None, ("query_priority", "temp_dataset"), "a query")
     _only_with(
@@ -112,7 +131,7 @@ def options(raw: dict[str, Any]) -> dict[str, Any]:
         ("selected_fields", "row_restriction"),
         "method DIRECT_READ and a table",
     )
-    if out["selected_fields"] == []:
+    if out.selected_fields == []:
         raise OptionError("selected_fields", "names no field")
     return out
 
@@ -150,9 +169,9 @@ def _dataset_reference(dataset: str) -> str:
     return f"{match['project']}:{match['dataset']}"
 
 
-def source_label(opts: dict[str, Any]) -> str:
+def source_label(opts: BigqueryOptions) -> str:
     """`bigquery:<table>` or `bigquery:query`: the prefix of the locations of a source's records."""
-    return f"bigquery:{opts['table']}" if opts["table"] is not None else "bigquery:query"
+    return f"bigquery:{opts.table}" if opts.table is not None else "bigquery:query"
 
 
 # --- reading --------------------------------------------------------------------------------------
@@ -170,32 +189,32 @@ class JsonRowCoder(_JsonToDictCoder):
         return base64.b64decode(value, validate=True)
 
 
-def read_arguments(opts: dict[str, Any]) -> dict[str, Any]:
+def read_arguments(opts: BigqueryOptions) -> dict[str, Any]:
     """The keyword arguments of `beam.io.ReadFromBigQuery` for a source's options."""
     from apache_beam.io.gcp.bigquery import BigQueryQueryPriority
     from apache_beam.io.gcp.internal.clients.bigquery import DatasetReference
 
-    args: dict[str, Any] = {"method": opts["method"], "project": opts["project"]}
-    if opts["table"] is not None:
-        args["table"] = opts["table"]
+    args: dict[str, Any] = {"method": opts.method, "project": opts.project}
+    if opts.table is not None:
+        args["table"] = opts.table
     else:
-        args["query"] = opts["query"]
+        args["query"] = opts.query
         args["use_standard_sql"] = True
         args["flatten_results"] = False  # records are flattened here, by name
-        args["query_priority"] = getattr(BigQueryQueryPriority, opts["query_priority"])
-        if opts["temp_dataset"] is not None:
-            project, dataset = opts["temp_dataset"].rsplit(":", 1)
+        args["query_priority"] = getattr(BigQueryQueryPriority, opts.query_priority)
+        if opts.temp_dataset is not None:
+            project, dataset = opts.temp_dataset.rsplit(":", 1)
             args["temp_dataset"] = DatasetReference(projectId=project, datasetId=dataset)
-    if opts["method"] == "EXPORT":
-        args["gcs_location"] = opts["gcs_location"]
-        if opts["use_json_exports"]:
+    if opts.method == "EXPORT":
+        args["gcs_location"] = opts.gcs_location
+        if opts.use_json_exports:
             args["use_json_exports"] = True
             args["coder"] = JsonRowCoder
-    elif opts["table"] is not None:
-        if opts["selected_fields"] is not None:
-            args["selected_fields"] = opts["selected_fields"]
-        if opts["row_restriction"] is not None:
-            args["row_restriction"] = opts["row_restriction"]
+    elif opts.table is not None:
+        if opts.selected_fields is not None:
+            args["selected_fields"] = opts.selected_fields
+        if opts.row_restriction is not None:
+            args["row_restriction"] = opts.row_restriction
     return args
 
 
@@ -204,8 +223,8 @@ def read_rows(source: SourceSpec, pipeline_options) -> beam.PTransform:
 
     EXPORT writes the rows to files on GCS first: `gcs_location`, else `--temp_location`.
     """
-    opts = source.options
-    if opts["method"] == "EXPORT" and opts["gcs_location"] is None:
+    opts = source.options_as(BigqueryOptions)
+    if opts.method == "EXPORT" and opts.gcs_location is None:
         temp = pipeline_options.view_as(GoogleCloudOptions).temp_location
         if not temp or not temp.startswith("gs://"):
             raise ValueError(
@@ -235,7 +254,7 @@ class RowsToChunks(beam.PTransform):
         self._source = source
 
     def expand(self, rows):
-        size = self._source.options["chunk_rows"]
+        size = self._source.options_as(BigqueryOptions).chunk_rows
         mapped = (
             rows
             | "BatchRows" >> beam.BatchElements(min_batch_size=size, max_batch_size=size)
@@ -250,7 +269,7 @@ class RowsToChunks(beam.PTransform):
 class _RowsToChunkFn(beam.DoFn):
     def __init__(self, source: SourceSpec):
         self._source = source
-        self._path = source_label(source.options)
+        self._path = source_label(source.options_as(BigqueryOptions))
 
     def process(self, rows: list[Any]):
         with gc_paused():

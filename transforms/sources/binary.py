@@ -21,13 +21,14 @@ chunks are decoded at once, with `struct.iter_unpack` or a numpy structured dtyp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
-from transforms.contract.config import OptionError, SourceSpec
+from transforms.contract.config import OptionError, SourceOptions, SourceSpec
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.sources.registry import OptionsReader
 
@@ -39,23 +40,39 @@ _MAX_CHUNK_BYTES = 16 << 20  # a chunk of long records holds fewer than chunk_ro
 _MAX_RECORD_BYTES = 1 << 30  # one record is read whole: a bigger one is a typo
 
 
-def options(raw: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class BinaryOptions(SourceOptions):
+    """The options of a binary source: fixed-size records after a header and before a footer,
+    each one field `record` of bytes, or the fields a `struct` format unpacks (`fields` their
+    names), or byte ranges (`fields` maps a name to its offset, length, type and endian)."""
+
+    record_bytes: int
+    header_bytes: int = 0
+    footer_bytes: int = 0
+    struct: str | None = None
+    fields: list[str] | dict[str, dict[str, Any]] | None = None
+
+
+def options(raw: dict[str, Any]) -> BinaryOptions:
     """The binary options, checked, with their defaults."""
     opts = OptionsReader(raw)
     record_bytes = opts.integer("record_bytes", minimum=1, maximum=_MAX_RECORD_BYTES)
-    out: dict[str, Any] = {
-        "record_bytes": record_bytes,
-        "header_bytes": opts.integer("header_bytes", 0, minimum=0),
-        "footer_bytes": opts.integer("footer_bytes", 0, minimum=0),
-        "struct": opts.string("struct", None),
-        "fields": None,
-    }
-    if out["struct"] is not None:
-        out["fields"] = _struct_fields(out["struct"], opts.get("fields", None), record_bytes)
+    header_bytes = opts.integer("header_bytes", 0, minimum=0)
+    footer_bytes = opts.integer("footer_bytes", 0, minimum=0)
+    layout = opts.string("struct", None)
+    fields: list[str] | dict[str, dict[str, Any]] | None = None
+    if layout is not None:
+        fields = _struct_fields(layout, opts.get("fields", None), record_bytes)
     elif opts.has("fields"):
-        out["fields"] = _range_fields(opts.get("fields"), record_bytes)
+        fields = _range_fields(opts.get("fields"), record_bytes)
     opts.done()
-    return out
+    return BinaryOptions(
+        record_bytes=record_bytes,
+        header_bytes=header_bytes,
+        footer_bytes=footer_bytes,
+        struct=layout,
+        fields=fields,
+    )
 
 
 def _struct_fields(fmt: str, names: Any, record_bytes: int) -> list[str]:
@@ -131,8 +148,8 @@ def parse_binary(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
 ) -> Iterator[RawChunk | dict[str, Any]]:
     """Yields chunks of records and, for leftover bytes, a rejected record."""
-    opts = source.options
-    size, header, footer = opts["record_bytes"], opts["header_bytes"], opts["footer_bytes"]
+    opts = source.options_as(BinaryOptions)
+    size, header, footer = opts.record_bytes, opts.header_bytes, opts.footer_bytes
     decode = _decoder(opts)
     per_chunk = max(1, min(chunk_rows, _MAX_CHUNK_BYTES // size))
     reader = _Reader(stream)
@@ -197,17 +214,18 @@ class _Reader:
         return b"".join(parts)
 
 
-def _decoder(opts: dict[str, Any]):
+def _decoder(opts: BinaryOptions):
     """A function from whole records' bytes to {field: values}."""
-    fields = opts["fields"]
+    fields = opts.fields
     if fields is None:
-        size = opts["record_bytes"]
+        size = opts.record_bytes
         return lambda data: {
             "record": [bytes(data[i : i + size]) for i in range(0, len(data), size)]
         }
-    if opts["struct"] is not None:
-        return _StructDecoder(opts["struct"], fields)
-    return _RangeDecoder(fields, opts["record_bytes"])
+    if isinstance(fields, list):  # the names of the items `struct` unpacks
+        assert opts.struct is not None
+        return _StructDecoder(opts.struct, fields)
+    return _RangeDecoder(fields, opts.record_bytes)
 
 
 class _StructDecoder:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import dataclasses
 import io
 import itertools
 import json
@@ -45,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from transforms.contract.config import OptionError, SourceSpec
+from transforms.contract.config import OptionError, SourceOptions, SourceSpec
 from transforms.files import FileError
 from transforms.records import (
     CHUNK_ROWS,
@@ -70,7 +71,24 @@ _OTHER_DELIMITERS = ";\t|"  # what a one-column header read with `,` may really 
 ARROW = True  # False: every file goes through the csv module (the reference the tests compare)
 
 
-def options(raw: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class CsvOptions(SourceOptions):
+    """The options of a csv source: its delimiter, header or column names, null markers, text
+    encoding, and the delimiter of a list feature's values within a cell."""
+
+    delimiter: str = ","
+    header: bool = True
+    columns: list[str] | None = None  # the column names; None: the header row's
+    null_values: list[str] = dataclasses.field(default_factory=lambda: [""])
+    encoding: str = "utf-8"  # a codec's canonical name
+    list_delimiter: str = "|"
+
+    @property
+    def cell_list_delimiter(self) -> str | None:
+        return self.list_delimiter
+
+
+def options(raw: dict[str, Any]) -> CsvOptions:
     """The csv options, checked, with their defaults."""
     opts = OptionsReader(raw)
     delimiter = opts.get("delimiter", ",")
@@ -80,14 +98,14 @@ def options(raw: dict[str, Any]) -> dict[str, Any]:
     columns = opts.strings("columns", None)
     if not header and not columns:
         raise OptionError("columns", "is required when header is false")
-    out = {
-        "delimiter": delimiter,
-        "header": header,
-        "columns": columns or None,
-        "null_values": opts.strings("null_values", [""]),
-        "encoding": opts.encoding(),
-        "list_delimiter": opts.string("list_delimiter", "|"),
-    }
+    out = CsvOptions(
+        delimiter=delimiter,
+        header=header,
+        columns=columns or None,
+        null_values=opts.strings("null_values", [""]),
+        encoding=opts.encoding(),
+        list_delimiter=opts.string("list_delimiter", "|"),
+    )
     opts.done()
     return out
 
@@ -96,21 +114,21 @@ def parse_csv(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
 ) -> Iterator[RawChunk | dict[str, Any]]:
     """Yields chunks of raw records and, for unparseable rows, rejected-record dicts."""
-    opts = source.options
+    opts = source.options_as(CsvOptions)
     if ARROW and _arrow_can_read(opts):
         yield from _ArrowCsv(stream, path, source, chunk_rows).items()
     else:
-        text = _text(stream, opts["encoding"])
+        text = _text(stream, opts.encoding)
         yield from _python_records(text, path, source, None, 0, chunk_rows)
 
 
 parse = parse_csv
 
 
-def _arrow_can_read(opts: dict[str, Any]) -> bool:
-    delimiter = opts["delimiter"]
+def _arrow_can_read(opts: CsvOptions) -> bool:
+    delimiter = opts.delimiter
     return (
-        codecs.lookup(opts["encoding"]).name == "utf-8"
+        codecs.lookup(opts.encoding).name == "utf-8"
         and delimiter.isascii()
         and delimiter not in '"\r\n'
     )
@@ -193,11 +211,11 @@ def _python_records(
 
     With `columns` None, they come from the configuration or the header row.
     """
-    opts = source.options
+    opts = source.options_as(CsvOptions)
     window = _LineWindow(text)
-    reader = csv.reader(window.lines, delimiter=opts["delimiter"], strict=True)
-    nulls = frozenset(opts["null_values"])
-    blank_chars = _blank_chars(opts["delimiter"])
+    reader = csv.reader(window.lines, delimiter=opts.delimiter, strict=True)
+    nulls = frozenset(opts.null_values)
+    blank_chars = _blank_chars(opts.delimiter)
 
     def blank(values: list[str], start: int, end: int) -> bool:
         """Whether the row read from lines start..end is a blank line (a row of more than one
@@ -211,8 +229,8 @@ def _python_records(
         )
 
     if columns is None:
-        columns = opts["columns"]
-        if opts["header"]:
+        columns = opts.columns
+        if opts.header:
             try:
                 start = reader.line_num
                 header = next(reader)
@@ -224,7 +242,8 @@ def _python_records(
             except csv.Error as e:
                 raise FileError(f"{path}: unreadable CSV header: {e}") from None
             if columns is None:
-                columns = _header_columns(path, header, opts["delimiter"])
+                columns = _header_columns(path, header, opts.delimiter)
+        assert columns is not None  # given when there is no header (options)
         _check_columns(path, columns)
     width = len(columns)
     rows: list[list[str]] = []
@@ -447,11 +466,11 @@ class _ArrowCsv:
         self._source = source
         self._chunk_rows = chunk_rows
         self._eof = False
-        opts = source.options
-        self._delimiter = ord(opts["delimiter"])
-        self._nulls = list(opts["null_values"])
+        opts = source.options_as(CsvOptions)
+        self._delimiter = ord(opts.delimiter)
+        self._nulls = list(opts.null_values)
         self._parse_options = pacsv.ParseOptions(
-            delimiter=opts["delimiter"],
+            delimiter=opts.delimiter,
             quote_char='"',
             double_quote=True,
             escape_char=False,
@@ -460,13 +479,13 @@ class _ArrowCsv:
         )
 
     def items(self) -> Iterator[RawChunk | dict[str, Any]]:
-        opts = self._source.options
-        columns = opts["columns"]
+        opts = self._source.options_as(CsvOptions)
+        columns = opts.columns
         buf = self._read_to(b"", _READ_BYTES)
         if buf.startswith(codecs.BOM_UTF8):  # not part of the first column name
             buf = buf[len(codecs.BOM_UTF8) :]
         line0 = 0
-        if opts["header"]:
+        if opts.header:
             want = _READ_BYTES
             while True:  # until the first line that is not blank: the header
                 scan = _Scan(memoryview(buf), self._delimiter, self._eof)
@@ -489,14 +508,15 @@ class _ArrowCsv:
             start, end = int(starts[filled[0]]), int(scan.ends[filled[0]])
             try:
                 text = io.StringIO(buf[start:end].decode("utf-8", "surrogateescape"), newline="")
-                header = next(csv.reader(text, delimiter=opts["delimiter"], strict=True), [])
+                header = next(csv.reader(text, delimiter=opts.delimiter, strict=True), [])
             except csv.Error:
                 yield from self._python_rest(buf, None, 0)
                 return
             if columns is None:
-                columns = _header_columns(self._path, header, opts["delimiter"])
+                columns = _header_columns(self._path, header, opts.delimiter)
             line0 = int(np.searchsorted(scan.newlines, end))
             buf = buf[end:]
+        assert columns is not None  # given when there is no header (options)
         _check_columns(self._path, columns)
         if not columns:
             yield from self._python_rest(buf, columns, line0)
@@ -602,5 +622,5 @@ class _ArrowCsv:
     def _python_rest(self, buf: bytes, columns, line0):
         # items() has dropped the byte order mark already
         stream = io.BufferedReader(_Chained(buf, self._stream))
-        text = _text(stream, self._source.options["encoding"], file_start=False)
+        text = _text(stream, self._source.options_as(CsvOptions).encoding, file_start=False)
         yield from _python_records(text, self._path, self._source, columns, line0, self._chunk_rows)

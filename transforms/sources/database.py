@@ -27,7 +27,7 @@ import os
 import sqlite3
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol, cast
 from urllib.parse import quote, unquote, urlsplit
 
 from transforms.contract.config import OptionError, SourceSpec
@@ -175,7 +175,7 @@ class Database:
 
     def __init__(self, source: SourceSpec):
         self._source = source
-        self.target = parse_url(source.options["url"])
+        self.target = parse_url(_options(source).url)
         self._password: str | None = None
         self._conn: Any = None
         with self._errors(f"cannot connect to {self.target.describe()}"):
@@ -200,9 +200,9 @@ class Database:
     def _connect_postgres(self):
         import pg8000.dbapi
 
-        opts = self._source.options
+        opts = _options(self._source)
         self._password = _password(self._source)
-        user = self.target.user or opts["user"] or os.environ.get(DEFAULT_USER_ENV)
+        user = self.target.user or opts.user or os.environ.get(DEFAULT_USER_ENV)
         if not user:
             try:
                 user = getpass.getuser()  # libpq's default: the login name
@@ -327,24 +327,39 @@ def source_error(source: SourceSpec, message: str) -> SqlError:
     return SqlError(f"sql source {source.name!r}: {message}")
 
 
+class ConnectionOptions(Protocol):
+    """What a connection reads of a sql source's options (`transforms.sources.sql.SqlOptions`,
+    whose module imports this one)."""
+
+    url: str
+    user: str | None
+    password_env: str | None
+    password_file: str | None
+
+
+def _options(source: SourceSpec) -> ConnectionOptions:
+    """The connection options of a sql source."""
+    return cast(ConnectionOptions, source.options)
+
+
 def _password(source: SourceSpec) -> str | None:
     """The password of a PostgreSQL source, read now, from its file or environment variable."""
-    opts = source.options
-    if opts["password_file"] is not None:
+    opts = _options(source)
+    if opts.password_file is not None:
         from apache_beam.io.filesystem import CompressionTypes
         from apache_beam.io.filesystems import FileSystems
 
         try:
             with FileSystems.open(
-                opts["password_file"], compression_type=CompressionTypes.UNCOMPRESSED
+                opts.password_file, compression_type=CompressionTypes.UNCOMPRESSED
             ) as f:
                 return f.read().decode("utf-8").rstrip("\r\n")
         except (OSError, UnicodeDecodeError) as e:
             raise source_error(
-                source, f"cannot read password_file {opts['password_file']}: {type(e).__name__}"
+                source, f"cannot read password_file {opts.password_file}: {type(e).__name__}"
             ) from None
-    name = opts["password_env"] or DEFAULT_PASSWORD_ENV
+    name = opts.password_env or DEFAULT_PASSWORD_ENV
     password = os.environ.get(name)
-    if password is None and opts["password_env"] is not None:
+    if password is None and opts.password_env is not None:
         raise source_error(source, f"the environment variable {name} (password_env) is not set")
     return password

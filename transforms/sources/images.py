@@ -42,12 +42,13 @@ rejected record shows its fields as JSON, with the image replaced by its size (`
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 import unicodedata
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
-from transforms.contract.config import OptionError, SourceSpec
+from transforms.contract.config import OptionError, SourceOptions, SourceSpec
 from transforms.files import pattern_root, relative_path
 from transforms.imaging import NOT_DECODABLE, TOO_MANY_PIXELS, decode
 from transforms.records import (
@@ -93,7 +94,24 @@ _BMP_CHANNELS = {8: 1, 24: 3, 32: 4}  # bits per pixel → channels, for the dep
 _KEEP_MODES = {"png": ("L", "LA", "RGB", "RGBA", "I;16"), "jpeg": ("L", "RGB")}
 
 
-def options(raw: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class ImagesOptions(SourceOptions):
+    """The options of an images source: where an image's label comes from (`parent_dir`, the
+    `label_regex` searched in its filename, or `none`), the file extensions read, and how an
+    image is resized and re-encoded."""
+
+    label_from: str = "parent_dir"  # one of LABEL_FROM
+    label_regex: str | None = None
+    # lower-case, with their dot; None: every file
+    extensions: list[str] | None = dataclasses.field(
+        default_factory=lambda: list(DEFAULT_EXTENSIONS)
+    )
+    resize: list[int] | None = None  # [height, width]
+    encode: str | None = None  # one of ENCODINGS; None: the file's own bytes when not resized
+    quality: int = DEFAULT_QUALITY  # of JPEG encoding
+
+
+def options(raw: dict[str, Any]) -> ImagesOptions:
     """The images options, checked, with their defaults."""
     opts = OptionsReader(raw)
     regex = opts.string("label_regex", None)
@@ -115,14 +133,14 @@ def options(raw: dict[str, Any]) -> dict[str, Any]:
             raise OptionError("quality", "must be at most 100")
         if encode == "png":
             raise OptionError("quality", "applies only to JPEG encoding, not encode: png")
-    out = {
-        "label_from": label_from,
-        "label_regex": regex,
-        "extensions": _extensions(opts.get("extensions", list(DEFAULT_EXTENSIONS))),
-        "resize": _resize(opts.get("resize", None)),
-        "encode": encode,
-        "quality": DEFAULT_QUALITY if quality is None else quality,
-    }
+    out = ImagesOptions(
+        label_from=label_from,
+        label_regex=regex,
+        extensions=_extensions(opts.get("extensions", list(DEFAULT_EXTENSIONS))),
+        resize=_resize(opts.get("resize", None)),
+        encode=encode,
+        quality=DEFAULT_QUALITY if quality is None else quality,
+    )
     opts.done()
     return out
 
@@ -168,8 +186,8 @@ def parse_images(
 
     Yields nothing for a file whose extension is not one of `extensions`.
     """
-    opts = source.options
-    extensions = opts["extensions"]
+    opts = source.options_as(ImagesOptions)
+    extensions = opts.extensions
     if extensions is not None and not path.lower().endswith(tuple(extensions)):
         _skipped()
         return
@@ -181,7 +199,7 @@ def parse_images(
         if len(data) > MAX_FILE_BYTES:  # a huge file is not held in memory to be rejected
             data = data[:0]
             raise RecordError(TOO_MANY_BYTES)
-        if opts["label_from"] != "none":
+        if opts.label_from != "none":
             fields["label"] = label_of(path, filename, opts)
         if not _is_utf8(filename):
             raise RecordError(NOT_UTF8_PATH)
@@ -200,17 +218,18 @@ def parse_images(
 parse = parse_images
 
 
-def label_of(path: str, filename: str, opts: dict[str, Any]) -> str | None:
+def label_of(path: str, filename: str, opts: ImagesOptions) -> str | None:
     """The label of the file at `path` (`filename` relative to the source's root), in NFC.
 
     Raises RecordError for a label that is not UTF-8 or holds a control character or a path
     separator.
     """
-    if opts["label_from"] == "parent_dir":
+    if opts.label_from == "parent_dir":
         parts = path.rsplit("/", 2)
         label = parts[-2] if len(parts) == 3 else None
     else:
-        regex = opts["label_regex"]
+        regex = opts.label_regex
+        assert regex is not None  # label_from: regex has one
         match = re.search(regex, filename)
         label = None if match is None else match.group(_label_group(regex))
     return None if label is None else clean_label(label)
@@ -236,12 +255,12 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def image_fields(data: bytes, opts: dict[str, Any]) -> dict[str, Any]:
+def image_fields(data: bytes, opts: ImagesOptions) -> dict[str, Any]:
     """`image`, `height`, `width`, `channels` of an encoded image; RecordError if undecodable."""
     from PIL import Image
 
     img = decode(data)
-    resize, encode = opts["resize"], opts["encode"]
+    resize, encode = opts.resize, opts.encode
     if resize is None and encode is None:
         channels = _decoded_channels(img, data)
         return {"image": data, "height": img.height, "width": img.width, "channels": channels}
@@ -257,7 +276,7 @@ def image_fields(data: bytes, opts: dict[str, Any]) -> dict[str, Any]:
     if encode == "png":
         img.save(out, "PNG", compress_level=6)
     else:
-        img.save(out, "JPEG", quality=opts["quality"])
+        img.save(out, "JPEG", quality=opts.quality)
     return {
         "image": out.getvalue(),
         "height": img.height,

@@ -37,6 +37,7 @@ an integer longer than Python converts (4,300 digits: `integer out of int64 rang
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import io
 import json
 import math
@@ -45,7 +46,7 @@ from typing import Any, BinaryIO, Iterator
 
 import numpy as np
 
-from transforms.contract.config import SourceSpec
+from transforms.contract.config import SourceOptions, SourceSpec
 from transforms.records import (
     CHUNK_ROWS,
     MAX_LINE_CHARS,
@@ -112,10 +113,17 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _OPENING = np.frombuffer(b"[{", np.uint8)
 
 
-def options(raw: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class JsonlOptions(SourceOptions):
+    """The options of a jsonl source: the text encoding of its files."""
+
+    encoding: str = "utf-8"  # a codec's canonical name
+
+
+def options(raw: dict[str, Any]) -> JsonlOptions:
     """The jsonl options, checked, with their defaults."""
     opts = OptionsReader(raw)
-    out = {"encoding": opts.encoding()}
+    out = JsonlOptions(encoding=opts.encoding())
     opts.done()
     return out
 
@@ -124,7 +132,7 @@ def parse_jsonl(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
 ) -> Iterator[RawChunk | dict[str, Any]]:
     """Yields chunks of raw records and, for unparseable lines, rejected-record dicts."""
-    encoding = source.options["encoding"]
+    encoding = source.options_as(JsonlOptions).encoding
     if codecs.lookup(encoding).name == "utf-8":
         encoding = "utf-8-sig"  # a byte order mark at the start of the file is not JSON
     text = io.TextIOWrapper(stream, encoding=encoding, errors="surrogateescape", newline="\n")

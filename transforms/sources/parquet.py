@@ -24,6 +24,7 @@ column of its chunk (`RawChunk.raw`), which is quadratic with Arrow columns.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from typing import Any, BinaryIO, Iterator
 
@@ -31,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from transforms.contract.config import SourceSpec
+from transforms.contract.config import SourceOptions, SourceSpec
 from transforms.files import FileError
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.sources.chunks import ChunkBuilder
@@ -42,10 +43,17 @@ UNREADABLE_ROW_GROUP = "parquet: unreadable row group"
 _DATA_ERRORS = (OSError, pa.ArrowException)
 
 
-def options(raw: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class ParquetOptions(SourceOptions):
+    """The options of a parquet source: the columns to read."""
+
+    columns: list[str] | None = None  # None: every column
+
+
+def options(raw: dict[str, Any]) -> ParquetOptions:
     """The parquet options, checked, with their defaults."""
     opts = OptionsReader(raw)
-    out = {"columns": opts.strings("columns", None)}
+    out = ParquetOptions(columns=opts.strings("columns", None))
     opts.done()
     return out
 
@@ -66,7 +74,7 @@ def parse_parquet(
     except _DATA_ERRORS as e:
         watched.raise_own_error()
         raise FileError(f"{path}: not a readable Parquet file: {_one_line(e)}") from None
-    wanted = source.options["columns"]
+    wanted = source.options_as(ParquetOptions).columns
     names = parquet.schema_arrow.names
     # A requested column that a file lacks is missing in its records, as an absent JSON key is.
     columns = None if wanted is None else [name for name in wanted if name in names]

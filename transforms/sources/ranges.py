@@ -38,7 +38,9 @@ from transforms.contract.config import SourceSpec
 from transforms.files import open_file
 from transforms.records import RawChunk
 from transforms.sources import csv as csv_format
+from transforms.sources.csv import CsvOptions
 from transforms.sources.cuts import Summary, scan_range
+from transforms.sources.jsonl import JsonlOptions
 from transforms.tuning import MIN_SPLIT_BYTES, RANGES_PER_WORKER, SPLIT_BYTES
 
 SPLITTABLE = ("csv", "jsonl", "parquet")
@@ -102,20 +104,29 @@ def pieces(path: str, size: int, source: SourceSpec, split_bytes: int) -> list[R
         size <= split_bytes
         or source.format not in SPLITTABLE
         or CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
-        or codecs.lookup(source.options["encoding"]).name != "utf-8"
+        or codecs.lookup(_encoding(source)).name != "utf-8"
     ):
         return whole
     header_end = header_lines = 0
     if source.format == "csv":
-        if not csv_format._arrow_can_read(source.options):
+        opts = source.options_as(CsvOptions)
+        if not csv_format._arrow_can_read(opts):
             return whole
-        if source.options["header"]:
+        if opts.header:
             with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-                header = _header_end(f, ord(source.options["delimiter"]), size)
+                header = _header_end(f, ord(opts.delimiter), size)
             if header is None:
                 return whole
             header_end, header_lines = header
     return even_pieces(path, size, split_bytes, header_end, header_lines) or whole
+
+
+def _encoding(source: SourceSpec) -> str:
+    """The text encoding of a csv or jsonl source's files."""
+    opts = source.options
+    if not isinstance(opts, (CsvOptions, JsonlOptions)):
+        raise TypeError(f"source {source.name!r} ({source.format}) has no text encoding")
+    return opts.encoding
 
 
 def even_pieces(
@@ -157,7 +168,8 @@ def _header_end(f: BinaryIO, delimiter: int, size: int) -> tuple[int, int] | Non
 
 def summarize(piece: Piece, source: SourceSpec) -> Summary:
     """The summary of one piece (`transforms.sources.cuts`)."""
-    delimiter = ord(source.options["delimiter"]) if source.format == "csv" else None
+    opts = source.options
+    delimiter = ord(opts.delimiter) if isinstance(opts, CsvOptions) else None
     with FileSystems.open(piece.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         return scan_range(f, piece.path, piece.start, piece.end, delimiter)
 

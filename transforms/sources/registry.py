@@ -3,8 +3,10 @@
 Each format lives in its own module `transforms/sources/<format>.py`. A file format has two
 functions:
 
-  `options(raw: dict) -> dict`   checks the source's `options` mapping and returns it complete
-                                 (defaults filled in); raises `OptionError(option, message)`.
+  `options(raw: dict) -> <Format>Options`
+                                 checks the source's `options` mapping and returns it complete
+                                 (defaults filled in) as the format's frozen dataclass, a
+                                 `SourceOptions`; raises `OptionError(option, message)`.
   `parse(stream, path, source, chunk_rows=CHUNK_ROWS)`
                                  yields `RawChunk`s and rejected-record dicts for one file.
 Optionally `resolve_paths(options, base_dir)` resolves files named in options (not `path`)
@@ -22,7 +24,7 @@ import importlib
 import importlib.util
 from typing import Any, Callable, Iterable
 
-from transforms.contract.config import SOURCE_FORMATS, OptionError
+from transforms.contract.config import SOURCE_FORMATS, OptionError, SourceOptions
 from transforms.ui.suggest import did_you_mean
 
 # The formats with a module here (every name of the contract has a module of the same name).
@@ -76,11 +78,13 @@ def formats_of_name(path: str) -> tuple[str, ...]:
     return EXTENSIONS.get(split_suffix(path)[1], ())
 
 
-def check_options(fmt: str, raw: dict[str, Any]) -> dict[str, Any]:
-    return _module(fmt).options(raw)
+def check_options(fmt: str, raw: dict[str, Any]) -> SourceOptions:
+    """The `fmt` format's options of the mapping `raw`, checked, with their defaults."""
+    options: SourceOptions = _module(fmt).options(raw)
+    return options
 
 
-def resolve_paths(fmt: str, options: dict[str, Any], base_dir: str) -> dict[str, Any]:
+def resolve_paths(fmt: str, options: SourceOptions, base_dir: str) -> SourceOptions:
     """The options with the local files they name resolved against the config's folder."""
     resolve = getattr(_module(fmt), "resolve_paths", None)
     return resolve(options, base_dir) if resolve is not None else options

@@ -26,7 +26,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from transforms.contract.config import OptionError, SourceSpec
+from transforms.contract.config import OptionError, SourceOptions, SourceSpec
 from transforms.records import (
     CHUNK_ROWS,
     COUNTS,
@@ -51,7 +51,23 @@ _PG_ONLY = ("user", "password_env", "password_file")
 _QUERY_ALIAS = "shardflow_query"
 
 
-def options(raw: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class SqlOptions(SourceOptions):
+    """The options of a sql source: the database's url, the table or query read, how the rows
+    are cut into partitions and chunks, and a PostgreSQL user's name and password."""
+
+    url: str
+    table: str | None = None  # a name or schema.name; None: `query`
+    query: str | None = None
+    partition_column: str | None = None
+    partitions: int = DEFAULT_PARTITIONS
+    chunk_rows: int = CHUNK_ROWS
+    user: str | None = None
+    password_env: str | None = None
+    password_file: str | None = None
+
+
+def options(raw: dict[str, Any]) -> SqlOptions:
     """The sql options, checked, with their defaults."""
     opts = OptionsReader(raw)
     url = opts.string("url")
@@ -71,47 +87,46 @@ def options(raw: dict[str, Any]) -> dict[str, Any]:
     partitions = opts.integer("partitions", None, minimum=1)
     if partitions is not None and partition_column is None:
         raise OptionError("partitions", "needs a partition_column to cut the rows by")
-    out = {
-        "url": url,
-        "table": table,
-        "query": query,
-        "partition_column": partition_column,
-        "partitions": partitions if partitions is not None else DEFAULT_PARTITIONS,
-        "chunk_rows": opts.integer("chunk_rows", CHUNK_ROWS, minimum=1),
-        "user": opts.string("user", None),
-        "password_env": opts.string("password_env", None),
-        "password_file": opts.string("password_file", None),
-    }
+    out = SqlOptions(
+        url=url,
+        table=table,
+        query=query,
+        partition_column=partition_column,
+        partitions=partitions if partitions is not None else DEFAULT_PARTITIONS,
+        chunk_rows=opts.integer("chunk_rows", CHUNK_ROWS, minimum=1),
+        user=opts.string("user", None),
+        password_env=opts.string("password_env", None),
+        password_file=opts.string("password_file", None),
+    )
     opts.done()
     target = parse_url(url)
     if target.dialect == "sqlite":
         for name in _PG_ONLY:
-            if out[name] is not None:
+            if getattr(out, name) is not None:
                 raise OptionError(name, "applies to postgresql URLs only")
-    if out["user"] is not None and target.user is not None:
+    if out.user is not None and target.user is not None:
         raise OptionError("user", "the url names a user already")
-    if out["password_env"] is not None and out["password_file"] is not None:
+    if out.password_env is not None and out.password_file is not None:
         raise OptionError("password_file", "give password_env or password_file, not both")
     return out
 
 
-def resolve_paths(opts: dict[str, Any], base_dir: str) -> dict[str, Any]:
+def resolve_paths(opts: SqlOptions, base_dir: str) -> SqlOptions:
     """The options with a relative SQLite path and password_file resolved against `base_dir`."""
-    out = dict(opts)
-    target = parse_url(opts["url"])
+    url, secret = opts.url, opts.password_file
+    target = parse_url(url)
     if target.dialect == "sqlite":
         assert target.path is not None  # parse_url gives a sqlite target a path
         if not os.path.isabs(target.path):
-            out["url"] = "sqlite:///" + os.path.normpath(os.path.join(base_dir, target.path))
-    secret = opts["password_file"]
+            url = "sqlite:///" + os.path.normpath(os.path.join(base_dir, target.path))
     if secret is not None and "://" not in secret and not os.path.isabs(secret):
-        out["password_file"] = os.path.normpath(os.path.join(base_dir, secret))
-    return out
+        secret = os.path.normpath(os.path.join(base_dir, secret))
+    return dataclasses.replace(opts, url=url, password_file=secret)
 
 
-def source_label(opts: dict[str, Any]) -> str:
+def source_label(opts: SqlOptions) -> str:
     """`sql:<table>` or `sql:query`: the prefix of the locations of a source's records."""
-    return f"sql:{opts['table']}" if opts["table"] is not None else "sql:query"
+    return f"sql:{opts.table}" if opts.table is not None else "sql:query"
 
 
 def quote_identifier(name: str) -> str:
@@ -119,15 +134,15 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def from_clause(opts: dict[str, Any]) -> str:
+def from_clause(opts: SqlOptions) -> str:
     """The FROM item of every statement: the table, or the query as a subquery."""
-    if opts["table"] is not None:
-        return ".".join(quote_identifier(part) for part in opts["table"].split("."))
+    if opts.table is not None:
+        return ".".join(quote_identifier(part) for part in opts.table.split("."))
     # the newline ends a trailing `-- comment` of the query before our closing parenthesis
-    return f"(\n{opts['query']}\n) AS {_QUERY_ALIAS}"
+    return f"(\n{opts.query}\n) AS {_QUERY_ALIAS}"
 
 
-def select_sql(opts: dict[str, Any], where: str | None = None) -> str:
+def select_sql(opts: SqlOptions, where: str | None = None) -> str:
     sql = f"SELECT * FROM {from_clause(opts)}"
     return sql if where is None else f"{sql} WHERE {where}"
 
@@ -194,8 +209,8 @@ def range_partitions(
 
 def plan_partitions(db: Database, source: SourceSpec) -> list[Partition]:
     """The partitions to read a source in: one without a partition column, else its ranges."""
-    opts = source.options
-    column = opts["partition_column"]
+    opts = source.options_as(SqlOptions)
+    column = opts.partition_column
     if column is None:
         return [Partition(None, None)]
     names = db.column_names(select_sql(opts))
@@ -228,11 +243,11 @@ def plan_partitions(db: Database, source: SourceSpec) -> list[Partition]:
                 f"it holds {type(bound).__name__} values",
             )
     has_nulls = db.first_row(select_sql(opts, f"{col} IS NULL") + " LIMIT 1") is not None
-    cuts = [] if lo is None else cut_points(lo, hi, opts["partitions"])
+    cuts = [] if lo is None else cut_points(lo, hi, opts.partitions)
     return range_partitions(column, cuts, has_nulls, db.dialect)
 
 
-def _bounds_sql(opts: dict[str, Any], col: str, conditions: list[str]) -> str:
+def _bounds_sql(opts: SqlOptions, col: str, conditions: list[str]) -> str:
     sql = f"SELECT MIN({col}), MAX({col}) FROM {from_clause(opts)}"
     return f"{sql} WHERE {' AND '.join(conditions)}" if conditions else sql
 
@@ -259,11 +274,11 @@ def read_partition(
     Rows are numbered from 1 in the order the database returns them; a record's location is
     `sql:<table or query>[:<partition>]:<row number>`.
     """
-    opts = source.options
+    opts = source.options_as(SqlOptions)
     path = source_label(opts) + (f":{partition.label}" if partition.label else "")
     start = 0
     sql = select_sql(opts, partition.where)
-    for names, rows in db.rows(sql, opts["chunk_rows"], partition.params):
+    for names, rows in db.rows(sql, opts.chunk_rows, partition.params):
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
             raise source_error(
@@ -292,7 +307,7 @@ class _PlanPartitionsFn(beam.DoFn):
         self._source = source
 
     def process(self, _):
-        if self._source.options["partition_column"] is None:
+        if self._source.options_as(SqlOptions).partition_column is None:
             yield Partition(None, None)
             return
         db = Database(self._source)

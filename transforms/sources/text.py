@@ -26,12 +26,13 @@ matches' groups into columns. Values stay text; `transforms.schema` types them.
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import itertools
 import operator
 import re
 from typing import Any, BinaryIO, Iterable, Iterator
 
-from transforms.contract.config import OptionError, SourceSpec
+from transforms.contract.config import OptionError, SourceOptions, SourceSpec
 from transforms.records import (
     CHUNK_ROWS,
     MAX_LINE_CHARS,
@@ -50,7 +51,18 @@ _READ_BYTES = 1 << 20
 _BOM = "\ufeff"
 
 
-def options(raw: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class TextOptions(SourceOptions):
+    """The options of a text source: a line's encoding and the fields made of it (the whole
+    line as `field`, or the named groups of `regex`), and whether blank lines are skipped."""
+
+    encoding: str = "utf-8"  # a codec's canonical name
+    field: str | None = "line"  # None with a regex
+    regex: str | None = None
+    skip_blank_lines: bool = True
+
+
+def options(raw: dict[str, Any]) -> TextOptions:
     """The text options, checked, with their defaults."""
     opts = OptionsReader(raw)
     regex = opts.string("regex", None)
@@ -61,12 +73,12 @@ def options(raw: dict[str, Any]) -> dict[str, Any]:
     field = opts.string("field", "line")
     if regex is not None:
         compile_regex(regex)
-    out = {
-        "encoding": opts.encoding(),
-        "field": None if regex is not None else field,
-        "regex": regex,
-        "skip_blank_lines": opts.boolean("skip_blank_lines", True),
-    }
+    out = TextOptions(
+        encoding=opts.encoding(),
+        field=None if regex is not None else field,
+        regex=regex,
+        skip_blank_lines=opts.boolean("skip_blank_lines", True),
+    )
     opts.done()
     return out
 
@@ -158,23 +170,24 @@ def parse_text(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
 ) -> Iterator[RawChunk | dict[str, Any]]:
     """Yields chunks of raw records and, for lines the regex does not match, rejected records."""
-    opts = source.options
-    pattern = compile_regex(opts["regex"]) if opts["regex"] is not None else None
+    opts = source.options_as(TextOptions)
+    pattern = compile_regex(opts.regex) if opts.regex is not None else None
     match = None if pattern is None else _matcher(pattern)
     pending = ChunkBuilder(source.name, path, chunk_rows, raw_fields=_raw_text, text=True)
-    for first, lines in _line_blocks(_decoded(stream, opts["encoding"])):
+    for first, lines in _line_blocks(_decoded(stream, opts.encoding)):
         if len(lines) == 1 and isinstance(lines[0], Overlong):
             where = location(path, first)
             yield rejection(source.name, where, TOO_LONG, f"<{lines[0].chars} characters>")
             continue
         numbers: Any = range(first, first + len(lines))
-        if opts["skip_blank_lines"]:
+        if opts.skip_blank_lines:
             keep = list(map(bool, map(str.strip, lines)))
             if not all(keep):
                 lines = list(itertools.compress(lines, keep))
                 numbers = list(itertools.compress(numbers, keep))
         if pattern is None:
-            yield from pending.add({opts["field"]: lines}, numbers, lines)
+            assert opts.field is not None  # a field without a regex
+            yield from pending.add({opts.field: lines}, numbers, lines)
             continue
         assert match is not None  # made with the pattern
         matches = list(map(match, lines))

@@ -41,6 +41,7 @@ start, and goes on from where the stream stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import zlib
 from typing import Any, BinaryIO, Iterator
@@ -48,7 +49,7 @@ from typing import Any, BinaryIO, Iterator
 import google_crc32c
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
-from transforms.contract.config import SourceSpec
+from transforms.contract.config import SourceOptions, SourceSpec
 from transforms.contract.layout import COMPRESSIONS
 from transforms.files import CorruptFile
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
@@ -69,10 +70,17 @@ _INFLATE_BYTES = 1 << 16  # compressed input per step: bounds what one step infl
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def options(raw: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class TfrecordOptions(SourceOptions):
+    """The options of a tfrecord source: the compression of its files."""
+
+    compression: str = "auto"  # one of COMPRESSION_CHOICES; auto: told by each file's name
+
+
+def options(raw: dict[str, Any]) -> TfrecordOptions:
     """The tfrecord options, checked, with their defaults."""
     opts = OptionsReader(raw)
-    out = {"compression": opts.choice("compression", COMPRESSION_CHOICES, "auto")}
+    out = TfrecordOptions(compression=opts.choice("compression", COMPRESSION_CHOICES, "auto"))
     opts.done()
     return out
 
@@ -84,7 +92,9 @@ def parse_tfrecord(
     decoder = ExamplesToRecordBatchDecoder()
     payloads: list[bytes] = []
     numbers: list[int] = []
-    for number, offset, data, reason in read_records(stream, path, source.options["compression"]):
+    for number, offset, data, reason in read_records(
+        stream, path, source.options_as(TfrecordOptions).compression
+    ):
         if reason is not None:
             yield rejection(source.name, location(path, number), reason, {"offset": offset})
             continue

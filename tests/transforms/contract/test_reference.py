@@ -121,7 +121,7 @@ def test_the_options_and_defaults_are_the_checkers(fmt):
     with the reference's defaults; an unknown option's error lists none the reference lacks."""
     part = reference.options_part(fmt)
     minimal = MINIMAL.get(fmt, {})
-    returned = registry.check_options(fmt, minimal)
+    returned = registry.check_options(fmt, minimal).to_dict()
     assert set(returned) == part.key_names()
     documented = {k.name: k.default for k in part.keys if k.name in part.key_names()}
     assert {k: v for k, v in returned.items() if k not in minimal} == {
@@ -167,11 +167,14 @@ def test_null_is_the_default_exactly_for_the_options_the_reference_says():
 
 
 def test_the_byte_ranges_of_binary_records_are_the_checkers():
+    from transforms.sources.binary import BinaryOptions
+
     part = reference.options_part("binary")
     keys = {k.name.rpartition(".")[2]: k for k in part.keys if k.name.startswith("fields.<name>.")}
     fields = {"a": {k: v.example for k, v in keys.items() if v.required}}
     returned = registry.check_options("binary", {"record_bytes": 8, "fields": fields})
-    assert returned["fields"]["a"] == {
+    assert isinstance(returned, BinaryOptions) and isinstance(returned.fields, dict)
+    assert returned.fields["a"] == {
         **fields["a"],
         **{k: v.default for k, v in keys.items() if not v.required},
     }

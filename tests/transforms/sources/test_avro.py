@@ -268,7 +268,7 @@ def test_an_empty_file_has_no_records():
 
 
 def test_options_take_no_keys():
-    assert avro.options({}) == {}
+    assert avro.options({}) == avro.AvroOptions()
     with pytest.raises(OptionError, match="columns: unknown key"):
         avro.options({"columns": ["a"]})
 

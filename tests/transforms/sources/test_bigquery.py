@@ -30,6 +30,7 @@ from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import CHUNK_ROWS, RawChunk, record_json
 from transforms.sources import bigquery
 from transforms.sources.bigquery import (
+    BigqueryOptions,
     JsonRowCoder,
     Read,
     RowsToChunks,
@@ -46,7 +47,7 @@ UTC = datetime.timezone.utc
 
 
 def test_options_defaults():
-    assert options({"table": "proj:ds.tbl"}) == {
+    assert options({"table": "proj:ds.tbl"}).to_dict() == {
         "table": "proj:ds.tbl",
         "query": None,
         "method": "EXPORT",
@@ -74,7 +75,7 @@ def test_options_defaults():
     ],
 )
 def test_table_references_are_normalized_to_beams_form(table, normalized):
-    assert options({"table": table})["table"] == normalized
+    assert options({"table": table}).table == normalized
     # Beam parses the normalized form into the same parts
     ref = beam_bigquery.bigquery_tools.parse_table_reference(normalized)
     project, _, rest = normalized.rpartition(":")
@@ -145,12 +146,12 @@ def test_options_of_each_method_are_kept():
             "temp_dataset": "proj.scratch",
         }
     )
-    assert (opts["query"], opts["method"], opts["project"]) == (
+    assert (opts.query, opts.method, opts.project) == (
         "SELECT a FROM `p.d.t`",
         "DIRECT_READ",
         "billing-proj",
     )
-    assert (opts["query_priority"], opts["temp_dataset"]) == ("INTERACTIVE", "proj:scratch")
+    assert (opts.query_priority, opts.temp_dataset) == ("INTERACTIVE", "proj:scratch")
     opts = options(
         {
             "table": "proj.ds.t",
@@ -160,13 +161,13 @@ def test_options_of_each_method_are_kept():
             "chunk_rows": 10,
         }
     )
-    assert (opts["selected_fields"], opts["row_restriction"], opts["chunk_rows"]) == (
+    assert (opts.selected_fields, opts.row_restriction, opts.chunk_rows) == (
         ["a", "b.c"],
         "a > 1",
         10,
     )
     opts = options({"table": "proj.ds.t", "gcs_location": "gs://b/bq", "use_json_exports": True})
-    assert (opts["gcs_location"], opts["use_json_exports"]) == ("gs://b/bq", True)
+    assert (opts.gcs_location, opts.use_json_exports) == ("gs://b/bq", True)
 
 
 def test_config_errors_name_the_source_option(tmp_path):
@@ -181,7 +182,7 @@ def test_config_errors_name_the_source_option(tmp_path):
     assert str(e.value).startswith("sources[0].options.table: 'nope' must be")
     cfg["sources"][0]["options"] = {"table": "proj.ds.t"}
     dataset = parse_config(cfg, base_dir=str(tmp_path))
-    assert dataset.sources[0].options["table"] == "proj:ds.t"
+    assert dataset.sources[0].options_as(BigqueryOptions).table == "proj:ds.t"
 
 
 # --- the Beam read it builds ----------------------------------------------------------------------
@@ -543,7 +544,7 @@ def test_etl_of_bigquery_rows_writes_every_value(tmp_path, monkeypatch):
     read_with = {}
 
     def create_rows(source, pipeline_options):
-        read_with[source.name] = source.options
+        read_with[source.name] = source.options_as(BigqueryOptions)
         return beam.Create(rows)
 
     monkeypatch.setattr(bigquery, "read_rows", create_rows)
@@ -577,7 +578,7 @@ output: {path: out}
 """
     )
     assert etl.run(["--config", str(tmp_path / "bq.yaml")]) == 0
-    assert read_with["events"]["table"] == "proj:ds.events"
+    assert read_with["events"].table == "proj:ds.events"
 
     out = tmp_path / "out"
     manifest = json.loads((out / "manifest.json").read_text())

@@ -40,7 +40,7 @@ def _parse(data: bytes, chunk_rows=100, stream=None, **raw_options):
 
 
 def test_options_defaults_for_each_layout():
-    assert options({"record_bytes": 4}) == {
+    assert options({"record_bytes": 4}).to_dict() == {
         "record_bytes": 4,
         "header_bytes": 0,
         "footer_bytes": 0,
@@ -48,10 +48,10 @@ def test_options_defaults_for_each_layout():
         "fields": None,
     }
     opts = options({"record_bytes": 24, "struct": POINT, "fields": ["a", "b", "c", "d", "e"]})
-    assert opts["fields"] == ["a", "b", "c", "d", "e"]
+    assert opts.fields == ["a", "b", "c", "d", "e"]
     opts = options({"record_bytes": 20, "fields": RANGES, "header_bytes": 3})
-    assert opts["fields"]["count"] == {"offset": 4, "length": 2, "type": "uint", "endian": "little"}
-    assert opts["header_bytes"] == 3
+    assert opts.fields["count"] == {"offset": 4, "length": 2, "type": "uint", "endian": "little"}
+    assert opts.header_bytes == 3
 
 
 def _r(**spec):

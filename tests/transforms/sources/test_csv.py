@@ -1,5 +1,6 @@
 """CSV parsing: quoting, embedded newlines, CRLF, null markers, line numbers, rejected rows."""
 
+import dataclasses
 import io
 
 import pytest
@@ -8,20 +9,11 @@ from transforms.contract.config import SourceSpec
 from transforms.files import FileError
 from transforms.records import RawChunk
 from transforms.sources import csv as csv_module
-from transforms.sources.csv import parse_csv
+from transforms.sources.csv import CsvOptions, parse_csv
 
 
 def _source(**options):
-    opts = {
-        "delimiter": ",",
-        "header": True,
-        "columns": None,
-        "null_values": [""],
-        "encoding": "utf-8",
-        "list_delimiter": "|",
-    }
-    opts.update(options)
-    return SourceSpec("src", "csv", "f.csv", opts)
+    return SourceSpec("src", "csv", "f.csv", dataclasses.replace(CsvOptions(), **options))
 
 
 class Row:

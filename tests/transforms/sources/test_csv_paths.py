@@ -14,7 +14,7 @@ from transforms.contract.config import SourceSpec
 from transforms.files import FileError
 from transforms.records import RawChunk
 from transforms.sources import csv as csv_module
-from transforms.sources.csv import parse_csv
+from transforms.sources.csv import CsvOptions, parse_csv
 
 FIELDS = [
     "a",
@@ -82,14 +82,11 @@ def test_arrow_path_matches_the_csv_module(seed, monkeypatch):
         "src",
         "csv",
         "f.csv",
-        {
-            "delimiter": ",",
-            "header": header,
-            "columns": None if header else [f"c{i}" for i in range(width)],
-            "null_values": rng.choice([[""], ["", "NA"], []]),
-            "encoding": "utf-8",
-            "list_delimiter": "|",
-        },
+        CsvOptions(
+            header=header,
+            columns=None if header else [f"c{i}" for i in range(width)],
+            null_values=rng.choice([[""], ["", "NA"], []]),
+        ),
     )
     chunk_rows = rng.choice([1, 2, 5, 100])
     assert _read(data, source, chunk_rows, True) == _read(data, source, chunk_rows, False), data
@@ -104,14 +101,7 @@ def test_fast_path_takes_well_formed_files_without_falling_back(monkeypatch):
         "src",
         "csv",
         "f.csv",
-        {
-            "delimiter": ",",
-            "header": True,
-            "columns": None,
-            "null_values": [""],
-            "encoding": "utf-8",
-            "list_delimiter": "|",
-        },
+        CsvOptions(),
     )
     records, rejected = _read(data, source, 100, True)
     assert calls == []

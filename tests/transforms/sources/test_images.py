@@ -62,7 +62,7 @@ def _parse(data: bytes, path: str, source=None):
 
 
 def test_default_options():
-    assert options({}) == {
+    assert options({}).to_dict() == {
         "label_from": "parent_dir",
         "label_regex": None,
         "extensions": [".bmp", ".gif", ".jpeg", ".jpg", ".png", ".webp"],
@@ -73,13 +73,13 @@ def test_default_options():
 
 
 def test_label_regex_alone_means_label_from_regex():
-    assert options({"label_regex": r"^(\w+)/"})["label_from"] == "regex"
-    assert options({"label_from": "regex", "label_regex": r"(?P<label>\w+)_\d+"})["label_regex"]
+    assert options({"label_regex": r"^(\w+)/"}).label_from == "regex"
+    assert options({"label_from": "regex", "label_regex": r"(?P<label>\w+)_\d+"}).label_regex
 
 
 def test_extensions_are_normalized_and_star_means_every_file():
-    assert options({"extensions": ["PNG", ".Tif", "png"]})["extensions"] == [".png", ".tif"]
-    assert options({"extensions": "*"})["extensions"] is None
+    assert options({"extensions": ["PNG", ".Tif", "png"]}).extensions == [".png", ".tif"]
+    assert options({"extensions": "*"}).extensions is None
 
 
 @pytest.mark.parametrize(

@@ -4,12 +4,12 @@ import io
 
 from transforms.contract.config import SourceSpec
 from transforms.records import RawChunk
-from transforms.sources.jsonl import parse_jsonl
+from transforms.sources.jsonl import JsonlOptions, parse_jsonl
 
 
 def _parse(data: bytes):
     rows, rejected = [], []
-    source = SourceSpec("obs", "jsonl", "o.jsonl", {"encoding": "utf-8"})
+    source = SourceSpec("obs", "jsonl", "o.jsonl", JsonlOptions())
     for item in parse_jsonl(io.BytesIO(data), "o.jsonl", source):
         if isinstance(item, RawChunk):
             for i in range(len(item)):

@@ -135,8 +135,8 @@ def test_no_rows_no_records():
 
 
 def test_options_defaults_and_errors():
-    assert parquet.options({}) == {"columns": None}
-    assert parquet.options({"columns": ["a"]}) == {"columns": ["a"]}
+    assert parquet.options({}) == parquet.ParquetOptions(columns=None)
+    assert parquet.options({"columns": ["a"]}) == parquet.ParquetOptions(columns=["a"])
     with pytest.raises(OptionError, match="columns: must be a list of strings"):
         parquet.options({"columns": "a"})
     with pytest.raises(OptionError, match="delimiter: unknown key"):

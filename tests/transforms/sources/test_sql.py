@@ -52,7 +52,7 @@ def _multiset(records: list[dict]) -> collections.Counter:
 
 
 def test_options_are_completed_with_their_defaults():
-    assert sql.options({"url": "sqlite:///a.db", "table": "t"}) == {
+    assert sql.options({"url": "sqlite:///a.db", "table": "t"}).to_dict() == {
         "url": "sqlite:///a.db",
         "table": "t",
         "query": None,
@@ -67,7 +67,7 @@ def test_options_are_completed_with_their_defaults():
 
 def test_a_query_loses_its_trailing_semicolon():
     opts = sql.options({"url": "sqlite:///a.db", "query": "  SELECT 1;\n "})
-    assert opts["query"] == "SELECT 1"
+    assert opts.query == "SELECT 1"
 
 
 @pytest.mark.parametrize(
@@ -171,13 +171,13 @@ def test_sqlite_urls_take_relative_and_absolute_paths():
 
 def test_resolve_paths_makes_relative_files_absolute_against_the_config_folder():
     opts = sql.options({"url": "sqlite:///data/a.db", "table": "t"})
-    assert sql.resolve_paths(opts, "/cfg")["url"] == "sqlite:////cfg/data/a.db"
+    assert sql.resolve_paths(opts, "/cfg").url == "sqlite:////cfg/data/a.db"
     opts = sql.options({"url": "sqlite:////srv/a.db", "table": "t"})
     assert sql.resolve_paths(opts, "/cfg") == opts
     opts = sql.options({"url": "postgresql://h/db", "table": "t", "password_file": "secret"})
-    assert sql.resolve_paths(opts, "/cfg")["password_file"] == "/cfg/secret"
+    assert sql.resolve_paths(opts, "/cfg").password_file == "/cfg/secret"
     opts = sql.options({"url": "postgresql://h/db", "table": "t", "password_file": "gs://b/secret"})
-    assert sql.resolve_paths(opts, "/cfg")["password_file"] == "gs://b/secret"
+    assert sql.resolve_paths(opts, "/cfg").password_file == "gs://b/secret"
 
 
 # --- partitions -----------------------------------------------------------------------------------

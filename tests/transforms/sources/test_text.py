@@ -28,14 +28,14 @@ def _parse(data: bytes, chunk_rows=100, **raw_options):
 
 
 def test_options_defaults():
-    assert options({}) == {
+    assert options({}).to_dict() == {
         "encoding": "utf-8",
         "field": "line",
         "regex": None,
         "skip_blank_lines": True,
     }
-    assert options({"regex": LOG, "encoding": "Latin-1"})["encoding"] == "iso8859-1"
-    assert options({"regex": LOG})["field"] is None
+    assert options({"regex": LOG, "encoding": "Latin-1"}).encoding == "iso8859-1"
+    assert options({"regex": LOG}).field is None
 
 
 @pytest.mark.parametrize(

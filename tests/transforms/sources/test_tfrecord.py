@@ -201,7 +201,7 @@ def test_chunks_hold_at_most_chunk_rows():
 
 
 def test_options_default_and_errors():
-    assert tfrecord.options({}) == {"compression": "auto"}
+    assert tfrecord.options({}) == tfrecord.TfrecordOptions(compression="auto")
     message = "compression: 'snappy' is not one of auto, gzip, zlib, none"
     with pytest.raises(OptionError, match=message):
         tfrecord.options({"compression": "snappy"})
@@ -215,7 +215,7 @@ def test_reading_examples_does_not_import_tensorflow():
         "import sys, io; from transforms.sources import tfrecord; "
         "from transforms.contract.config import SourceSpec; "
         "list(tfrecord.parse_tfrecord(io.BytesIO(b''), 'f', SourceSpec('s', 'tfrecord', 'f', "
-        "{'compression': 'auto'}))); "
+        "tfrecord.TfrecordOptions()))); "
         "assert not [m for m in sys.modules if m == 'tensorflow' or m.startswith('tensorflow.')]"
     )
     result = subprocess.run(

@@ -6,7 +6,7 @@ about 2 s importing Beam before it takes work; 16 of them starting at once on 16
 3–4 s. At the end of a run it stops them one after another, about a third of a second each.
 
 - `start_forkserver(options)` starts, early and in the background, a fork server (the standard
-  library's `multiprocessing` forkserver, `pipelines.forkserver`) that imports what a worker
+  library's `multiprocessing` forkserver, `pipelines.runner.forkserver`) that imports what a worker
   needs once; `shardflow etl` starts it even before it imports Beam itself.
 - For the span of a run, `local_workers()` has Beam's worker command forked from that server
   (a worker is then ready in a few milliseconds, with the same environment variables Beam gives
@@ -32,7 +32,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
-from pipelines import forkserver
+from pipelines.runner import forkserver
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The fork server that local worker processes are forked from (`pipelines.workers`).
+"""The fork server that local worker processes are forked from (`pipelines.runner.workers`).
 
 This module imports no Beam, so that `shardflow etl` can start the server first thing: the
 server then imports Beam and the ETL's steps while the command imports them too, and the first
@@ -13,7 +13,7 @@ import multiprocessing.forkserver
 # What the server imports before it forks: Beam's worker harness and the steps of an ETL run.
 PRELOAD = [
     "apache_beam.runners.worker.sdk_worker_main",
-    "pipelines.workers",
+    "pipelines.runner.workers",
     "transforms.sources.read",
     "transforms.prepare",
     "transforms.join",
@@ -26,7 +26,7 @@ PRELOAD = [
 
 def wanted(argv: list[str]) -> bool:
     """Whether a command line asks for local worker processes (`--direct_running_mode
-    multi_processing`), read before Beam parses it; `pipelines.workers.forks_workers` decides
+    multi_processing`), read before Beam parses it; `pipelines.runner.workers.forks_workers` decides
     from the parsed options."""
     for i, arg in enumerate(argv):
         if arg == "--direct_running_mode=multi_processing":
