@@ -29,6 +29,7 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
+from pipelines.baseline import find_baseline
 from pipelines.config import ConfigError, load_config
 from pipelines.examples import SampleRejected, likely_cause, sample_report
 from pipelines.flags import Tuning, beam_flags, build_parser, dates_of, tuning_from
@@ -53,14 +54,12 @@ from transforms.quality import CountFields
 from transforms.sink.finalize import PublishDataset
 from transforms.sink.output import Expected, holds_dataset
 from transforms.sink.rejected import WriteRejected
-from transforms.sink.storage import discard, read_if_exists, staging_path
+from transforms.sink.storage import discard, staging_path
 from transforms.sink.write import SPILL_BYTES, WriteShards
 from transforms.sources import ranges, registry
 from transforms.sources.read import FirstRecords, ReadSource
 from transforms.sources.text import TextOptions, regex_note
 from transforms.stats import MergeStats
-from transforms.validation.check import read_dataset
-from transforms.validation.schema import read_schema
 
 logger = logging.getLogger(__name__)
 _INTERRUPTED = threading.Event()  # set by SIGINT (Ctrl-C) during `run`
@@ -228,53 +227,6 @@ def _run(
     return _run_dataset(
         dataset, inputs, beam_args, expected, tuning, started, baseline, before_publish
     )
-
-
-LOOK_BACK_DAYS = 31  # a date-partitioned run's default baseline: the latest complete date
-
-
-def find_baseline(args: argparse.Namespace, dataset: DatasetSpec) -> str | None:
-    """The dataset compared with for drift: --baseline, else the config's
-    `validation.baseline`, else the latest complete dataset of the 31 dates before a
-    date-partitioned output's; None without one. Checked here, before the job (the job reads
-    it again where it validates): ConfigError when a named one cannot be read or its schema
-    does not parse; a date's that cannot be is left out, with a note."""
-    uri = args.baseline or dataset.validation.baseline
-    where: str | None = "--baseline" if args.baseline else "validation.baseline"
-    if uri is None and dataset.date is not None:
-        uri = _previous_dataset(args, dataset)
-        where = None
-    if uri is None:
-        return None
-    try:
-        _, _, schema = read_dataset(read_if_exists, uri)
-        if schema is not None:
-            read_schema(schema.encode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        if where is not None:
-            raise ConfigError(where, str(e)) from None
-        print(f"shardflow etl: {dataset.name}: no drift: the previous date's {e}", flush=True)
-        return None
-    print(f"shardflow etl: {dataset.name}: drift against {uri}", flush=True)
-    return uri.rstrip("/")
-
-
-def _previous_dataset(args: argparse.Namespace, dataset: DatasetSpec) -> str | None:
-    assert dataset.date is not None  # asked for a date-partitioned output only
-    today = datetime.date.fromisoformat(dataset.date)
-    for back in range(1, LOOK_BACK_DAYS + 1):
-        day = today - datetime.timedelta(days=back)
-        path = load_config(args.config, args.output, day).output.path
-        if path == dataset.output.path:
-            return None  # no date in the output's path
-        if holds_dataset(path):
-            return path
-    print(
-        f"shardflow etl: {dataset.name}: no drift: no complete dataset in the "
-        f"{LOOK_BACK_DAYS} dates before {dataset.date}",
-        flush=True,
-    )
-    return None
 
 
 def _limited(dataset: DatasetSpec, args: argparse.Namespace) -> DatasetSpec:
