@@ -71,4 +71,5 @@ def segment_name(shard: str, piece: int) -> str:
 
 # The rejected records: one JSON Lines file, named like a single shard of a `rejected` split.
 REJECTED_DIR = "rejected"
-REJECTED_FILE = shard_name(REJECTED_DIR, 0, 1, ".jsonl")
+REJECTED_SUFFIX = ".jsonl"  # rejected records: JSON Lines, uncompressed
+REJECTED_FILE = shard_name(REJECTED_DIR, 0, 1, REJECTED_SUFFIX)

@@ -31,13 +31,12 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms.contract.layout import REJECTED_DIR, shard_name
+from transforms.contract.layout import REJECTED_DIR, REJECTED_SUFFIX, shard_name
 from transforms.progress import timed
 from transforms.sink.spill import spill_folder
 from transforms.sink.storage import create_file, delete_paths
 
 RUN_BYTES = 16 << 20  # what a worker holds of rejected records before it sorts and writes a run
-_SUFFIX = ".jsonl"
 _MIME = "application/x-ndjson"
 SortKey = tuple[str, str, int, str]
 
@@ -147,7 +146,7 @@ def write_rejected_files(
     offset = 0
     pending = next(merged, None)
     for index in range(count):
-        name = shard_name(REJECTED_DIR, index, count, _SUFFIX)
+        name = shard_name(REJECTED_DIR, index, count, REJECTED_SUFFIX)
         end = total * (index + 1) // count  # a record goes to the file its first byte falls in
         sha, size, records = hashlib.sha256(), 0, 0
         with create_file(f"{staging}/{name}", _MIME) as f:

@@ -61,15 +61,16 @@ from transforms.records import (
     record_json,
     rejection,
 )
-from transforms.sources.registry import OptionsReader
+from transforms.sources.registry import EXTENSIONS, OptionsReader
 
 if TYPE_CHECKING:
     from PIL import Image
 
 LABEL_FROM = ("parent_dir", "regex", "none")
 ENCODINGS = ("png", "jpeg")
-# What tf.io.decode_image reads (BMP, GIF, JPEG, PNG, WebP): the default `extensions`.
-DEFAULT_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".webp")
+# What tf.io.decode_image reads (BMP, GIF, JPEG, PNG, WebP): the default `extensions`, the
+# endings the registry reads as images.
+DEFAULT_EXTENSIONS = tuple(sorted(e for e, formats in EXTENSIONS.items() if "images" in formats))
 ALL_FILES = "*"
 DEFAULT_QUALITY = 90
 UNDECODABLE = f"image: {NOT_DECODABLE}"
