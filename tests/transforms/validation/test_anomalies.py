@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from transforms.contract.layout import STATISTICS_FORMAT_VERSION
+from tests.transforms.validation.typed import typed
 from transforms.contract.statistics import Bar, SplitStatistics, Statistics
 from transforms.stats import chunk_stats
 from transforms.validation.anomalies import (
@@ -48,24 +48,6 @@ def statistics(columns: dict[str, tuple[str, list]], split: np.ndarray) -> Stati
         arrays.append(pa.array([[] if v is None else [v] for v in values], pa.list_(_ARROW[kind])))
     stats = chunk_stats(names, [columns[n][0] for n in names], arrays, split)
     return Statistics.loads(json.dumps(stats.to_json(SPLITS)))
-
-
-def typed(raw: dict) -> Statistics:
-    """A hand-written statistics.json as `Statistics`, completed where it leaves out what the
-    checks do not read: its format_version, and each feature's missing_rate."""
-    splits = {
-        name: {
-            **split,
-            "features": {
-                feature: {"missing_rate": s["missing"] / s["records"] if s["records"] else 0.0, **s}
-                for feature, s in split["features"].items()
-            },
-        }
-        for name, split in raw["splits"].items()
-    }
-    return Statistics.from_json(
-        {"format_version": STATISTICS_FORMAT_VERSION, **raw, "splits": splits}
-    )
 
 
 @pytest.fixture(scope="module")

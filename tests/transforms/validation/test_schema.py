@@ -12,8 +12,9 @@ import pyarrow as pa
 import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from tests.transforms.validation.typed import typed
 from transforms.contract.config import FeatureSpec
-from transforms.contract.layout import SCHEMA, STATISTICS_FORMAT_VERSION
+from transforms.contract.layout import SCHEMA
 from transforms.contract.manifest import Manifest, ManifestFeature
 from transforms.contract.statistics import Statistics
 from transforms.stats import chunk_stats
@@ -84,24 +85,6 @@ def statistics() -> Statistics:
     names = list(FEATURES)
     stats = chunk_stats(names, [FEATURES[n].type for n in names], [raw[n] for n in names], split)
     return Statistics.loads(json.dumps(stats.to_json(["train", "eval"]), sort_keys=True))
-
-
-def typed(raw: dict) -> Statistics:
-    """A hand-written statistics.json as `Statistics`, completed where it leaves out what the
-    schema does not read: its format_version, and each feature's missing_rate."""
-    splits = {
-        name: {
-            **split,
-            "features": {
-                feature: {"missing_rate": s["missing"] / s["records"] if s["records"] else 0.0, **s}
-                for feature, s in split["features"].items()
-            },
-        }
-        for name, split in raw["splits"].items()
-    }
-    return Statistics.from_json(
-        {"format_version": STATISTICS_FORMAT_VERSION, **raw, "splits": splits}
-    )
 
 
 EXPECTED = """\
