@@ -114,12 +114,12 @@ class _PublishFn(beam.DoFn):
             check_rejections(self._dataset, manifest)
         if statistics is not None:
             with timed("validation"):
-                body = result  # the splits in the config's order
                 baseline = None
                 if self._baseline is not None:  # read here: its statistics may be megabytes
                     _, base_statistics, base_schema = read_dataset(read_if_exists, self._baseline)
                     baseline = Baseline(self._baseline, base_statistics, base_schema)
-                manifest = validated(self._dataset, self._staging, manifest, body, baseline)
+                # the splits in the config's order, as statistics.pb lists them
+                manifest = validated(self._dataset, self._staging, manifest, result, baseline)
         with timed("publish"):
             publish(self._staging, out.path, manifest, self._expected, self._before_publish)
         yield manifest

@@ -47,7 +47,7 @@ def statistics(columns: dict[str, tuple[str, list]], split: np.ndarray) -> Stati
             values = [None if v is None else v.encode() for v in values]
         arrays.append(pa.array([[] if v is None else [v] for v in values], pa.list_(_ARROW[kind])))
     stats = chunk_stats(names, [columns[n][0] for n in names], arrays, split)
-    return Statistics.loads(json.dumps(stats.to_json(SPLITS)))
+    return stats.result(SPLITS)
 
 
 @pytest.fixture(scope="module")
