@@ -60,7 +60,7 @@ def run_etl(config: Path, out: Path, log: Path, baseline: Path | None) -> tuple[
 
 def time_validate(out: Path, baseline: Path, repeats: int = 5) -> float:
     """Median seconds of `validate` on `out`'s statistics against `baseline`."""
-    from pipelines.config import load_config
+    from pipelines.config.loader import load_config
     from transforms.contract.manifest import Manifest
     from transforms.contract.statistics import Statistics
     from transforms.validation.check import Baseline, validate

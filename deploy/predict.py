@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _predict_input(args: argparse.Namespace) -> int:
-    from pipelines.config import ConfigError, load_config
+    from pipelines.config.loader import ConfigError, load_config
     from pipelines.examples import Examples, encode_files
     from transforms.files import (
         RECURSIVE_FORMATS,
@@ -243,7 +243,7 @@ class _output:
         remote = "://" in self._path
         folder = None if remote else os.path.dirname(os.path.abspath(self._path))
         try:
-            fd, self._temp = tempfile.mkstemp(prefix=".predict-", suffix=".jsonl", dir=folder)
+            fd, self._temp = tempfile.mkstemp(prefix=".predict-", suffix=".part", dir=folder)
         except OSError as e:
             raise _Refused(f"cannot write {self._path!r}: {e.strerror or e}") from None
         self._file = os.fdopen(fd, "w", encoding="utf-8")

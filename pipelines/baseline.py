@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import datetime
 
-from pipelines.config import ConfigError, load_config
+from pipelines.config.loader import ConfigError, load_config
 from transforms.contract.config import DatasetSpec
 from transforms.sink.output import holds_dataset
 from transforms.sink.storage import read_if_exists

@@ -30,7 +30,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from pipelines.baseline import find_baseline
-from pipelines.config import ConfigError, load_config
+from pipelines.config.loader import ConfigError, load_config
 from pipelines.examples import SampleRejected, likely_cause, sample_report
 from pipelines.flags import Tuning, beam_flags, build_parser, dates_of, tuning_from
 from pipelines.inputs import check_inputs

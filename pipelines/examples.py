@@ -113,7 +113,7 @@ def sample_report(dataset: DatasetSpec, limit: int = SAMPLE_RECORDS) -> list[str
         if source.format in registry.QUERY_FORMATS:
             lines.append(f"{where}: not sampled (its query runs with the job)")
             continue
-        assert source.path is not None  # a file source's path is required (pipelines.config)
+        assert source.path is not None  # a file source's path is required (pipelines.config.loader)
         paths = match_files(source.path, recursive=source.format in RECURSIVE_FORMATS)
         valid = 0
         reasons: collections.Counter[str] = collections.Counter()  # rejections by reason

@@ -8,7 +8,7 @@ import dataclasses
 import datetime
 import re
 
-from pipelines.fields import ConfigError
+from pipelines.config.fields import ConfigError
 from transforms.tuning import (
     ENCODE_THREADS,
     MIN_SPLIT_BYTES,
@@ -188,7 +188,7 @@ def config_error(argv: list[str]) -> str | None:
     """What is wrong with the dates or the config of a `shardflow etl` command line (for a
     backfill, the config of its first date), checked without importing Beam; None when nothing
     is. A bad command line is argparse's to refuse (it exits 2)."""
-    from pipelines.config import load_config
+    from pipelines.config.loader import load_config
 
     args, _ = build_parser().parse_known_args(argv)
     try:

@@ -8,7 +8,7 @@ import re
 
 from apache_beam.io.filesystem import FileSystem
 
-from pipelines.config import ConfigError
+from pipelines.config.loader import ConfigError
 from transforms.contract.config import DatasetSpec
 from transforms.contract.layout import (
     COMPRESSIONS,

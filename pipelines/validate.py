@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from pipelines.fields import ConfigError
+    from pipelines.config.fields import ConfigError
 
     try:
         return _validate(args)
@@ -81,9 +81,9 @@ def _difference(config, manifest) -> str | None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from pipelines.config import load_config
-    from pipelines.fields import ConfigError
-    from pipelines.validation import schema_text_of
+    from pipelines.config.fields import ConfigError
+    from pipelines.config.loader import load_config
+    from pipelines.config.validation import schema_text_of
     from transforms.contract.config import ValidationSpec
     from transforms.sink.storage import read_if_exists as read
     from transforms.validation.check import Baseline, describe, read_dataset, validate

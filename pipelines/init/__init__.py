@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
-    from pipelines.fields import ConfigError
+    from pipelines.config.fields import ConfigError
     from pipelines.init.write import write_config
 
     try:

@@ -19,19 +19,15 @@ import io
 import re
 from typing import Iterable
 
-from pipelines.fields import MAX_NAME_BYTES, ConfigError
+from pipelines.config.fields import MAX_NAME_BYTES, ConfigError
 from transforms.schema import SPACE
 from transforms.sources import registry
 from transforms.ui.suggest import did_you_mean
 
-# File name endings → the source format `init` proposes (the registry's first, for the formats
-# init samples): `.txt` is delimited text when a delimiter is found, else one record per line.
+# The formats `init` samples records of; a file's format is the first of these that the source
+# registry reads a file of its name with (`.txt` is delimited text when a delimiter is found, else
+# one record per line).
 INIT_FORMATS = ("csv", "jsonl", "parquet", "avro", "tfrecord")
-EXTENSIONS = {
-    ext: formats[0] for ext, formats in registry.EXTENSIONS.items() if formats[0] in INIT_FORMATS
-}
-_UNCOMPRESSED_ONLY = ("parquet", "avro")  # their files compress inside, never as a whole
-_TFRECORD_SHARD = re.compile(r"-\d{5}-of-\d{5}$")  # train-00000-of-00004.tfrecord.gz
 
 DELIMITERS = (",", "\t", ";", "|")
 # Cells that stand for a missing value in exported tables (R, pandas, SQL dumps, spreadsheets).
@@ -47,31 +43,33 @@ _FLOAT = re.compile(
 )
 
 
-split_suffix = registry.split_suffix
-
-
 def file_format(path: str) -> str:
     """The source format of a file, from its name; ConfigError for a name that tells none."""
-    stem, ext, compression = split_suffix(path)
-    fmt = EXTENSIONS.get(ext)
-    if fmt is None and compression == ".zz" and not ext:
-        fmt = "tfrecord"
-    if fmt is None and not ext and _TFRECORD_SHARD.search(stem):
-        fmt = "tfrecord"  # TFX and TFDS shards often have no extension
-    if fmt is None:
-        known = ", ".join(sorted(EXTENSIONS))
-        if not ext:
-            reason = f"its name has no extension to tell its format ({known})"
-        else:
-            reason = f"unknown file type {ext!r} ({known}){did_you_mean(ext, EXTENSIONS)}"
-        raise ConfigError("--source", f"{path}: {reason}")
-    if compression and fmt in _UNCOMPRESSED_ONLY:
+    fmt = next((f for f in registry.formats_of_name(path) if f in INIT_FORMATS), None)
+    if fmt is not None:
+        return fmt
+    _, ext, compression = registry.split_suffix(path)
+    owners = [f for f in registry.formats_of_extension(ext) if f in INIT_FORMATS] if ext else []
+    if owners and compression:
         raise ConfigError(
             "--source",
-            f"{path}: a compressed {fmt} file ({compression}) cannot be read; {fmt} files "
-            "compress their data inside",
+            f"{path}: a compressed {owners[0]} file ({compression}) cannot be read; "
+            f"{owners[0]} files compress their data inside",
         )
-    return fmt
+    known_endings = known_extensions()
+    known = ", ".join(known_endings)
+    if not ext:
+        reason = f"its name has no extension to tell its format ({known})"
+    else:
+        reason = f"unknown file type {ext!r} ({known}){did_you_mean(ext, known_endings)}"
+    raise ConfigError("--source", f"{path}: {reason}")
+
+
+def known_extensions() -> tuple[str, ...]:
+    """The file name endings `init` tells a format by."""
+    return tuple(
+        e for e in registry.extensions() if registry.formats_of_extension(e)[0] in INIT_FORMATS
+    )
 
 
 # --- delimited text -------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import math
 import re
 from typing import Any
 
-from pipelines.fields import MAX_NAME_BYTES
+from pipelines.config.fields import MAX_NAME_BYTES
 from pipelines.init.sample import Sample
 from transforms.contract.config import PRESENT_SUFFIX, FeatureSpec
 from transforms.records import RecordError

@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any, Generator
 
-from pipelines.fields import ConfigError
+from pipelines.config.fields import ConfigError
 from pipelines.init import detect
 from transforms.contract.config import SourceSpec
 from transforms.files import (
@@ -28,6 +28,7 @@ from transforms.files import (
     open_file,
 )
 from transforms.records import CHUNK_ROWS, RawChunk
+from transforms.sources import csv as csv_format
 from transforms.sources import registry
 
 _GLOB_CHARS = "*?["
@@ -115,7 +116,7 @@ def _one_glob(matched: list[tuple[str, list[str], str]]) -> tuple[str, list[str]
     if any(is_remote(v) or any(c in v for c in _GLOB_CHARS) for v in values):
         return None
     folders = {os.path.dirname(v) for v in values}
-    endings = {"".join(detect.split_suffix(v)[1:]) for v in values}
+    endings = {"".join(registry.split_suffix(v)[1:]) for v in values}
     formats = {fmt for _, _, fmt in matched}
     if len(folders) != 1 or len(endings) != 1 or len(formats) != 1 or "" in endings:
         return None
@@ -131,7 +132,7 @@ def source_name(path: str, fmt: str) -> str:
     folder's name, else the format."""
     parts = [p for p in path.rstrip("/").split("/") if p not in ("", ".", "..")]
     for part in reversed(parts[-2:]):
-        stem = re.sub(r"[*?]|\[[^]]*\]", "", detect.split_suffix(part)[0])
+        stem = re.sub(r"[*?]|\[[^]]*\]", "", registry.split_suffix(part)[0])
         name = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_-")
         if name:
             return name
@@ -265,9 +266,10 @@ def _detect_csv(sample: Sample, limit: int) -> None:
     column names), then the null markers found in a first read of the sample."""
     head, whole = _head(sample.files[0])
     text, encoding = detect.decode_head(head, whole)
-    ending = detect.split_suffix(sample.files[0])[1]
-    delimiter = detect.sniff_delimiter(text, whole, "\t" if ending in (".tsv", ".tab") else ",")
-    if delimiter is None and ending == ".txt":
+    ending = registry.split_suffix(sample.files[0])[1]
+    tabs = ending in csv_format.TAB_SEPARATED
+    delimiter = detect.sniff_delimiter(text, whole, "\t" if tabs else ",")
+    if delimiter is None and "text" in registry.formats_of_extension(ending):
         sample.format = "text"  # lines, not delimited text
         sample.options = {"encoding": encoding} if encoding != "utf-8" else {}
         return

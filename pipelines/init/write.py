@@ -1,7 +1,7 @@
 """The work of `shardflow init`: sample the sources, infer the config, check it, write it.
 
 The config is checked before it is written, with the ETL's own code: it must load
-(`pipelines.config.parse_config`), and the sampled records are read, validated and encoded
+(`pipelines.config.loader.parse_config`), and the sampled records are read, validated and encoded
 against it (`pipelines.examples.encode_files`); a record the config would reject is told, in
 the config's header and on stderr, instead of being found by the first run.
 """
@@ -18,8 +18,8 @@ import tempfile
 
 import yaml
 
-from pipelines.config import NAME_RE, parse_config
-from pipelines.fields import ConfigError
+from pipelines.config.fields import ConfigError
+from pipelines.config.loader import NAME_RE, parse_config
 from pipelines.init.infer import guess_key, guess_label, infer_features
 from pipelines.init.render import render
 from pipelines.init.sample import Sample, find_sources, read_sample

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deploy import predict
-from pipelines.config import load_config
+from pipelines.config.loader import load_config
 
 PENGUINS = Path(__file__).resolve().parents[2] / "examples" / "penguins" / "penguins.yaml"
 
@@ -99,22 +99,20 @@ def test_input_of_a_format_no_source_reads_is_refused_naming_the_sources():
 
 
 def test_init_and_predict_read_every_file_name_as_the_same_format():
-    """One table of file name endings (the source registry's): a file that `init` proposes as
-    format F is read by the config's F source in `predict --input`, compressed or not."""
+    """One set of file name endings (the source formats' descriptors): a file that `init`
+    proposes as format F is read by the config's F source in `predict --input`, compressed or
+    not."""
     import dataclasses
 
     from pipelines.init import detect
-    from transforms.sources.registry import COMPRESSED_SUFFIXES, EXTENSIONS
+    from transforms.sources import registry
 
     config = load_config(str(PENGUINS))
     template = config.sources[0]
-    sources = [
-        dataclasses.replace(template, name=fmt, format=fmt)
-        for fmt in ("csv", "jsonl", "parquet", "avro", "tfrecord", "text", "binary", "images")
-    ]
+    sources = [dataclasses.replace(template, name=fmt, format=fmt) for fmt in registry.FILE_FORMATS]
     checked = 0
-    for ext in EXTENSIONS:
-        for compression in ("", *COMPRESSED_SUFFIXES):
+    for ext in registry.extensions():
+        for compression in ("", *registry.compression_endings()):
             name = f"new{ext.upper() if compression == '.gz' else ext}{compression}"
             try:
                 proposed = detect.file_format(name)

@@ -15,7 +15,7 @@ import pytest
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, WorkerOptions
 
 from deploy.schedule.commands import AIRFLOW_DATE, DailyJob, etl_command, fill
-from pipelines.config import load_config
+from pipelines.config.loader import load_config
 from pipelines.flags import build_parser
 
 SCHEDULE = Path(__file__).resolve().parents[2] / "deploy" / "schedule"

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pipelines.config import ConfigError, load_config, parse_config
+from pipelines.config.loader import ConfigError, load_config, parse_config
 from transforms.contract.manifest import ManifestFeature
 
 BASE = {

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pipelines.config import ConfigError, fill_date, load_config
+from pipelines.config.loader import ConfigError, fill_date, load_config
 from pipelines.etl import run
 from tests.reliability.test_faults import tree
 

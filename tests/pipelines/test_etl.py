@@ -7,7 +7,7 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.config import parse_config
+from pipelines.config.loader import parse_config
 from pipelines.etl import build_etl
 from transforms.prepare import PrepareRecords
 from transforms.sink.storage import staging_path

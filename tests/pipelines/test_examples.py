@@ -11,7 +11,7 @@ import tensorflow as tf
 import yaml
 
 from pipelines import etl
-from pipelines.config import load_config
+from pipelines.config.loader import load_config
 from pipelines.examples import Examples, encode_files
 
 CSV = (

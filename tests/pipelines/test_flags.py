@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.fields import ConfigError
+from pipelines.config.fields import ConfigError
 from pipelines.flags import Tuning, beam_flags, build_parser, tuning_from
 from transforms.sink.write import SPILL_BYTES
 from transforms.sources.ranges import MIN_SPLIT_BYTES, SPLIT_BYTES, split_size

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from pipelines import etl
-from pipelines.config import load_config
+from pipelines.config.loader import load_config
 from pipelines.examples import sample_report
 from pipelines.init import main
 from transforms.encode import encode_columns
@@ -520,7 +520,7 @@ def test_the_delimiter_and_header_are_sniffed_from_the_first_rows(head, delimite
 
 
 def test_null_markers_names_encodings_and_file_formats_are_detected():
-    from pipelines.fields import ConfigError
+    from pipelines.config.fields import ConfigError
     from pipelines.init import detect
 
     columns = [["1", "NA", None, "?"], ["NA", "None", "x"], ["n/a", "n/a"]]

@@ -15,7 +15,7 @@ import yaml
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.config import parse_config
+from pipelines.config.loader import parse_config
 from pipelines.etl import run
 from tests.pipelines.test_every_source_workers import FIELDS, write_inputs
 from transforms.contract.manifest import Manifest, ManifestError

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
-from pipelines.config import ConfigError, parse_config
+from pipelines.config.loader import ConfigError, parse_config
 from pipelines.etl import run
 from pipelines.validate import main as validate_main
 from transforms.contract.manifest import Manifest

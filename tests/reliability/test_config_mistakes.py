@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.config import ConfigError, parse_config
+from pipelines.config.loader import ConfigError, parse_config
 from pipelines.etl import run
 from transforms.contract.config import PRESENT_SUFFIX
 

@@ -9,7 +9,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from xxhash import xxh3_128_intdigest
 
-from pipelines.config import parse_config
+from pipelines.config.loader import parse_config
 from tests.readback import values
 from tests.transforms.keyed import key_rows
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec

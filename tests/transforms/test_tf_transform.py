@@ -20,7 +20,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from PIL import Image
 
-from pipelines.config import parse_config
+from pipelines.config.loader import parse_config
 
 pytestmark = pytest.mark.slow  # each tf.Transform analysis traces and runs a TensorFlow graph
 tf = pytest.importorskip("tensorflow")

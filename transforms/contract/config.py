@@ -1,6 +1,6 @@
 """Typed, validated dataset configuration shared by every transform.
 
-These frozen dataclasses are built once by `pipelines.config.load_config` from the YAML file;
+These frozen dataclasses are built once by `pipelines.config.loader.load_config` from the YAML file;
 transforms receive them already checked and never re-validate. The manifest's `features`
 section is rendered from the same objects (`manifest.ManifestFeature.of`), so a feature is declared
 exactly once: in the config. No Beam and no TensorFlow here: the trainer imports this package.

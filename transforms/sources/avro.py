@@ -34,7 +34,7 @@ from transforms.files import FileError
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.nested import flat_name, plain_value
-from transforms.sources.registry import OptionsReader
+from transforms.sources.registry import Format, OptionsReader
 
 UNDECODABLE_RECORD = "avro: undecodable record"
 UNREADABLE_BLOCK = "avro: unreadable data block"
@@ -114,6 +114,14 @@ def parse_avro(
 
 
 parse = parse_avro
+FORMAT = Format(
+    name="avro",
+    kind="file",
+    options_type=AvroOptions,
+    options=options,
+    reader=parse_avro,
+    extensions=(".avro",),
+)
 
 
 def _tell(stream: BinaryIO) -> int | None:

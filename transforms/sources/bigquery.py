@@ -51,7 +51,7 @@ from transforms.records import (
     record_json,
     rejection,
 )
-from transforms.sources.registry import OptionsReader
+from transforms.sources.registry import Format, OptionsReader
 
 METHODS = ("EXPORT", "DIRECT_READ")
 PRIORITIES = ("BATCH", "INTERACTIVE")
@@ -385,3 +385,12 @@ def field_value(value: Any, name: str) -> Any:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     raise UnmappableValue(f"{name}: unsupported value type {type(value).__name__}")
+
+
+FORMAT = Format(
+    name="bigquery",
+    kind="query",
+    options_type=BigqueryOptions,
+    options=options,
+    reader=Read,
+)

@@ -30,7 +30,7 @@ import numpy as np
 
 from transforms.contract.config import OptionError, SourceOptions, SourceSpec
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
-from transforms.sources.registry import OptionsReader
+from transforms.sources.registry import FILE_COMPRESSIONS, Format, OptionsReader
 
 RANGE_TYPES = ("int", "uint", "float", "bytes", "string")
 ENDIANS = {"little": "<", "big": ">"}
@@ -181,6 +181,15 @@ def parse_binary(
 
 
 parse = parse_binary
+FORMAT = Format(
+    name="binary",
+    kind="file",
+    options_type=BinaryOptions,
+    options=options,
+    reader=parse_binary,
+    extensions=(".bin",),
+    compressed=FILE_COMPRESSIONS,
+)
 
 
 def _too_short(source: str, path: str, data: bytes, header: int, footer: int) -> dict[str, Any]:

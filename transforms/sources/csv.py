@@ -57,7 +57,7 @@ from transforms.records import (
     rejection,
     rest_of_line,
 )
-from transforms.sources.registry import OptionsReader
+from transforms.sources.registry import FILE_COMPRESSIONS, Format, OptionsReader
 
 MAX_CHARS = MAX_LINE_CHARS  # a longer line or field is rejected, never held whole
 TOO_LONG = "csv: a line or field longer than 64 Mi characters, not read"
@@ -123,6 +123,17 @@ def parse_csv(
 
 
 parse = parse_csv
+TAB_SEPARATED = (".tsv", ".tab")  # file endings of tab-separated values
+FORMAT = Format(
+    name="csv",
+    kind="file",
+    options_type=CsvOptions,
+    options=options,
+    reader=parse_csv,
+    extensions=(".csv", *TAB_SEPARATED, ".txt"),
+    compressed=FILE_COMPRESSIONS,
+    splittable=True,
+)
 
 
 def _arrow_can_read(opts: CsvOptions) -> bool:

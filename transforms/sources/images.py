@@ -61,16 +61,16 @@ from transforms.records import (
     record_json,
     rejection,
 )
-from transforms.sources.registry import EXTENSIONS, OptionsReader
+from transforms.sources.registry import Format, OptionsReader
 
 if TYPE_CHECKING:
     from PIL import Image
 
 LABEL_FROM = ("parent_dir", "regex", "none")
 ENCODINGS = ("png", "jpeg")
-# What tf.io.decode_image reads (BMP, GIF, JPEG, PNG, WebP): the default `extensions`, the
-# endings the registry reads as images.
-DEFAULT_EXTENSIONS = tuple(sorted(e for e, formats in EXTENSIONS.items() if "images" in formats))
+# What tf.io.decode_image reads (BMP, GIF, JPEG, PNG, WebP): the format's file endings and the
+# default `extensions`.
+EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".webp")
 ALL_FILES = "*"
 DEFAULT_QUALITY = 90
 UNDECODABLE = f"image: {NOT_DECODABLE}"
@@ -104,9 +104,7 @@ class ImagesOptions(SourceOptions):
     label_from: str = "parent_dir"  # one of LABEL_FROM
     label_regex: str | None = None
     # lower-case, with their dot; None: every file
-    extensions: list[str] | None = dataclasses.field(
-        default_factory=lambda: list(DEFAULT_EXTENSIONS)
-    )
+    extensions: list[str] | None = dataclasses.field(default_factory=lambda: list(EXTENSIONS))
     resize: list[int] | None = None  # [height, width]
     encode: str | None = None  # one of ENCODINGS; None: the file's own bytes when not resized
     quality: int = DEFAULT_QUALITY  # of JPEG encoding
@@ -137,7 +135,7 @@ def options(raw: dict[str, Any]) -> ImagesOptions:
     out = ImagesOptions(
         label_from=label_from,
         label_regex=regex,
-        extensions=_extensions(opts.get("extensions", list(DEFAULT_EXTENSIONS))),
+        extensions=_extensions(opts.get("extensions", list(EXTENSIONS))),
         resize=_resize(opts.get("resize", None)),
         encode=encode,
         quality=DEFAULT_QUALITY if quality is None else quality,
@@ -217,6 +215,14 @@ def parse_images(
 
 
 parse = parse_images
+FORMAT = Format(
+    name="images",
+    kind="file",
+    options_type=ImagesOptions,
+    options=options,
+    reader=parse_images,
+    extensions=EXTENSIONS,
+)
 
 
 def label_of(path: str, filename: str, opts: ImagesOptions) -> str | None:

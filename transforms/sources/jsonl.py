@@ -57,7 +57,7 @@ from transforms.records import (
     rest_of_line,
 )
 from transforms.sources.chunks import ChunkBuilder
-from transforms.sources.registry import OptionsReader
+from transforms.sources.registry import FILE_COMPRESSIONS, Format, OptionsReader
 
 MAX_DEPTH = 100  # as Ruby's JSON parser; GeoJSON, the deepest common layout, needs 4 or 5
 INVALID = "json: invalid JSON"
@@ -165,6 +165,16 @@ def parse_jsonl(
 
 
 parse = parse_jsonl
+FORMAT = Format(
+    name="jsonl",
+    kind="file",
+    options_type=JsonlOptions,
+    options=options,
+    reader=parse_jsonl,
+    extensions=(".jsonl", ".ndjson", ".json"),
+    compressed=FILE_COMPRESSIONS,
+    splittable=True,
+)
 
 
 def _bounded_lines(text: io.TextIOWrapper) -> Iterator[tuple[str, int]]:

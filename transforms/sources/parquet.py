@@ -37,7 +37,7 @@ from transforms.files import FileError
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
 from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.nested import flat_name, plain_value
-from transforms.sources.registry import OptionsReader
+from transforms.sources.registry import Format, OptionsReader
 
 UNREADABLE_ROW_GROUP = "parquet: unreadable row group"
 _DATA_ERRORS = (OSError, pa.ArrowException)
@@ -106,6 +106,15 @@ def parse_parquet(
 
 
 parse = parse_parquet
+FORMAT = Format(
+    name="parquet",
+    kind="file",
+    options_type=ParquetOptions,
+    options=options,
+    reader=parse_parquet,
+    extensions=(".parquet", ".pq"),
+    splittable=True,
+)
 
 
 def record_fields(batch: pa.RecordBatch, path: str) -> dict[str, list[Any]]:

@@ -38,12 +38,12 @@ from transforms.contract.config import SourceSpec
 from transforms.files import open_file
 from transforms.records import RawChunk
 from transforms.sources import csv as csv_format
+from transforms.sources import registry
 from transforms.sources.csv import CsvOptions
 from transforms.sources.cuts import Summary, scan_range
 from transforms.sources.jsonl import JsonlOptions
 from transforms.tuning import MIN_SPLIT_BYTES, RANGES_PER_WORKER, SPLIT_BYTES
 
-SPLITTABLE = ("csv", "jsonl", "parquet")
 _HEAD_BYTES = 1 << 16  # read at a file's start to find a CSV header, doubled until found
 _MAX_HEAD_BYTES = 16 << 20  # a file without a header line in its first 16 MB is read whole
 
@@ -102,7 +102,7 @@ def pieces(path: str, size: int, source: SourceSpec, split_bytes: int) -> list[R
         return _plan_row_groups(path, size, split_bytes) or whole
     if (
         size <= split_bytes
-        or source.format not in SPLITTABLE
+        or not registry.describe(source.format).splittable
         or CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
         or codecs.lookup(_encoding(source)).name != "utf-8"
     ):

@@ -252,7 +252,7 @@ class ReadSource(beam.PTransform):
             | "MatchFiles" >> fileio.MatchFiles(pattern)
             | "SkipHiddenFiles" >> beam.Filter(lambda metadata: is_input(metadata.path, root))
         )
-        if self._source.format in ranges.SPLITTABLE:
+        if registry.describe(self._source.format).splittable:
             source = self._source
             parse = _ParseRangeFn(source, self._limit)
             planned = files | "PlanRanges" >> beam.ParDo(

@@ -1,59 +1,115 @@
-"""The source formats: each one's options checker and reader, found by name.
+"""The source formats: each one's descriptor, found by name.
 
-Each format lives in its own module `transforms/sources/<format>.py`. A file format has two
-functions:
-
-  `options(raw: dict) -> <Format>Options`
-                                 checks the source's `options` mapping and returns it complete
-                                 (defaults filled in) as the format's frozen dataclass, a
-                                 `SourceOptions`; raises `OptionError(option, message)`.
+Each format lives in its own module `transforms/sources/<format>.py`, which declares what
+shardflow knows of it once, as `FORMAT = Format(...)`: its name and kind, the file name endings
+it reads (the likelier format first where two share one), the compression endings its files may
+carry, whether a large file is read in byte ranges, its options type and checker, and its reader.
+A file format's reader is
   `parse(stream, path, source, chunk_rows=CHUNK_ROWS)`
-                                 yields `RawChunk`s and rejected-record dicts for one file.
-Optionally `resolve_paths(options, base_dir)` resolves files named in options (not `path`)
-against the config's folder.
+                                 yields `RawChunk`s and rejected records for one file;
+a query format's (sql, bigquery) is `Read(source)`, a PTransform applied to the pipeline that
+returns (chunks, rejected, counts) like `transforms.sources.read.ReadSource`. The options checker
+`options(raw: dict) -> <Format>Options` checks the source's `options` mapping and returns it
+complete (defaults filled in) as the format's frozen dataclass, a `SourceOptions`; it raises
+`OptionError(option, message)`. `resolve_paths(options, base_dir)`, where a format has one,
+resolves files named in options (not `path`) against the config's folder.
 
-A query format (sql, bigquery) has `options` and `Read(source)` instead of `parse`.
-Modules are imported on first use, so checking a config costs no format's libraries.
-`OptionsReader` gives the checkers one way to read and check options.
+A format's module is imported on first use: checking a config costs only its formats' libraries,
+and the file formats' modules (pyarrow, fastavro, tfx-bsl) are what telling a file's format by
+its name costs; the query formats' modules import Beam. `OptionsReader` gives the checkers one
+way to read and check options.
 """
 
 from __future__ import annotations
 
 import codecs
+import dataclasses
+import functools
 import importlib
-import importlib.util
-from typing import Any, Callable, Iterable
+import re
+from typing import Any, Callable, Iterable, Literal
 
 from transforms.contract.config import SOURCE_FORMATS, OptionError, SourceOptions
 from transforms.ui.suggest import did_you_mean
 
-# The formats with a module here (every name of the contract has a module of the same name).
-IMPLEMENTED = tuple(
-    fmt
-    for fmt in SOURCE_FORMATS
-    if importlib.util.find_spec(f"transforms.sources.{fmt}") is not None
-)
-# Formats not read from files: their module has `Read(source)`, a PTransform applied to the
-# pipeline that returns (chunks, rejected, counts) like `transforms.sources.read.ReadSource`.
+# Formats read by a query (a Beam transform of their own), not from files: they have no `path`.
 QUERY_FORMATS = ("sql", "bigquery")
+FILE_FORMATS = tuple(fmt for fmt in SOURCE_FORMATS if fmt not in QUERY_FORMATS)
+# Whole-file compression, undone by a name's last ending (`transforms.files.open_file`).
+FILE_COMPRESSIONS = (".gz", ".bz2", ".deflate", ".zst", ".xz", ".lzma")
 
 
-# File name endings → the formats that read such files, the likelier first: what `shardflow
-# init` proposes for a file, and which source of a config `predict --input` reads it with. A
-# `.txt` file is delimited text when `init` finds a delimiter in it, else one record per line.
-EXTENSIONS: dict[str, tuple[str, ...]] = {
-    ".csv": ("csv",), ".tsv": ("csv",), ".tab": ("csv",), ".txt": ("csv", "text"),
-    ".jsonl": ("jsonl",), ".ndjson": ("jsonl",), ".json": ("jsonl",),
-    ".parquet": ("parquet",), ".pq": ("parquet",),
-    ".avro": ("avro",),
-    ".tfrecord": ("tfrecord",), ".tfrecords": ("tfrecord",), ".tfrec": ("tfrecord",),
-    ".bin": ("binary",),
-    ".bmp": ("images",), ".gif": ("images",), ".jpeg": ("images",), ".jpg": ("images",),
-    ".png": ("images",), ".webp": ("images",),
-}  # fmt: skip
-# Compressed files are read by their name's last ending (`transforms.files.open_file`); `.zz` is
-# shardflow's zlib ending for TFRecord shards.
-COMPRESSED_SUFFIXES = (".gz", ".bz2", ".zz", ".deflate", ".zst", ".xz", ".lzma")
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """A source format, declared by its module as `FORMAT`.
+
+    `extensions`: the file name endings of its files (lower case, with the dot). `compressed`:
+    the compression endings its files may carry after them (`FILE_COMPRESSIONS`, or none for
+    formats that compress inside). `splittable`: a large uncompressed file is read in byte
+    ranges by several workers. `stem_pattern`: a regular expression that a file name without a
+    format ending matches when its files are of this format (TFX shards have none).
+    """
+
+    name: str
+    kind: Literal["file", "query"]
+    options_type: type[SourceOptions]
+    options: Callable[[dict[str, Any]], SourceOptions]
+    reader: Callable[..., Any]
+    extensions: tuple[str, ...] = ()
+    compressed: tuple[str, ...] = ()
+    splittable: bool = False
+    stem_pattern: str = ""
+    resolve_paths: Callable[[Any, str], SourceOptions] | None = None
+
+
+@functools.cache
+def describe(fmt: str) -> Format:
+    """The descriptor of the format `fmt` (a name of the contract's `SOURCE_FORMATS`)."""
+    if fmt not in SOURCE_FORMATS:
+        raise KeyError(f"unknown source format {fmt!r}")
+    found = importlib.import_module(f"transforms.sources.{fmt}").FORMAT
+    kind = "query" if fmt in QUERY_FORMATS else "file"
+    if not isinstance(found, Format) or found.name != fmt or found.kind != kind:
+        raise TypeError(
+            f"transforms.sources.{fmt}.FORMAT does not describe the {kind} format {fmt}"
+        )
+    return found
+
+
+def file_formats() -> tuple[Format, ...]:
+    """Every file format's descriptor, in the contract's order."""
+    return tuple(describe(fmt) for fmt in FILE_FORMATS)
+
+
+def check_options(fmt: str, raw: dict[str, Any]) -> SourceOptions:
+    """The `fmt` format's options of the mapping `raw`, checked, with their defaults."""
+    return describe(fmt).options(raw)
+
+
+def resolve_paths(fmt: str, options: SourceOptions, base_dir: str) -> SourceOptions:
+    """The options with the local files they name resolved against the config's folder."""
+    resolve = describe(fmt).resolve_paths
+    return resolve(options, base_dir) if resolve is not None else options
+
+
+def parser(fmt: str) -> Callable[..., Any]:
+    """A file format's `parse`."""
+    return describe(fmt).reader
+
+
+def reader(fmt: str) -> Callable[..., Any]:
+    """A query format's `Read`."""
+    return describe(fmt).reader
+
+
+# --- what a file's name tells -------------------------------------------------------------------
+
+
+@functools.cache
+def compression_endings() -> tuple[str, ...]:
+    """Every compression ending a file format's files may carry, the longest first."""
+    endings = {e for f in file_formats() for e in f.compressed}
+    return tuple(sorted(endings, key=lambda e: (-len(e), e)))
 
 
 def split_suffix(path: str) -> tuple[str, str, str]:
@@ -62,7 +118,7 @@ def split_suffix(path: str) -> tuple[str, str, str]:
     name = path.rstrip("/").rsplit("/", 1)[-1]
     stem, compression = name, ""
     lower = name.lower()
-    for ending in COMPRESSED_SUFFIXES:
+    for ending in compression_endings():
         if lower.endswith(ending) and len(name) > len(ending):
             stem, compression = name[: -len(ending)], ending
             break
@@ -72,34 +128,33 @@ def split_suffix(path: str) -> tuple[str, str, str]:
     return stem[:dot], stem[dot:].lower(), compression
 
 
+def formats_of_extension(ending: str) -> tuple[str, ...]:
+    """The file formats whose files end in `ending` (`.csv`), the likelier first."""
+    return tuple(f.name for f in file_formats() if ending.lower() in f.extensions)
+
+
 def formats_of_name(path: str) -> tuple[str, ...]:
     """The formats that read a file of this name, the likelier first; () when its name tells
-    none."""
-    return EXTENSIONS.get(split_suffix(path)[1], ())
+    none. A name without a format ending tells one by a compression ending only that format
+    reads (`.zz`, TFRecord's zlib) or by the format's `stem_pattern`."""
+    stem, ext, compression = split_suffix(path)
+    formats = file_formats()
+    if ext:
+        return tuple(
+            f.name
+            for f in formats
+            if ext in f.extensions and (not compression or compression in f.compressed)
+        )
+    if compression:
+        owners = tuple(f.name for f in formats if compression in f.compressed)
+        if len(owners) == 1:
+            return owners
+    return tuple(f.name for f in formats if f.stem_pattern and re.search(f.stem_pattern, stem))
 
 
-def check_options(fmt: str, raw: dict[str, Any]) -> SourceOptions:
-    """The `fmt` format's options of the mapping `raw`, checked, with their defaults."""
-    options: SourceOptions = _module(fmt).options(raw)
-    return options
-
-
-def resolve_paths(fmt: str, options: SourceOptions, base_dir: str) -> SourceOptions:
-    """The options with the local files they name resolved against the config's folder."""
-    resolve = getattr(_module(fmt), "resolve_paths", None)
-    return resolve(options, base_dir) if resolve is not None else options
-
-
-def parser(fmt: str) -> Callable:
-    return _module(fmt).parse
-
-
-def reader(fmt: str) -> Callable:
-    return _module(fmt).Read
-
-
-def _module(fmt: str):
-    return importlib.import_module(f"transforms.sources.{fmt}")
+def extensions() -> tuple[str, ...]:
+    """Every file format's file name endings, sorted."""
+    return tuple(sorted({e for f in file_formats() for e in f.extensions}))
 
 
 _MISSING = object()

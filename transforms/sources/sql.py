@@ -43,7 +43,7 @@ from transforms.sources.database import (
     source_error,
 )
 from transforms.sources.read import tagged
-from transforms.sources.registry import OptionsReader
+from transforms.sources.registry import Format, OptionsReader
 
 logger = logging.getLogger(__name__)
 DEFAULT_PARTITIONS = 4
@@ -359,3 +359,13 @@ class Read(beam.PTransform):
             .with_outputs(REJECTED, COUNTS, main="chunks")
         )
         return read.chunks, read[REJECTED], read[COUNTS]
+
+
+FORMAT = Format(
+    name="sql",
+    kind="query",
+    options_type=SqlOptions,
+    options=options,
+    reader=Read,
+    resolve_paths=resolve_paths,
+)

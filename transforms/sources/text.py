@@ -42,7 +42,7 @@ from transforms.records import (
     rejection,
 )
 from transforms.sources.chunks import ChunkBuilder
-from transforms.sources.registry import OptionsReader
+from transforms.sources.registry import FILE_COMPRESSIONS, Format, OptionsReader
 
 NO_MATCH = "text: line does not match regex"
 TOO_LONG = "text: line longer than 64 Mi characters, not read"
@@ -210,6 +210,15 @@ def parse_text(
 
 
 parse = parse_text
+FORMAT = Format(
+    name="text",
+    kind="file",
+    options_type=TextOptions,
+    options=options,
+    reader=parse_text,
+    extensions=(".txt",),
+    compressed=FILE_COMPRESSIONS,
+)
 _GROUPS = operator.methodcaller("groups")
 
 

@@ -50,10 +50,10 @@ import google_crc32c
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
 from transforms.contract.config import SourceOptions, SourceSpec
-from transforms.contract.layout import COMPRESSIONS
+from transforms.contract.layout import COMPRESSIONS, RECORD_SUFFIX
 from transforms.files import CorruptFile
 from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
-from transforms.sources.registry import OptionsReader
+from transforms.sources.registry import FILE_COMPRESSIONS, Format, OptionsReader
 
 COMPRESSION_CHOICES = ("auto", *COMPRESSIONS)  # of a TFRecord source: auto detects it
 CHECKSUM_MISMATCH = "tfrecord: data checksum mismatch"
@@ -109,6 +109,16 @@ def parse_tfrecord(
 
 
 parse = parse_tfrecord
+FORMAT = Format(
+    name="tfrecord",
+    kind="file",
+    options_type=TfrecordOptions,
+    options=options,
+    reader=parse_tfrecord,
+    extensions=(RECORD_SUFFIX, ".tfrecords", ".tfrec"),
+    compressed=(*FILE_COMPRESSIONS, COMPRESSIONS["zlib"].suffix),  # shardflow's own shards
+    stem_pattern=r"-\d{5}-of-\d{5}$",  # TFX and TFDS shards: train-00000-of-00004
+)
 
 
 def _decode(decoder, source: str, path: str, payloads: list[bytes], numbers: list[int]):
@@ -193,7 +203,7 @@ def _compression(path: str, option: str, head: bytes) -> str:
         return "none"  # decompressed by Beam, by extension
     if option != "auto":
         return option
-    if path.endswith(".zz"):
+    if path.endswith(COMPRESSIONS["zlib"].suffix):
         return "zlib"
     if len(head) == _HEADER.size and _is_header(head):
         return "none"

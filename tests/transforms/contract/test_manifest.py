@@ -9,7 +9,7 @@ from pathlib import Path
 import apache_beam as beam
 import pytest
 
-from pipelines.config import parse_config
+from pipelines.config.loader import parse_config
 from pipelines.etl import build_etl
 from tests.transforms.contract.written import unreadable_manifests
 from transforms.contract.layout import MANIFEST, STATISTICS

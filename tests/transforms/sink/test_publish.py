@@ -207,7 +207,7 @@ def test_local_check_output_and_discard(tmp_path):
 
 
 def _manifest(transform):
-    from pipelines.config import parse_config
+    from pipelines.config.loader import parse_config
     from transforms.records import ShardFile
     from transforms.sink.manifest import build_manifest
     from transforms.sink.rejected import RejectedFiles

@@ -23,7 +23,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
 from xxhash import xxh3_128_intdigest
 
-from pipelines.config import parse_config
+from pipelines.config.loader import parse_config
 from tests.transforms.keyed import keys_of
 from transforms.contract.layout import SPILL_DIR, shard_name, shard_suffix
 from transforms.prepare import PrepareRecords

@@ -25,7 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.config import ConfigError, parse_config
+from pipelines.config.loader import ConfigError, parse_config
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import CHUNK_ROWS, RawChunk, record_json
 from transforms.sources import bigquery

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from pipelines.config import parse_config
+from pipelines.config.loader import parse_config
 from transforms.quality import CountFields, present_counter, seen_counter, used_fields
 from transforms.records import RawChunk, ignored_counter
 

@@ -16,7 +16,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines.config import ConfigError, parse_config
+from pipelines.config.loader import ConfigError, parse_config
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import RawChunk
 from transforms.sources import database, sql

@@ -4,7 +4,7 @@ naming the field (`output.shard_size_mb: 1e-300 must be ...`), on one line whate
 The config is the user's file: any value may be of any YAML type, megabytes long, hold control
 characters, or (through aliases) refer to itself. `Loader` reads it (plain YAML, each key once
 per mapping); `check_tree` refuses what no field's own check should have to expect; the other
-functions are the accessors `pipelines.config` validates every key with.
+functions are the accessors `pipelines.config.loader` validates every key with.
 """
 
 from __future__ import annotations

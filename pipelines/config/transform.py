@@ -4,7 +4,7 @@
 Declarative ops per feature (`z_score`, `vocabulary`, ...) are checked against the feature's
 type, their stage order and each other, with their parameters completed and bounded; a
 `module` is checked as a local Python file that defines `preprocessing_fn`, without running it.
-Errors name the field, as in the rest of the config (`pipelines.config`).
+Errors name the field, as in the rest of the config (`pipelines.config.loader`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import ast
 import dataclasses
 from typing import Any
 
-from pipelines.fields import (
+from pipelines.config import reference
+from pipelines.config.fields import (
     ConfigError,
     bounded_number,
     choice,
@@ -27,7 +28,6 @@ from pipelines.fields import (
     value_of,
 )
 from transforms import schema
-from transforms.contract import reference
 from transforms.contract.config import (
     AFTER_LOG1P,
     MATERIALIZE,

@@ -1,11 +1,11 @@
-"""Renders the config reference (`transforms.contract.reference`) as the reference page
+"""Renders the config reference (`pipelines.config.reference`) as the reference page
 docs/reference/config.md and as the JSON Schema docs/config.schema.json (draft 2020-12) that
 editors use to complete and check a config.
 
-    python -m transforms.contract.configdoc            # rewrites both files
-    python -m transforms.contract.configdoc --check    # exit 1 when either is out of date
+    python -m pipelines.config.doc            # rewrites both files
+    python -m pipelines.config.doc --check    # exit 1 when either is out of date
 
-tests/transforms/contract/test_reference.py fails when a file differs from what this writes.
+tests/pipelines/config/test_reference.py fails when a file differs from what this writes.
 """
 
 from __future__ import annotations
@@ -18,22 +18,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from transforms.contract.config import SOURCE_FORMATS
-from transforms.contract.reference import (
+from pipelines.config.reference import (
     NAME,
     OPS,
     PARTS,
-    QUERY_FORMATS,
     REQUIRED,
     Key,
     Part,
     options_part,
 )
+from transforms.contract.config import SOURCE_FORMATS
+from transforms.sources import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKDOWN = "docs/reference/config.md"
 SCHEMA = "docs/config.schema.json"
-COMMAND = "python -m transforms.contract.configdoc"
+COMMAND = "python -m pipelines.config.doc"
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 # The JSON Schema of each value type of the reference (a "A or B" type is anyOf its parts).
@@ -65,7 +65,7 @@ def schema() -> dict[str, Any]:
         "$schema": SCHEMA_DIALECT,
         "title": "shardflow dataset config",
         "description": (
-            f"Generated from transforms/contract/reference.py by `{COMMAND}`. " + intros[""]
+            f"Generated from pipelines/config/reference.py by `{COMMAND}`. " + intros[""]
         ),
         **_object(config_keys, "", intros),
     }
@@ -224,7 +224,7 @@ def _format_rule(fmt: str) -> dict[str, Any]:
     options["type"] = ["object", "null"]
     options["description"] = f"Options of `format: {fmt}`. {part.intro}"
     then: dict[str, Any] = {"properties": {"options": options}}
-    if fmt in QUERY_FORMATS:
+    if fmt in registry.QUERY_FORMATS:
         then["properties"]["path"] = {"type": "null"}
     else:
         then["properties"]["path"] = {"type": "string", "minLength": 1}
@@ -261,7 +261,7 @@ def markdown() -> str:
     lines = [
         "# Dataset config reference",
         "",
-        f"*Generated from `transforms/contract/reference.py` by `{COMMAND}`: edit that file "
+        f"*Generated from `pipelines/config/reference.py` by `{COMMAND}`: edit that file "
         "and rerun the command, not this page.*",
         "",
         "Every key of the dataset config (YAML), with its type, its default and the values it "
@@ -285,6 +285,8 @@ def _section(part: Part) -> list[str]:
     if part.kind == "options":
         where = f"In `{part.path}` of a source with `format: {part.format}`. "
     lines = [f"## {part.title}", "", where + part.intro, ""]
+    if part.kind == "options" and part.format in registry.FILE_FORMATS:
+        lines += [_files(registry.describe(part.format)), ""]
     if part.keys:
         lines += [
             "| key | type | default | allowed | description |",
@@ -295,6 +297,21 @@ def _section(part: Part) -> list[str]:
         lines.append("No options.")
     lines += ["", "```yaml", part.example.rstrip("\n"), "```", ""]
     return lines
+
+
+def _files(described: registry.Format) -> str:
+    """What a file format reads, from its descriptor: the file endings `init` and `predict`
+    tell it by, its compression endings, whether large files are read in parallel."""
+    endings = ", ".join(f"`{e}`" for e in described.extensions)
+    text = f"File endings (how `shardflow init` and `predict --input` tell the format): {endings}"
+    if described.compressed:
+        compressed = ", ".join(f"`{e}`" for e in described.compressed)
+        text += f"; compressed files, decompressed by their last ending: {compressed}"
+    else:
+        text += "; a file compressed as a whole is not read"
+    if described.splittable:
+        text += "; a large file is read by several workers in parallel"
+    return text + "."
 
 
 def _row(key: Key) -> str:

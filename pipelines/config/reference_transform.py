@@ -1,11 +1,11 @@
 """The reference of the `transform:` section and of its declarative ops
-(`transforms.contract.reference`); `pipelines.preprocessing` checks the op parameters with
-`transforms.contract.reference.op_params`."""
+(`pipelines.config.reference`); `pipelines.config.transform` checks the op parameters with
+`pipelines.config.reference.op_params`."""
 
 from __future__ import annotations
 
+from pipelines.config.reference_keys import REQUIRED, Key, Part
 from transforms.contract.config import MATERIALIZE, TRANSFORM_OPS
-from transforms.contract.reference_keys import REQUIRED, Key, Part
 
 
 def _applies(op: str) -> str:
@@ -67,7 +67,7 @@ transform:
 
 # The maxima of the op parameters bound the ids the trainer one-hot encodes or embeds per feature;
 # `vocabulary.num_oov_buckets` is at least 1 because unknown values need an id (a model cannot
-# embed -1). pipelines.preprocessing checks the parameters with these (`op_params`).
+# embed -1). pipelines.config.transform checks the parameters with these (`op_params`).
 OPS = Part(
     title="Transform ops",
     path="transform.features.<name>",

@@ -1,9 +1,9 @@
 """The dataset config's reference: every key, with its type, default, allowed values, a
 description and an example, declared once as data.
 
-`pipelines.config` and `pipelines.preprocessing` take the keys they accept from here, and
-`transforms.contract.configdoc` renders it as the reference page (docs/reference/config.md) and as
-a JSON Schema for editors (docs/config.schema.json); tests/transforms/contract/test_reference.py
+`pipelines.config.loader` and `pipelines.config.transform` take the keys they accept from here, and
+`pipelines.config.doc` renders it as the reference page (docs/reference/config.md) and as
+a JSON Schema for editors (docs/config.schema.json); tests/pipelines/config/test_reference.py
 checks it against what the parser and every source format's options checker accept.
 
 A `Part` is one mapping of the config: the top level, a source, a format's `options`, a feature,
@@ -20,6 +20,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipelines.config.reference_keys import (  # noqa: F401 - the reference's vocabulary
+    NAME,
+    REQUIRED,
+    TYPES,
+    Key,
+    Part,
+)
+from pipelines.config.reference_options import OPTIONS
+from pipelines.config.reference_transform import OPS, TRANSFORM
 from transforms.contract.config import (
     ALLOWANCES,
     ANOMALY_KINDS,
@@ -36,17 +45,6 @@ from transforms.contract.layout import (
     SPILL_DIR,
     TRANSFORM_DIR,
 )
-from transforms.contract.reference_keys import (  # noqa: F401 - the reference's vocabulary
-    CHUNK_ROWS,
-    NAME,
-    QUERY_FORMATS,
-    REQUIRED,
-    TYPES,
-    Key,
-    Part,
-)
-from transforms.contract.reference_options import OPTIONS
-from transforms.contract.reference_transform import OPS, TRANSFORM
 
 _NAME_PATTERN = "^[a-z0-9_-]+$"
 _SIDE = {"type": "integer", "minimum": 1}

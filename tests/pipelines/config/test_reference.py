@@ -1,4 +1,4 @@
-"""The config reference (`transforms.contract.reference`) says what the parser does: the keys of
+"""The config reference (`pipelines.config.reference`) says what the parser does: the keys of
 every mapping and every source format's options, their defaults and which take null; the
 generated page and JSON Schema are up to date; every config the parser accepts is valid against
 the schema, and a config with an unknown key or a wrong value is not."""
@@ -17,10 +17,11 @@ import jsonschema
 import pytest
 import yaml
 
-from pipelines.config import DEFAULT_SPLITS, FILE_FORMATS, parse_config
-from pipelines.fields import ConfigError
-from pipelines.preprocessing import MAX_IMAGE_SIDE
-from transforms.contract import configdoc, reference
+from pipelines.config import doc, reference
+from pipelines.config.fields import ConfigError
+from pipelines.config.loader import DEFAULT_SPLITS, parse_config
+from pipelines.config.reference import NAME, OPS, PARTS, REQUIRED, TYPES
+from pipelines.config.transform import MAX_IMAGE_SIDE
 from transforms.contract.config import (
     ANOMALY_KINDS,
     FEATURE_TYPES,
@@ -28,13 +29,11 @@ from transforms.contract.config import (
     TRANSFORM_OPS,
     OptionError,
 )
-from transforms.contract.reference import NAME, OPS, PARTS, REQUIRED, TYPES
-from transforms.records import CHUNK_ROWS
 from transforms.sources import registry
 
 ROOT = Path(__file__).resolve().parents[3]
-REGENERATE = f"run `{configdoc.COMMAND}` (from the repository root) to regenerate it"
-SCHEMA = configdoc.schema()
+REGENERATE = f"run `{doc.COMMAND}` (from the repository root) to regenerate it"
+SCHEMA = doc.schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 TOP = yaml.safe_load(reference.TOP.example)
 # The least options each format takes (a format missing here takes none).
@@ -87,9 +86,7 @@ def test_every_key_has_a_type_a_description_and_an_example():
 def test_every_example_and_default_is_valid_against_its_own_schema():
     for part in PARTS:
         for key in part.keys:
-            own = jsonschema.Draft202012Validator(
-                {"$defs": SCHEMA["$defs"], **configdoc.key_schema(key)}
-            )
+            own = jsonschema.Draft202012Validator({"$defs": SCHEMA["$defs"], **doc.key_schema(key)})
             assert not list(own.iter_errors(key.example)), f"{part.title}: {key.name} example"
             if key.default not in (None, REQUIRED):
                 assert not list(own.iter_errors(key.default)), f"{part.title}: {key.name} default"
@@ -98,7 +95,7 @@ def test_every_example_and_default_is_valid_against_its_own_schema():
 
 def test_the_reference_and_its_renderer_import_neither_beam_nor_tensorflow_nor_yaml():
     code = (
-        "import sys, transforms.contract.configdoc; "
+        "import sys, pipelines.config.doc; "
         "print(sorted(m for m in ('apache_beam', 'tensorflow', 'yaml') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -110,9 +107,6 @@ def test_the_reference_and_its_renderer_import_neither_beam_nor_tensorflow_nor_y
 
 def test_every_format_of_the_contract_has_its_options_in_the_reference():
     assert [p.format for p in PARTS if p.kind == "options"] == list(SOURCE_FORMATS)
-    assert reference.QUERY_FORMATS == registry.QUERY_FORMATS
-    assert FILE_FORMATS == tuple(f for f in SOURCE_FORMATS if f not in reference.QUERY_FORMATS)
-    assert reference.CHUNK_ROWS == CHUNK_ROWS
 
 
 @pytest.mark.parametrize("fmt", SOURCE_FORMATS)
@@ -210,9 +204,7 @@ def test_the_allowed_values_of_options_are_the_checkers():
         ("bigquery", "method"): bigquery.METHODS,
         ("bigquery", "query_priority"): bigquery.PRIORITIES,
     }
-    assert reference.options_part("images").key("extensions").default == list(
-        images.DEFAULT_EXTENSIONS
-    )
+    assert reference.options_part("images").key("extensions").default == list(images.EXTENSIONS)
 
 
 # --- the config's own mappings: the reference against pipelines.config -------------------------
@@ -496,13 +488,11 @@ def test_a_mistake_is_refused_by_the_parser_and_by_the_schema(mistake, tmp_path)
 # --- the generated files -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [configdoc.MARKDOWN, configdoc.SCHEMA])
+@pytest.mark.parametrize("path", [doc.MARKDOWN, doc.SCHEMA])
 def test_the_generated_file_is_up_to_date(path):
     target = ROOT / path
     assert target.is_file(), f"{path} is missing: {REGENERATE}"
-    assert target.read_text("utf-8") == configdoc.outputs()[path], (
-        f"{path} is out of date: {REGENERATE}"
-    )
+    assert target.read_text("utf-8") == doc.outputs()[path], f"{path} is out of date: {REGENERATE}"
 
 
 def test_the_schema_is_a_draft_2020_12_schema_with_every_key_of_the_reference():
@@ -515,8 +505,8 @@ def test_the_schema_is_a_draft_2020_12_schema_with_every_key_of_the_reference():
 
 
 def test_the_page_has_a_row_for_every_key_and_says_how_to_regenerate_it():
-    page = configdoc.markdown()
-    assert configdoc.COMMAND in page.splitlines()[2]
+    page = doc.markdown()
+    assert doc.COMMAND in page.splitlines()[2]
     for part in PARTS:
         assert f"## {part.title}\n" in page
         for key in part.keys:

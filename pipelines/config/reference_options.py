@@ -1,11 +1,13 @@
-"""The reference of the source formats' `options` (`transforms.contract.reference`): one
+"""The reference of the source formats' `options` (`pipelines.config.reference`): one
 `Part` per format, in the contract's order; each checked against the format's own options
-checker (transforms/sources/<format>.py) by tests/transforms/contract/test_reference.py."""
+checker (transforms/sources/<format>.py) by tests/pipelines/config/test_reference.py."""
 
 from __future__ import annotations
 
+from pipelines.config.reference_keys import REQUIRED, Key, Part
 from transforms.contract.layout import COMPRESSIONS
-from transforms.contract.reference_keys import CHUNK_ROWS, REQUIRED, Key, Part
+from transforms.records import CHUNK_ROWS
+from transforms.sources import registry
 
 
 def _options(fmt: str, intro: str, keys: tuple[Key, ...], example: str) -> Part:
@@ -323,7 +325,7 @@ sources:
                 'The file extensions read (case-insensitive); other files are skipped. `"*"` '
                 "reads every file.",
                 [".png", ".jpg"],
-                default=[".bmp", ".gif", ".jpeg", ".jpg", ".png", ".webp"],
+                default=list(registry.describe("images").extensions),
                 nullable=False,
                 schema={
                     "anyOf": [

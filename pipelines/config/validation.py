@@ -1,12 +1,13 @@
 """The `validation:` section of a dataset config: the curated schema (read and checked with the
 config), the baseline dataset, the limits of the checks and the anomaly kinds that fail a run.
-Its keys are declared in `transforms.contract.reference` (VALIDATION)."""
+Its keys are declared in `pipelines.config.reference` (VALIDATION)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipelines.fields import (
+from pipelines.config import reference
+from pipelines.config.fields import (
     ConfigError,
     bounded_number,
     choice,
@@ -18,7 +19,6 @@ from pipelines.fields import (
     show,
     value_of,
 )
-from transforms.contract import reference
 from transforms.contract.config import ANOMALY_KINDS, DEFAULT_BLOCKING, MEASURES, ValidationSpec
 from transforms.ui.suggest import did_you_mean
 

@@ -1,4 +1,4 @@
-"""The vocabulary of the config reference (`transforms.contract.reference`): a `Key` of the
+"""The vocabulary of the config reference (`pipelines.config.reference`): a `Key` of the
 config, a `Part` (one mapping of it and its keys), the value types the reference page names.
 No Beam, no TensorFlow, no YAML here."""
 
@@ -17,10 +17,8 @@ class _Required:
 
 REQUIRED: Any = _Required()
 NAME = "<name>"  # a key segment that stands for any name (a feature, a split, a field)
-QUERY_FORMATS = ("sql", "bigquery")  # formats without `path`: everything is in `options`
-CHUNK_ROWS = 8192  # rows per chunk of the query formats (transforms.records.CHUNK_ROWS)
 
-# The value types of keys, as the reference page names them (JSON Schema in configdoc).
+# The value types of keys, as the reference page names them (JSON Schema in pipelines.config.doc).
 TYPES = (
     "string",
     "integer",
@@ -86,8 +84,8 @@ class Part:
     """One mapping of the config and its keys.
 
     `path` is where it sits in the config (`sources[]` is any entry of the list `sources`,
-    `<name>` any key of a mapping). `kind`: `config` (checked by pipelines.config and
-    pipelines.preprocessing), `options` (a source format's options, checked by
+    `<name>` any key of a mapping). `kind`: `config` (checked by pipelines.config.loader and
+    pipelines.config.transform), `options` (a source format's options, checked by
     transforms/sources/<format>.py; `format` names it) or `ops` (the transform ops of one
     feature). `example` is YAML: top-level keys of a config, complete with the top-level part's.
     """

@@ -8,7 +8,8 @@ data can move together.
 
 Longer than most modules because it reads one document: each section of the config in turn,
 with the cross-field rules between them (features and sources, splits and output); the typed
-reading of single values is `pipelines.fields`, the `transform:` section `pipelines.preprocessing`.
+reading of single values is `pipelines.config.fields`, the `transform:` section
+`pipelines.config.transform`, the `validation:` section `pipelines.config.validation`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 
 import yaml
 
-from pipelines.fields import (
+from pipelines.config import reference
+from pipelines.config.fields import (
     MAX_DEPTH,
     ConfigError,
     DuplicateKey,
@@ -41,10 +43,9 @@ from pipelines.fields import (
     show,
     value_of,
 )
-from pipelines.preprocessing import parse_transform
-from pipelines.validation import parse_validation
+from pipelines.config.transform import parse_transform
+from pipelines.config.validation import parse_validation
 from transforms import schema
-from transforms.contract import reference
 from transforms.contract.config import (
     ALLOWANCES,
     FEATURE_TYPES,
@@ -73,8 +74,6 @@ from transforms.ui.suggest import did_you_mean
 
 NAME_RE = re.compile(r"[a-z0-9_-]+")  # with fullmatch: `$` would let a trailing newline in
 DEFAULT_SPLITS = {"train": 0.9, "eval": 0.1}
-FILE_FORMATS = ("csv", "jsonl", "parquet", "avro", "tfrecord", "text", "binary", "images")
-IMPLEMENTED_FORMATS = registry.IMPLEMENTED
 
 # Bounds of values that pass every type check but cannot be meant: beyond them a run would take
 # forever, exhaust memory or fail half-way on a limit of the file system (see the README).
@@ -261,18 +260,12 @@ def _parse_sources(raw: Any, base_dir: str) -> tuple[SourceSpec, ...]:
         seen.add(name)
         fmt = value_of(src, "format", where + ".")
         fmt = choice(fmt, f"{where}.format", SOURCE_FORMATS, "unknown format")
-        if fmt not in IMPLEMENTED_FORMATS:
-            raise ConfigError(
-                f"{where}.format",
-                f"format {fmt!r} is not supported by this version "
-                f"(supported: {', '.join(IMPLEMENTED_FORMATS)})",
-            )
         raw_options = value_of(src, "options", where + ".", {})
         require_mapping(raw_options, f"{where}.options")
         options = _parse_options(fmt, raw_options, f"{where}.options")
         options = registry.resolve_paths(fmt, options, base_dir)
         path = value_of(src, "path", where + ".", None)
-        if fmt in FILE_FORMATS:
+        if fmt in registry.FILE_FORMATS:
             if path is None or path == "":
                 raise ConfigError(f"{where}.path", "is required for file formats")
             problem = location_problem(path) if isinstance(path, str) else None
