@@ -35,9 +35,12 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from transforms.ui.args import ArgumentParser
+
+if TYPE_CHECKING:
+    from transforms.records import Rejected
 
 _PROG = "shardflow predict"
 
@@ -171,12 +174,12 @@ def _predict_input(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reject(record: dict, rejects: IO[str] | None) -> None:
+def _reject(record: Rejected, rejects: IO[str] | None) -> None:
     """A rejected record to the --rejected file, or one line on stderr."""
     if rejects is not None:
-        rejects.write(json.dumps(record, ensure_ascii=False) + "\n")
+        rejects.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
     else:
-        print(f"{_PROG}: rejected {record['location']}: {record['reason']}", file=sys.stderr)
+        print(f"{_PROG}: rejected {record.location}: {record.reason}", file=sys.stderr)
 
 
 def _for_prediction(dataset, source_name: str | None, path: str):

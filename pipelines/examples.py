@@ -23,7 +23,7 @@ from transforms.contract.config import DatasetSpec, SourceSpec
 from transforms.files import RECURSIVE_FORMATS, match_files, open_file
 from transforms.keys import KeyMaker, key_columns
 from transforms.prepare import Preparer, batch_of_chunk
-from transforms.records import RawChunk, gc_paused, location
+from transforms.records import RawChunk, Rejected, gc_paused, location
 from transforms.sources import registry
 from transforms.sources.csv import CsvOptions
 from transforms.sources.jsonl import JsonlOptions
@@ -42,9 +42,9 @@ class Examples:
 
 def encode_files(
     dataset: DatasetSpec, source: SourceSpec, paths: list[str], limit: int | None = None
-) -> Iterator[Examples | dict]:
+) -> Iterator[Examples | Rejected]:
     """The records of `paths`, read as `source` of `dataset`: `Examples` for each chunk of
-    valid ones (in input order), and a rejected-record dict for each invalid one. With `limit`,
+    valid ones (in input order), and a `Rejected` record for each invalid one. With `limit`,
     `limit` records (valid or not) from the start of the input, then no more (a format that
     rejects malformed records as it cuts its chunks may reject some of a later chunk's first:
     the sample is from the start, not exactly its first records)."""
@@ -71,7 +71,7 @@ def encode_files(
             return
 
 
-def _encoded(chunk: RawChunk, index, key_maker, preparer, names) -> Iterator[Examples | dict]:
+def _encoded(chunk: RawChunk, index, key_maker, preparer, names) -> Iterator[Examples | Rejected]:
     """A chunk's rejected records, then its valid ones as `Examples`."""
     batch, rejected = batch_of_chunk(chunk, index, key_maker)
     yield from rejected
@@ -122,8 +122,8 @@ def sample_report(dataset: DatasetSpec, limit: int = SAMPLE_RECORDS) -> list[str
             if isinstance(item, Examples):
                 valid += len(item.keys)
             else:
-                reasons[item["reason"]] += 1
-                first.setdefault(item["reason"], item["location"])
+                reasons[item.reason] += 1
+                first.setdefault(item.reason, item.location)
         rejected = sum(reasons.values())
         lines.append(
             f"{where}: {valid + rejected} records sampled from the start: {valid} valid, "

@@ -32,6 +32,7 @@ from transforms.records import (
     STATS,
     EncodedChunk,
     RawChunk,
+    Rejected,
     gc_paused,
     location,
 )
@@ -43,8 +44,8 @@ JOIN_BUCKETS = 64
 
 def bucket_rows(
     chunk: RawChunk, source_index: int, key_maker: KeyMaker, buckets: int = JOIN_BUCKETS
-) -> Iterator[tuple[int, tuple[int, pa.Array, RawChunk]] | dict]:
-    """(bucket, (source index, keys, sub-chunk)) per bucket the chunk touches, or rejected dicts.
+) -> Iterator[tuple[int, tuple[int, pa.Array, RawChunk]] | Rejected]:
+    """(bucket, (source index, keys, sub-chunk)) per bucket the chunk touches, or rejected records.
 
     A key's bucket is its order hash modulo `buckets`."""
     keys, rejected = key_maker.keys(chunk)
@@ -164,7 +165,7 @@ class _BucketRowsFn(beam.DoFn):
 
     def process(self, chunk: RawChunk):
         for item in bucket_rows(chunk, self._source_index[chunk.source], self._key_maker):
-            if isinstance(item, dict):
+            if isinstance(item, Rejected):
                 yield beam.pvalue.TaggedOutput(REJECTED, item)
             else:
                 yield item

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transforms.contract.config import DatasetSpec
-from transforms.records import RawChunk, RecordError, location, rejection
+from transforms.records import RawChunk, RecordError, Rejected, location, rejection
 from transforms.schema import coerce_feature
 
 # Per record: its canonical key, and its provenance (source index, file, line). Paths are bytes
@@ -64,7 +64,7 @@ class KeyMaker:
                 if f.name == dataset.key and f.is_scalar:
                     self._feature = f
 
-    def keys(self, chunk: RawChunk) -> tuple[pa.Array, list[dict]]:
+    def keys(self, chunk: RawChunk) -> tuple[pa.Array, list[Rejected]]:
         """The key of every record of a chunk as a string array (null where the record is
         rejected), and the rejected records, in record order."""
         assert self.field is not None, "a KeyMaker of a dataset without a key"

@@ -27,6 +27,7 @@ from transforms.records import (
     STATS,
     EncodedChunk,
     RawChunk,
+    Rejected,
     gc_paused,
     location,
     rejection,
@@ -63,9 +64,9 @@ class Valid:
 
 def batch_of_chunk(
     chunk: RawChunk, source_index: int, key_maker: KeyMaker | None
-) -> tuple[Batch, list[dict]]:
+) -> tuple[Batch, list[Rejected]]:
     """The batch of one source's chunk (union), and the rejected records that have no key."""
-    rejected: list[dict] = []
+    rejected: list[Rejected] = []
     keys = None
     if key_maker is not None:
         texts, rejected = key_maker.keys(chunk)
@@ -85,7 +86,7 @@ def batch_of_chunk(
 
 
 class Preparer:
-    """Validates and encodes records into an `EncodedChunk` plus rejected-record dicts."""
+    """Validates and encodes records into an `EncodedChunk` plus `Rejected` records."""
 
     def __init__(self, dataset: DatasetSpec):
         delimiters = {
@@ -100,7 +101,7 @@ class Preparer:
         self._assign = SplitAssigner([fraction for _, fraction in dataset.splits])
         self._keyed = dataset.key is not None
 
-    def validate(self, batch: Batch) -> tuple[Valid, list[dict]]:
+    def validate(self, batch: Batch) -> tuple[Valid, list[Rejected]]:
         """(the valid records, the rejected ones)."""
         columns, reasons = self._validator.validate(batch.size, batch.tables)
         rejected = []

@@ -220,12 +220,39 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def rejection(source: str, location: str, reason: str, record: Any) -> dict[str, Any]:
-    """A rejected record as written to rejected/*.jsonl."""
+class Rejected(NamedTuple):
+    """A rejected record: its source, where it is (`file:line`, or the file alone), why, and the
+    record as text; one line of rejected/*.jsonl (`to_json`), which `from_json` reads back."""
+
+    source: str
+    location: str
+    reason: str
+    record: str
+
+    def to_json(self) -> dict[str, str]:
+        return self._asdict()
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Rejected:
+        """A line of a rejected file, parsed; ValueError when it is not one."""
+        if not isinstance(raw, dict) or set(raw) != set(cls._fields):
+            raise ValueError(f"not a rejected record (keys {', '.join(cls._fields)})")
+        if not all(isinstance(v, str) for v in raw.values()):
+            raise ValueError("a rejected record's values are strings")
+        return cls(**raw)
+
+    def place(self) -> tuple[str, int]:
+        """Where the record is, as (file, line or record number; 0 for a whole file)."""
+        path, _, line = self.location.rpartition(":")
+        return (path, int(line)) if line.isdigit() else (self.location, 0)
+
+
+def rejection(source: str, location: str, reason: str, record: Any) -> Rejected:
+    """A rejected record, counted in the run's progress."""
     progress.add("rejected", 1)
     if not isinstance(record, str):
         record = record_json(record)
-    return {"source": source, "location": location, "reason": reason, "record": printable(record)}
+    return Rejected(source, location, reason, printable(record))
 
 
 def printable(text: str) -> str:

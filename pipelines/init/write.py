@@ -128,8 +128,8 @@ def rejections(text: str, folder: str, samples: list[Sample]) -> list[str]:
         for path, count in sample.reads:
             for item in encode_files(dataset, source, [path], limit=count):
                 if not isinstance(item, Examples):
-                    reasons[item["reason"]] += 1
-                    first.setdefault(item["reason"], item["location"])
+                    reasons[item.reason] += 1
+                    first.setdefault(item.reason, item.location)
         for reason, n in reasons.most_common(5):
             lines.append(
                 f"{source.name}: {n} of {sample.records} sampled records would be rejected: "

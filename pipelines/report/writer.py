@@ -13,6 +13,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.contract.layout import MANIFEST, REPORT
 from transforms.contract.manifest import Manifest
 from transforms.contract.statistics import Statistics
+from transforms.records import Rejected
 from transforms.sink.storage import write_atomically
 
 logger = logging.getLogger(__name__)
@@ -62,10 +63,10 @@ def rejected_examples(
             f"{output}/{entry.path}", compression_type=CompressionTypes.UNCOMPRESSED
         ) as f:
             for line in f:
-                record = json.loads(line)
-                found = examples.setdefault(record["reason"], [])
+                record = Rejected.from_json(json.loads(line))
+                found = examples.setdefault(record.reason, [])
                 if len(found) < per_reason:
-                    found.append({"location": record["location"], "record": record["record"]})
+                    found.append({"location": record.location, "record": record.record})
                 if len(examples) == wanted and all(len(v) == per_reason for v in examples.values()):
                     return examples
     return examples

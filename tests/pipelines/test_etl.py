@@ -52,7 +52,7 @@ def test_read_source_yields_records_rejected_and_counts(tmp_path):
             label="CheckRecords",
         )
         assert_that(
-            rejected | beam.Map(lambda r: (r["location"].rsplit("/", 1)[1], r["reason"])),
+            rejected | beam.Map(lambda r: (r.location.rsplit("/", 1)[1], r.reason)),
             equal_to([("a.csv:6", "csv: expected 3 fields, got 1")]),
             label="CheckRejected",
         )
@@ -75,7 +75,7 @@ def test_prepare_records_encodes_valid_records_and_rejects_invalid_ones(tmp_path
             label="CheckEncoded",
         )
         assert_that(
-            rejected | beam.Map(lambda r: (r["reason"], r["record"])),
+            rejected | beam.Map(lambda r: (r.reason, r.record)),
             equal_to([("score: not a number", '2,"bo, b",x\n')]),
             label="CheckRejected",
         )

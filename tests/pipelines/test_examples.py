@@ -13,6 +13,7 @@ import yaml
 from pipelines import etl
 from pipelines.config.loader import load_config
 from pipelines.examples import Examples, encode_files
+from transforms.records import Rejected
 
 CSV = (
     "id,species,bill,tags\n"
@@ -54,7 +55,9 @@ def _encoded(config_path):
     dataset = load_config(str(config_path))
     source = dataset.sources[0]
     items = list(encode_files(dataset, source, [source.path]))
-    return [i for i in items if isinstance(i, Examples)], [i for i in items if isinstance(i, dict)]
+    return [i for i in items if isinstance(i, Examples)], [
+        i for i in items if isinstance(i, Rejected)
+    ]
 
 
 def test_the_examples_are_the_bytes_the_etl_wrote(published):
@@ -88,8 +91,8 @@ def test_the_rejected_records_are_those_of_the_dataset(published):
         for line in f.read_text().splitlines()
     ]
     key = lambda r: r["location"]  # noqa: E731
-    assert sorted(rejected, key=key) == sorted(written, key=key)
-    assert sorted(r["reason"] for r in rejected) == [
+    assert sorted((r.to_json() for r in rejected), key=key) == sorted(written, key=key)
+    assert sorted(r.reason for r in rejected) == [
         "bill: not a number",
         "csv: expected 4 fields, got 3",
         "id: missing key",
@@ -107,7 +110,7 @@ def test_without_a_key_a_record_is_known_by_its_location(published, tmp_path):
     assert [k for e in examples for k in e.keys] == locations
     assert locations == [f"{tmp_path / 'birds.csv'}:{line}" for line in (2, 4, 7)]
     # the record without an id is rejected by the feature's rule now, not the key's
-    assert "id: missing required value" in [r["reason"] for r in rejected]
+    assert "id: missing required value" in [r.reason for r in rejected]
 
 
 def test_validate_only_reads_a_sample_of_each_source_and_writes_nothing(published, capsys):

@@ -68,7 +68,7 @@ def test_the_first_records_of_a_source_in_file_and_line_order(
             lambda c: [(c.path.rsplit("/", 1)[1], n, i) for n, i in zip(c.lines, c.values("id"))]
         )
         assert_that(rows, equal_to(records), label="CheckRecords")
-        where = bad | beam.Map(lambda r: r["location"].rsplit("/", 1)[1])
+        where = bad | beam.Map(lambda r: r.location.rsplit("/", 1)[1])
         assert_that(where, equal_to(rejected), label="CheckRejected")
         assert_that(
             counts, equal_to([("read/s", len(records) + len(rejected))]), label="CheckCounts"
@@ -170,7 +170,7 @@ def test_rejected_records_met_first_do_not_hide_the_first_good_ones(
     with TestPipeline(runner="FnApiRunner") as p:
         chunks, bad, counts = p | ReadSource(source, split_bytes, limit=limit)
         assert_that(chunks | beam.FlatMap(lambda c: c.lines), equal_to(lines), label="Lines")
-        where = bad | beam.Map(lambda r: int(r["location"].rsplit(":", 1)[1]))
+        where = bad | beam.Map(lambda r: int(r.location.rsplit(":", 1)[1]))
         assert_that(where, equal_to(rejected), label="Rejected")
         assert_that(counts, equal_to([("read/s", limit)]), label="Counts")
 

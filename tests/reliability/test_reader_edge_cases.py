@@ -77,7 +77,7 @@ def _items(items) -> list[tuple]:
                 raw = item.raw(i) if item.raw_text is not None else None
                 out.append((int(item.lines[i]), fields, raw))
         else:
-            out.append(("rejected", item["location"], item["reason"], item["record"]))
+            out.append(("rejected", item.location, item.reason, item.record))
     return out
 
 

@@ -555,10 +555,10 @@ def test_nfc_and_nfd_folder_names_give_the_same_nfc_label():
 def test_folder_names_that_cannot_be_labels_reject_their_images(folder, reason):
     fields, rejected = _parse_image(f"/data/{folder}/1.png", "/data")
     assert fields is None
-    assert rejected["reason"] == reason
-    json.dumps(rejected).encode("utf-8")  # writable: no lone surrogate anywhere
+    assert rejected.reason == reason
+    json.dumps(rejected.to_json()).encode("utf-8")  # writable: no lone surrogate anywhere
     if "\udcff" in folder:
-        assert rejected["location"] == "/data/bad\\xff/1.png:1"
+        assert rejected.location == "/data/bad\\xff/1.png:1"
 
 
 def test_labels_keep_spaces_punctuation_and_non_latin_text():
@@ -569,15 +569,15 @@ def test_labels_keep_spaces_punctuation_and_non_latin_text():
 
 def test_a_regex_label_spanning_folders_is_rejected():
     _, rejected = _parse_image("/data/a/cat/1.png", "/data", label_regex=r"^(.+)/[^/]+$")
-    assert rejected["reason"] == images.SEPARATOR_LABEL
+    assert rejected.reason == images.SEPARATOR_LABEL
     with pytest.raises(RecordError, match="label: holds a path separator"):
         images.clean_label("a/b")
 
 
 def test_a_file_name_that_is_not_utf8_is_rejected():
     _, rejected = _parse_image("/data/cat/\udcfe.png", "/data")
-    assert rejected["reason"] == images.NOT_UTF8_PATH
-    assert json.loads(rejected["record"])["filename"] == "cat/\\xfe.png"
+    assert rejected.reason == images.NOT_UTF8_PATH
+    assert json.loads(rejected.record)["filename"] == "cat/\\xfe.png"
 
 
 @pytest.mark.slow

@@ -133,7 +133,7 @@ def test_a_key_that_is_not_valid_text_rejects_its_record_and_the_rest_go_on():
     chunk = RawChunk("s", "s.jsonl", {"id": values}, [1, 2, 3, 4, 5, 6], **one_line_records(raws))
     keys, rejected = maker.keys(chunk)
     assert keys.to_pylist() == [None, None, None, None, "k1", "k2"]
-    assert [(r["location"], r["reason"]) for r in rejected] == [
+    assert [(r.location, r.reason) for r in rejected] == [
         (f"s.jsonl:{line}", "id: not valid text") for line in (1, 2, 3, 4)
     ]
     # a key that is a bytes feature: typed first, then the same rule

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from transforms.records import RawChunk
+from transforms.records import RawChunk, Rejected
 
 
-def split(items: Iterable) -> tuple[list[RawChunk], list[dict]]:
-    """(chunks, rejected-record dicts); chunks of binary formats carry no raw text."""
+def split(items: Iterable) -> tuple[list[RawChunk], list[Rejected]]:
+    """(chunks, `Rejected` records); chunks of binary formats carry no raw text."""
     chunks, rejected = [], []
     for item in items:
         if isinstance(item, RawChunk):

@@ -58,7 +58,7 @@ def test_key_is_canonical_across_csv_text_and_json_numbers():
 def test_rows_without_key_are_rejected_when_bucketing():
     chunk = _chunk("a", "a.csv", [({"id": None}, "raw0"), ({"id": "1"}, "raw1")], text=True)
     out = list(bucket_rows(chunk, 0, KeyMaker(_dataset()), buckets=1))
-    assert out[0] == {
+    assert out[0].to_json() == {
         "source": "a",
         "location": "a.csv:2",
         "reason": "id: missing key",
@@ -233,7 +233,7 @@ def test_join_by_key_joins_rejects_and_counts_exactly():
             label="CheckJoined",
         )
         assert_that(
-            rejected | beam.Map(lambda r: (r["source"], r["location"], r["reason"], r["record"])),
+            rejected | beam.Map(lambda r: (r.source, r.location, r.reason, r.record)),
             equal_to(
                 [
                     ("a", "a.csv:4", "id: missing key", ",nokey\n"),

@@ -114,7 +114,7 @@ def test_the_vector_path_keys_and_rejects_as_the_per_value_rule(kind):
         keys, rejected = maker.keys(_chunk(column))
         assert keys.type == pa.string() and len(keys) == len(values)
         assert keys.to_pylist() == [key for key, _ in expected]
-        assert [(r["location"], r["reason"], r["record"]) for r in rejected] == [
+        assert [(r.location, r.reason, r.record) for r in rejected] == [
             (f"a.csv:{i + 2}", reason, f"r{i}\n")
             for i, (_, reason) in enumerate(expected)
             if reason is not None
@@ -124,7 +124,7 @@ def test_the_vector_path_keys_and_rejects_as_the_per_value_rule(kind):
 def test_a_chunk_without_the_key_field_rejects_every_record():
     keys, rejected = _maker(MAKERS["int"]).keys(RawChunk("a", "a.csv", {"x": [1, 2]}, [2, 3]))
     assert keys.to_pylist() == [None, None]
-    assert [r["reason"] for r in rejected] == ["id: missing key"] * 2
+    assert [r.reason for r in rejected] == ["id: missing key"] * 2
 
 
 @pytest.mark.parametrize(

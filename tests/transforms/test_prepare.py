@@ -164,7 +164,7 @@ def test_prepare_records_rejects_invalid_records_where_they_are():
     with TestPipeline(runner="FnApiRunner") as p:
         _, rejected, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
         assert_that(
-            rejected | beam.Map(lambda r: (r["source"], r["location"], r["reason"], r["record"])),
+            rejected | beam.Map(lambda r: (r.source, r.location, r.reason, r.record)),
             equal_to(EXPECTED_REJECTED),
         )
 

@@ -33,6 +33,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from transforms.contract.layout import REJECTED_DIR, REJECTED_SUFFIX, shard_name
 from transforms.progress import timed
+from transforms.records import Rejected
 from transforms.sink.spill import spill_folder
 from transforms.sink.storage import create_file, delete_paths
 
@@ -73,16 +74,14 @@ class RejectedFiles:
         return out
 
 
-def sort_key(record: Mapping[str, Any]) -> SortKey:
+def sort_key(record: Rejected) -> SortKey:
     """Source, location (`file:12` before `file:100`), reason."""
-    head, _, tail = record["location"].rpartition(":")
-    where = (head, int(tail)) if tail.isdigit() else (record["location"], 0)
-    return (record["source"], *where, record["reason"])
+    return (record.source, *record.place(), record.reason)
 
 
-def json_line(record: Mapping[str, Any]) -> bytes:
+def json_line(record: Rejected) -> bytes:
     """A rejected record as its line of a rejected file."""
-    text = json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
+    text = json.dumps(record.to_json(), ensure_ascii=False, sort_keys=True) + "\n"
     return text.encode("utf-8", errors="backslashreplace")
 
 
@@ -98,7 +97,7 @@ class SortRejectedFn(beam.DoFn):
         self._lines: list[tuple[SortKey, bytes]] = []
         self._size = 0
 
-    def process(self, record: dict[str, Any]):
+    def process(self, record: Rejected):
         line = json_line(record)
         self._lines.append((sort_key(record), line))
         self._size += len(line) + 256  # with the key and the list's entry

@@ -31,7 +31,7 @@ from fastavro.schema import SchemaParseException
 
 from transforms.contract.config import SourceOptions, SourceSpec
 from transforms.files import FileError
-from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
+from transforms.records import CHUNK_ROWS, RawChunk, Rejected, location, rejection
 from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.nested import flat_name, plain_value
 from transforms.sources.registry import Format, OptionsReader
@@ -60,8 +60,8 @@ def options(raw: dict[str, Any]) -> AvroOptions:
 
 def parse_avro(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
-) -> Iterator[RawChunk | dict[str, Any]]:
-    """Yields chunks of records and, for undecodable records or blocks, rejected-record dicts."""
+) -> Iterator[RawChunk | Rejected]:
+    """Yields chunks of records and, for undecodable records or blocks, `Rejected` records."""
     try:
         blocks = fastavro.block_reader(stream)
         named: dict[str, Any] = {}

@@ -44,6 +44,7 @@ from transforms.records import (
     COUNTS,
     REJECTED,
     RawChunk,
+    Rejected,
     gc_paused,
     location,
     one_line_records,
@@ -294,12 +295,12 @@ class UnmappableValue(ValueError):
 
 def rows_to_chunk(
     source: str, path: str, rows: list[Any]
-) -> tuple[RawChunk | None, list[dict[str, Any]]]:
+) -> tuple[RawChunk | None, list[Rejected]]:
     """The chunk of the rows that map to fields (None if none do), and the rejected others."""
     records: list[dict[str, Any]] = []
     lines: list[int] = []
     raws: list[str] = []
-    rejected: list[dict[str, Any]] = []
+    rejected: list[Rejected] = []
     for row in rows:
         raw = record_json(row)
         row_id = row_number(raw)

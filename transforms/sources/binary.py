@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, Iterator
 import numpy as np
 
 from transforms.contract.config import OptionError, SourceOptions, SourceSpec
-from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
+from transforms.records import CHUNK_ROWS, RawChunk, Rejected, location, rejection
 from transforms.sources.registry import FILE_COMPRESSIONS, Format, OptionsReader
 
 RANGE_TYPES = ("int", "uint", "float", "bytes", "string")
@@ -146,7 +146,7 @@ def _check_unique(names: list[str]) -> None:
 
 def parse_binary(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
-) -> Iterator[RawChunk | dict[str, Any]]:
+) -> Iterator[RawChunk | Rejected]:
     """Yields chunks of records and, for leftover bytes, a rejected record."""
     opts = source.options_as(BinaryOptions)
     size, header, footer = opts.record_bytes, opts.header_bytes, opts.footer_bytes
@@ -192,7 +192,7 @@ FORMAT = Format(
 )
 
 
-def _too_short(source: str, path: str, data: bytes, header: int, footer: int) -> dict[str, Any]:
+def _too_short(source: str, path: str, data: bytes, header: int, footer: int) -> Rejected:
     reason = (
         f"binary: file of {len(data)} bytes is shorter than header_bytes + footer_bytes "
         f"({header + footer})"

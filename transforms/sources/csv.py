@@ -52,6 +52,7 @@ from transforms.records import (
     CHUNK_ROWS,
     MAX_LINE_CHARS,
     RawChunk,
+    Rejected,
     location,
     printable,
     rejection,
@@ -112,8 +113,8 @@ def options(raw: dict[str, Any]) -> CsvOptions:
 
 def parse_csv(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
-) -> Iterator[RawChunk | dict[str, Any]]:
-    """Yields chunks of raw records and, for unparseable rows, rejected-record dicts."""
+) -> Iterator[RawChunk | Rejected]:
+    """Yields chunks of raw records and, for unparseable rows, `Rejected` records."""
     opts = source.options_as(CsvOptions)
     if ARROW and _arrow_can_read(opts):
         yield from _ArrowCsv(stream, path, source, chunk_rows).items()
@@ -217,7 +218,7 @@ def _python_records(
     columns: list[str] | None,
     line0: int,
     chunk_rows: int,
-) -> Iterator[RawChunk | dict[str, Any]]:
+) -> Iterator[RawChunk | Rejected]:
     """Parses `text`, whose first line is line `line0 + 1` of the file.
 
     With `columns` None, they come from the configuration or the header row.
@@ -489,7 +490,7 @@ class _ArrowCsv:
             ignore_empty_lines=True,
         )
 
-    def items(self) -> Iterator[RawChunk | dict[str, Any]]:
+    def items(self) -> Iterator[RawChunk | Rejected]:
         opts = self._source.options_as(CsvOptions)
         columns = opts.columns
         buf = self._read_to(b"", _READ_BYTES)

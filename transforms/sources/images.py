@@ -55,6 +55,7 @@ from transforms.records import (
     CHUNK_ROWS,
     RawChunk,
     RecordError,
+    Rejected,
     location,
     one_line_records,
     printable,
@@ -180,8 +181,8 @@ def _resize(value: Any) -> list[int] | None:
 
 def parse_images(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
-) -> Iterator[RawChunk | dict[str, Any]]:
-    """Yields the one record of an image file (a chunk, or a rejected-record dict).
+) -> Iterator[RawChunk | Rejected]:
+    """Yields the one record of an image file (a chunk, or a `Rejected` record).
 
     Yields nothing for a file whose extension is not one of `extensions`.
     """

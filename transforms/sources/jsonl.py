@@ -51,6 +51,7 @@ from transforms.records import (
     CHUNK_ROWS,
     MAX_LINE_CHARS,
     RawChunk,
+    Rejected,
     location,
     one_line_records,
     rejection,
@@ -130,8 +131,8 @@ def options(raw: dict[str, Any]) -> JsonlOptions:
 
 def parse_jsonl(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
-) -> Iterator[RawChunk | dict[str, Any]]:
-    """Yields chunks of raw records and, for unparseable lines, rejected-record dicts."""
+) -> Iterator[RawChunk | Rejected]:
+    """Yields chunks of raw records and, for unparseable lines, `Rejected` records."""
     encoding = source.options_as(JsonlOptions).encoding
     if codecs.lookup(encoding).name == "utf-8":
         encoding = "utf-8-sig"  # a byte order mark at the start of the file is not JSON

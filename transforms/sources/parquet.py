@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from transforms.contract.config import SourceOptions, SourceSpec
 from transforms.files import FileError
-from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
+from transforms.records import CHUNK_ROWS, RawChunk, Rejected, location, rejection
 from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.nested import flat_name, plain_value
 from transforms.sources.registry import Format, OptionsReader
@@ -64,8 +64,8 @@ def parse_parquet(
     source: SourceSpec,
     chunk_rows: int = CHUNK_ROWS,
     row_groups: range | None = None,
-) -> Iterator[RawChunk | dict[str, Any]]:
-    """Yields chunks of rows and, for rows of undecodable row groups, rejected-record dicts.
+) -> Iterator[RawChunk | Rejected]:
+    """Yields chunks of rows and, for rows of undecodable row groups, `Rejected` records.
 
     `row_groups`: read only these (rows keep their numbers in the whole file)."""
     watched = _WatchedFile(stream)

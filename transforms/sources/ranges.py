@@ -27,7 +27,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import io
-from typing import Any, BinaryIO, Iterable, Iterator, cast
+from typing import BinaryIO, Iterable, Iterator, cast
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -36,7 +36,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.config import SourceSpec
 from transforms.files import open_file
-from transforms.records import RawChunk
+from transforms.records import RawChunk, Rejected
 from transforms.sources import csv as csv_format
 from transforms.sources import registry
 from transforms.sources.csv import CsvOptions
@@ -226,7 +226,7 @@ def _plan_row_groups(path: str, file_size: int, split_bytes: int) -> list[Range]
     return ranges if len(ranges) > 1 else None
 
 
-def read(rng: Range, source: SourceSpec, parse) -> Iterator[RawChunk | dict[str, Any]]:
+def read(rng: Range, source: SourceSpec, parse) -> Iterator[RawChunk | Rejected]:
     """The records of one range, with the line numbers of the whole file."""
     if rng.row_groups is not None:
         with open_file(rng.path) as stream:
@@ -258,9 +258,9 @@ def _shifted(item, rng: Range):
         else:
             item.lines = [n + rng.line_shift for n in item.lines]
         return item
-    where, _, line = item["location"].rpartition(":")
-    if where == rng.path and line.isdigit():
-        item["location"] = f"{where}:{int(line) + rng.line_shift}"
+    where, line = item.place()
+    if where == rng.path and line:
+        return item._replace(location=f"{where}:{line + rng.line_shift}")
     return item
 
 

@@ -1,7 +1,7 @@
 """Reading any configured source into chunks of raw records, rejected records and read counts.
 
 Each file format contributes one parse function `parse(stream, path, source)` that yields
-`RawChunk`s and rejected-record dicts; `ReadSource` does the rest (matching files, opening them,
+`RawChunk`s and `Rejected` records; `ReadSource` does the rest (matching files, opening them,
 counting every record read, so that the manifest's ledger can be checked). Which files a path
 matches is `transforms.files`' business: `ReadSource` and the ETL's input check agree on it.
 """
@@ -25,6 +25,7 @@ from transforms.records import (
     COUNTS,
     REJECTED,
     RawChunk,
+    Rejected,
     gc_paused,
     read_counter,
 )
@@ -85,14 +86,10 @@ def first(items, limit: int | None):
             smallest = sorted(smallest)[:limit]
 
 
-def record_key(item) -> tuple[str, int]:
-    """Where a record is in its source, as (file, line or record number): the order of
-    `FirstRecords`. `item`: a rejected-record dict."""
-    path, _, line = item["location"].rpartition(":")
-    try:
-        return path, int(line)
-    except ValueError:
-        return item["location"], 0
+def record_key(item: Rejected) -> tuple[str, int]:
+    """Where a rejected record is in its source, as (file, line or record number): the order of
+    `FirstRecords`."""
+    return item.place()
 
 
 class FirstRecords(beam.PTransform):
@@ -176,7 +173,7 @@ def _kept_chunk(chunk: RawChunk, last):
             yield beam.pvalue.TaggedOutput(_TIED, chunk.take([i]))
 
 
-def _kept_rejected(item: dict, last):
+def _kept_rejected(item: Rejected, last):
     if last is None or record_key(item) < last[0]:
         yield item
     elif record_key(item) == last[0]:
@@ -188,8 +185,8 @@ def _enough_tied(tied: list, last):
     row, for a BigQuery source, or one record)."""
     if last is None:
         return
-    order = sorted(tied, key=lambda t: (isinstance(t, dict), t.raw(0) if isinstance(t, RawChunk)
-                                        else t["record"]))  # fmt: skip
+    order = sorted(tied, key=lambda t: (isinstance(t, Rejected), t.record
+                                        if isinstance(t, Rejected) else t.raw(0)))  # fmt: skip
     for item in order[: last[1]]:
         yield item if isinstance(item, RawChunk) else beam.pvalue.TaggedOutput(REJECTED, item)
 

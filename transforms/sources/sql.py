@@ -32,6 +32,7 @@ from transforms.records import (
     COUNTS,
     REJECTED,
     RawChunk,
+    Rejected,
     gc_paused,
     location,
     rejection,
@@ -268,8 +269,8 @@ def _finite(value: Any) -> bool:
 
 def read_partition(
     db: Database, source: SourceSpec, partition: Partition
-) -> Iterator[RawChunk | dict[str, Any]]:
-    """Yields one partition's rows as chunks, and rejected-record dicts for unconvertible rows.
+) -> Iterator[RawChunk | Rejected]:
+    """Yields one partition's rows as chunks, and `Rejected` records for unconvertible rows.
 
     Rows are numbered from 1 in the order the database returns them; a record's location is
     `sql:<table or query>[:<partition>]:<row number>`.

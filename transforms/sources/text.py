@@ -37,6 +37,7 @@ from transforms.records import (
     CHUNK_ROWS,
     MAX_LINE_CHARS,
     RawChunk,
+    Rejected,
     location,
     one_line_records,
     rejection,
@@ -168,7 +169,7 @@ _NESTED_TEXT = re.compile(r"\((?:[^()]|\([^()]*\))*[*+}](?:[^()]|\([^()]*\))*\)[
 
 def parse_text(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
-) -> Iterator[RawChunk | dict[str, Any]]:
+) -> Iterator[RawChunk | Rejected]:
     """Yields chunks of raw records and, for lines the regex does not match, rejected records."""
     opts = source.options_as(TextOptions)
     pattern = compile_regex(opts.regex) if opts.regex is not None else None

@@ -52,7 +52,7 @@ from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 from transforms.contract.config import SourceOptions, SourceSpec
 from transforms.contract.layout import COMPRESSIONS, RECORD_SUFFIX
 from transforms.files import CorruptFile
-from transforms.records import CHUNK_ROWS, RawChunk, location, rejection
+from transforms.records import CHUNK_ROWS, RawChunk, Rejected, location, rejection
 from transforms.sources.registry import FILE_COMPRESSIONS, Format, OptionsReader
 
 COMPRESSION_CHOICES = ("auto", *COMPRESSIONS)  # of a TFRecord source: auto detects it
@@ -87,8 +87,8 @@ def options(raw: dict[str, Any]) -> TfrecordOptions:
 
 def parse_tfrecord(
     stream: BinaryIO, path: str, source: SourceSpec, chunk_rows: int = CHUNK_ROWS
-) -> Iterator[RawChunk | dict[str, Any]]:
-    """Yields chunks of Examples' fields and, for broken records, rejected-record dicts."""
+) -> Iterator[RawChunk | Rejected]:
+    """Yields chunks of Examples' fields and, for broken records, `Rejected` records."""
     decoder = ExamplesToRecordBatchDecoder()
     payloads: list[bytes] = []
     numbers: list[int] = []
@@ -122,7 +122,7 @@ FORMAT = Format(
 
 
 def _decode(decoder, source: str, path: str, payloads: list[bytes], numbers: list[int]):
-    """The chunk of these Examples, and a rejected dict for each payload that is not one."""
+    """The chunk of these Examples, and a `Rejected` for each payload that is not one."""
     try:
         batch = decoder.DecodeBatch(payloads)
     except RuntimeError:
@@ -138,7 +138,7 @@ def _decode_one_by_one(
     path: str,
     payloads: list[bytes],
     numbers: list[int],
-) -> Iterator[RawChunk | dict[str, Any]]:
+) -> Iterator[RawChunk | Rejected]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
     for data, number in zip(payloads, numbers):

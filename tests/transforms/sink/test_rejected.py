@@ -16,25 +16,24 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from transforms.contract.layout import SPILL_DIR
+from transforms.records import Rejected
 from transforms.sink.rejected import RejectedFiles, WriteRejected, json_line, sort_key
 
 TWO_PROCESSES = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 
 
-def _rejected(n: int = 3000) -> list[dict]:
+def _rejected(n: int = 3000) -> list[Rejected]:
     rng = random.Random(3)
     records = []
     for i in range(n):
         source = rng.choice(["a", "b", "a,b"])
         where = rng.choice([f"f{rng.randrange(3)}.csv:{rng.randrange(1, 200)}", "key=7", "x:"])
         reason = rng.choice(["score: not a number", "name: missing", "é: ünïcode"])
-        records.append(
-            {"source": source, "location": where, "reason": reason, "record": f"r{i}\x00é"}
-        )
+        records.append(Rejected(source, where, reason, f"r{i}\x00é"))
     return records
 
 
-def _expected_lines(records: list[dict]) -> list[bytes]:
+def _expected_lines(records: list[Rejected]) -> list[bytes]:
     return [line for _, line in sorted((sort_key(r), json_line(r)) for r in records)]
 
 
@@ -73,7 +72,7 @@ def test_every_record_once_in_order_and_the_counts_handed_on(tmp_path):
     assert result.records == len(records)
     by_pair = {}
     for r in records:
-        by_pair[r["source"], r["reason"]] = by_pair.get((r["source"], r["reason"]), 0) + 1
+        by_pair[r.source, r.reason] = by_pair.get((r.source, r.reason), 0) + 1
     assert dict(result.counts) == by_pair
     assert sum(result.reasons().values()) == len(records)
     # line numbers sort as numbers, within a file of a source

@@ -210,7 +210,7 @@ def test_a_truncated_last_block_is_one_rejected_record():
     chunks, rejected = _parse(data[:-10])
     kept = 20 - last_count
     assert [fields["id"] for _, fields in _rows(chunks)] == list(range(kept))
-    assert rejected == [
+    assert [r.to_json() for r in rejected] == [
         {
             "source": "src",
             "location": f"f.avro:{kept + 1}",
@@ -226,7 +226,7 @@ def test_a_corrupt_compressed_block_ends_the_file_with_one_rejected_record():
     data[offset + 20] ^= 0xFF  # inside the second block's deflate data
     chunks, rejected = _parse(bytes(data))
     assert [fields["id"] for _, fields in _rows(chunks)] == list(range(count))
-    assert [(r["location"], r["reason"]) for r in rejected] == [
+    assert [(r.location, r.reason) for r in rejected] == [
         (f"f.avro:{count + 1}", "avro: unreadable data block")
     ]
 
@@ -247,7 +247,7 @@ def test_an_undecodable_record_rejects_the_rest_of_its_block_and_reading_goes_on
         (5, "v4"),
         (6, "v5"),
     ]
-    assert [(r["location"], r["reason"], r["record"]) for r in rejected] == [
+    assert [(r.location, r.reason, r.record) for r in rejected] == [
         (f"f.avro:{n}", "avro: undecodable record", f'{{"block_offset": {first_offset}}}')
         for n in (2, 3)
     ]
@@ -281,6 +281,6 @@ def test_a_block_claiming_more_records_than_bytes_is_one_rejected_record():
     data[first_offset] = 0x7E  # 63 records in a block of a few bytes
     chunks, rejected = _parse(bytes(data))
     assert [line for line, _ in _rows(chunks)] == [1, 2, 3, 5, 6, 7]
-    assert [(r["location"], r["reason"]) for r in rejected] == [
+    assert [(r.location, r.reason) for r in rejected] == [
         ("f.avro:4", "avro: unreadable data block")
     ]

@@ -433,7 +433,7 @@ def test_rows_that_cannot_be_mapped_are_rejected_with_a_stable_location():
     chunk, rejected = rows_to_chunk("events", "bigquery:p:d.t", [AVRO_ROW, *BAD_ROWS])
     assert len(chunk) == 1
     ids = [row_number(record_json(row)) for row in BAD_ROWS]
-    assert rejected == [
+    assert [r.to_json() for r in rejected] == [
         {
             "source": "events",
             "location": f"bigquery:p:d.t:{ids[0]}",
@@ -508,7 +508,7 @@ def test_rows_to_chunks_on_a_local_pipeline():
             label="CheckChunkSize",
         )
         assert_that(
-            rejected | beam.Map(lambda r: r["reason"]),
+            rejected | beam.Map(lambda r: r.reason),
             equal_to(
                 [
                     "bigquery: orders.lines: an array inside an array",

@@ -7,7 +7,7 @@ import pytest
 
 from transforms.contract.config import SourceSpec
 from transforms.files import FileError
-from transforms.records import RawChunk
+from transforms.records import RawChunk, Rejected
 from transforms.sources import csv as csv_module
 from transforms.sources.csv import CsvOptions, parse_csv
 
@@ -76,7 +76,7 @@ def test_wrong_field_count_is_rejected_with_line_and_text():
     rows, rejected = _parse(data)
     assert [r.fields for r in rows] == [{"a": "1", "b": "2"}, {"a": "5", "b": "6"}]
     assert [r.line for r in rows] == [2, 6]
-    assert rejected == [
+    assert [r.to_json() for r in rejected] == [
         {
             "source": "src",
             "location": "f.csv:3",
@@ -96,14 +96,14 @@ def test_bad_quoting_is_rejected_and_parsing_goes_on():
     rows, rejected = _parse(b'a,b\n"x"y,1\n2,3\n')
     assert [r.fields for r in rows] == [{"a": "2", "b": "3"}]
     assert len(rejected) == 1
-    assert rejected[0]["location"] == "f.csv:2"
-    assert rejected[0]["reason"].startswith("csv: ")
+    assert rejected[0].location == "f.csv:2"
+    assert rejected[0].reason.startswith("csv: ")
 
 
 def test_unterminated_quote_at_end_of_file_is_rejected():
     rows, rejected = _parse(b'a,b\n1,2\n3,"open\nmore\n')
     assert [r.fields for r in rows] == [{"a": "1", "b": "2"}]
-    assert [(r["location"], r["record"]) for r in rejected] == [("f.csv:3", '3,"open\nmore\n')]
+    assert [(r.location, r.record) for r in rejected] == [("f.csv:3", '3,"open\nmore\n')]
 
 
 def test_blank_lines_are_not_records():
@@ -144,4 +144,4 @@ def test_record_text_spans_exactly_its_own_lines_across_chunks():
         (c.lines[i], c.raw(i)) for c in chunks if isinstance(c, RawChunk) for i in range(len(c))
     ]
     assert records == [(2, '1,"x\ny"\n'), (6, "2,z\n"), (7, '3,"p\r\nq"\n')]
-    assert [c["record"] for c in chunks if isinstance(c, dict)] == ["bad\n"]
+    assert [c.record for c in chunks if isinstance(c, Rejected)] == ["bad\n"]

@@ -65,7 +65,7 @@ def _read(path: str, fmt: str, options: dict):
         items = list(registry.parser(fmt)(stream, path, source))
     chunks = [i for i in items if isinstance(i, RawChunk)]
     rejected = [
-        {**r, "location": r["location"].replace(path, "FILE")}
+        r._replace(location=r.location.replace(path, "FILE"))
         for r in items
         if not isinstance(r, RawChunk)
     ]

@@ -158,7 +158,7 @@ def test_files_of_other_extensions_are_skipped_and_extensions_ignore_case():
 def test_with_every_file_read_a_file_that_is_not_an_image_is_rejected():
     fields, rejected, _ = _parse(b"notes\n", f"{ROOT}/README.txt", _source(extensions="*"))
     assert fields is None
-    assert rejected == [
+    assert [r.to_json() for r in rejected] == [
         {
             "source": "photos",
             "location": f"{ROOT}/README.txt:1",
@@ -176,8 +176,8 @@ def test_truncated_and_corrupt_images_are_rejected_with_their_path(name, data):
         path = f"{ROOT}/dog/bad.{name}"
         fields, rejected, _ = _parse(bad, path)
         assert fields is None
-        assert [(r["location"], r["reason"]) for r in rejected] == [(f"{path}:1", UNDECODABLE)]
-        assert json.loads(rejected[0]["record"]) == {
+        assert [(r.location, r.reason) for r in rejected] == [(f"{path}:1", UNDECODABLE)]
+        assert json.loads(rejected[0].record) == {
             "filename": f"dog/bad.{name}",
             "label": "dog",
             "image": f"<{len(bad)} bytes>",
@@ -187,7 +187,7 @@ def test_truncated_and_corrupt_images_are_rejected_with_their_path(name, data):
 def test_images_beyond_the_decompression_bomb_limit_are_rejected(monkeypatch):
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 40)  # 12 x 16 pixels is more than twice that
     _, rejected, _ = _parse(PNG, f"{ROOT}/cat/big.png")
-    assert [r["reason"] for r in rejected] == [TOO_LARGE]
+    assert [r.reason for r in rejected] == [TOO_LARGE]
 
 
 def test_label_from_none_gives_no_label_field():
@@ -357,7 +357,7 @@ def _read(path: str):
             equal_to([("cat/1.png", "cat", 16), ("cat/deeper/2.jpg", "deeper", 16)]),
             label="CheckRecords",
         )
-        reasons = rejected | beam.Map(lambda r: (json.loads(r["record"])["filename"], r["reason"]))
+        reasons = rejected | beam.Map(lambda r: (json.loads(r.record)["filename"], r.reason))
         assert_that(reasons, equal_to([("dog/3.png", UNDECODABLE)]), label="CheckRejected")
         total = counts | beam.Map(lambda pair: pair[1]) | beam.CombineGlobally(sum)
         assert_that(total, equal_to([3]), label="CheckCounts")

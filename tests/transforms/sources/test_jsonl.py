@@ -34,7 +34,7 @@ def test_objects_become_records_with_their_line_numbers():
 def test_invalid_json_and_non_objects_are_rejected():
     rows, rejected = _parse(b'{"id": 1}\n{"id": \n[1, 2]\n')
     assert [r[0] for r in rows] == [{"id": 1}]
-    assert rejected == [
+    assert [r.to_json() for r in rejected] == [
         {
             "source": "obs",
             "location": "o.jsonl:2",

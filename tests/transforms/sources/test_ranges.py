@@ -29,7 +29,7 @@ def _records(items) -> list[tuple]:
                 fields = tuple((n, v[i]) for n, v in zip(names, values))
                 out.append(("record", int(item.lines[i]), fields, item.raw(i)))
         else:
-            out.append(("rejected", item["location"], item["reason"], item["record"]))
+            out.append(("rejected", item.location, item.reason, item.record))
     return sorted(out, key=repr)
 
 

@@ -550,15 +550,12 @@ def test_postgres_values_become_field_values_and_unsupported_ones_reject_their_r
             "iv": None,
         }
     ]
-    assert [(r["location"], r["reason"]) for r in rejected] == [
+    assert [(r.location, r.reason) for r in rejected] == [
         ("sql:query:2", "sql: j: unsupported value type dict"),
         ("sql:query:3", "sql: iv: unsupported value type timedelta"),
     ]
-    assert rejected[0]["source"] == "k"
-    assert (
-        '"j": {"a": 1}' in rejected[0]["record"]
-        and '"iv": "1 day, 0:00:00"' in rejected[1]["record"]
-    )
+    assert rejected[0].source == "k"
+    assert '"j": {"a": 1}' in rejected[0].record and '"iv": "1 day, 0:00:00"' in rejected[1].record
 
 
 def test_duplicate_column_names_fail_the_read(pg, monkeypatch):

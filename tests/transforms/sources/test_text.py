@@ -97,9 +97,9 @@ def test_undecodable_bytes_are_kept_for_validation_and_escaped_in_record_text():
     assert records[1][1:] == ({"line": "bad \udcff byte"}, "bad \\xff byte")
     assert records[0][2] == "ok é"
     records, rejected = _parse(b"1\n\xfe2\n", regex=r"(?P<n>\d)")
-    assert rejected[0]["record"] == "\\xfe2"
+    assert rejected[0].record == "\\xfe2"
     # the rejected output is written as UTF-8: its text must be encodable
-    rejected[0]["record"].encode("utf-8")
+    rejected[0].record.encode("utf-8")
 
 
 def test_regex_groups_become_fields_and_unmatched_lines_are_rejected():
@@ -113,7 +113,7 @@ def test_regex_groups_become_fields_and_unmatched_lines_are_rejected():
         (6, {"level": "DEBUG", "ms": "1", "user": None}, "DEBUG 1ms"),
     ]
     # the whole line must match: a matching prefix is not enough
-    assert rejected == [
+    assert [r.to_json() for r in rejected] == [
         {"source": "src", "location": "f.txt:4", "reason": NO_MATCH, "record": "not a log line"},
         {
             "source": "src",
@@ -128,7 +128,7 @@ def test_unnamed_groups_are_not_fields_and_a_block_of_only_rejections_yields_no_
     records, _ = _parse(b"a-1\nb-2\n", regex=r"(?P<k>\w)(-)(\d)")
     assert [f for _, f, _ in records] == [{"k": "a"}, {"k": "b"}]
     records, rejected = _parse(b"x\ny\n", regex=r"(?P<k>\d)")
-    assert records == [] and [r["location"] for r in rejected] == ["f.txt:1", "f.txt:2"]
+    assert records == [] and [r.location for r in rejected] == ["f.txt:1", "f.txt:2"]
 
 
 def _reference(data: str, regex: str | None) -> tuple[list, list]:
@@ -172,4 +172,4 @@ def test_blocks_and_chunks_split_anywhere_give_the_same_records(seed, monkeypatc
     records, rejected = _parse(data.encode(), chunk_rows, **raw)
     expected_records, expected_rejected = _reference(data, regex)
     assert records == expected_records
-    assert [(r["location"], r["record"]) for r in rejected] == expected_rejected
+    assert [(r.location, r.record) for r in rejected] == expected_rejected

@@ -74,7 +74,7 @@ def test_a_feature_whose_kind_differs_between_examples_keeps_each_value():
 def test_a_record_that_is_not_an_example_is_rejected():
     chunks, rejected = _parse(frame_records([THREE[0], b"plain text", THREE[1]]))
     assert [line for line, _ in _rows(chunks)] == [1, 3]
-    assert rejected == [
+    assert [r.to_json() for r in rejected] == [
         {
             "source": "src",
             "location": "f.tfrecord:2",
@@ -90,7 +90,7 @@ def test_a_data_checksum_mismatch_rejects_that_record_only():
     data[second + 12 + 3] ^= 0x01
     chunks, rejected = _parse(bytes(data))
     assert [line for line, _ in _rows(chunks)] == [1, 3]
-    assert rejected == [
+    assert [r.to_json() for r in rejected] == [
         {
             "source": "src",
             "location": "f.tfrecord:2",
@@ -106,7 +106,7 @@ def test_a_corrupt_length_rejects_its_record_and_the_next_frames_are_read():
     data[second] ^= 0x01
     chunks, rejected = _parse(bytes(data))
     assert [line for line, _ in _rows(chunks)] == [1, 3]
-    assert [(r["location"], r["reason"]) for r in rejected] == [
+    assert [(r.location, r.reason) for r in rejected] == [
         ("f.tfrecord:2", "tfrecord: corrupt record length")
     ]
 
@@ -117,7 +117,7 @@ def test_a_truncated_tail_is_rejected(cut):
     chunks, rejected = _parse(data[:-cut] if cut != 20 else data + data[:5])
     kept = [1, 2] if cut != 20 else [1, 2, 3]
     assert [line for line, _ in _rows(chunks)] == kept
-    assert [(r["location"], r["reason"]) for r in rejected] == [
+    assert [(r.location, r.reason) for r in rejected] == [
         (f"f.tfrecord:{len(kept) + 1}", "tfrecord: truncated record")
     ]
 
@@ -164,7 +164,7 @@ def test_a_record_whose_length_looks_like_gzip_magic_is_not_taken_for_gzip():
 def test_forcing_none_on_compressed_data_rejects_it():
     chunks, rejected = _parse(gzip.compress(frame_records(THREE)), compression="none")
     assert chunks == []
-    assert [r["reason"] for r in rejected] == ["tfrecord: corrupt record length"]
+    assert [r.reason for r in rejected] == ["tfrecord: corrupt record length"]
 
 
 def test_a_truncated_compressed_stream_keeps_what_inflates_and_rejects_the_tail():
@@ -177,7 +177,7 @@ def test_a_truncated_compressed_stream_keeps_what_inflates_and_rejects_the_tail(
     chunks, rejected = _parse(data, path="f.tfrecord.zz")
     read = len(_rows(chunks))
     assert read == whole
-    assert [(r["location"], r["reason"]) for r in rejected] == [
+    assert [(r.location, r.reason) for r in rejected] == [
         (f"f.tfrecord.zz:{read + 1}", "tfrecord: truncated record")
     ]
 
@@ -186,7 +186,7 @@ def test_corrupt_compressed_data_rejects_the_rest_of_the_file():
     data = bytearray(zlib.compress(frame_records(THREE)))
     data[len(data) // 2] ^= 0xFF
     _, rejected = _parse(bytes(data), path="f.tfrecord.zz")
-    assert [r["reason"] for r in rejected][-1:] in (
+    assert [r.reason for r in rejected][-1:] in (
         ["tfrecord: corrupt compressed data"],
         ["tfrecord: truncated record"],
     )
