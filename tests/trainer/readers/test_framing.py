@@ -1,0 +1,110 @@
+"""Shards read without TensorFlow: the records in file order, checksums checked, a corrupt
+shard named (or its rest skipped, as --skip-corrupt does), a replaced shard refused."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tfx_bsl.coders.example_coder import ExampleToNumpyDict
+
+from tests.trainer.datasets import make_rows, write_dataset
+from trainer.readers.dataset import open_dataset
+from trainer.readers.framing import CorruptShardError, ShardChangedError, read_shard
+
+
+def _ids(records: list[bytes]) -> list[int]:
+    return [int(ExampleToNumpyDict(r)["id"][0]) for r in records]
+
+
+def _read(shard, wbits, **options) -> list[bytes]:
+    return [r for run in read_shard(shard, wbits, **options) for r in run]
+
+
+@pytest.fixture
+def plain(tmp_path) -> Path:
+    """20 rows, train in one uncompressed shard."""
+    return write_dataset(
+        tmp_path / "plain", make_rows(20), splits={"train": 1}, compression="none"
+    ).root
+
+
+def test_a_shard_yields_its_records_in_file_order(dataset):
+    data = open_dataset(str(dataset.root))
+    shards = data.shards("train")
+    ids = [i for s in shards for i in _ids(_read(s, data.wbits))]
+    assert ids == [row["id"] for row in dataset.rows["train"]]
+
+
+@pytest.mark.parametrize("compression", ["zlib", "none"])
+def test_every_compression_reads(tmp_path, compression):
+    rows = make_rows(30)
+    root = write_dataset(
+        tmp_path / compression, rows, splits={"train": 2}, compression=compression
+    ).root
+    data = open_dataset(str(root))
+    ids = [i for s in data.shards("train") for i in _ids(_read(s, data.wbits))]
+    assert ids == list(range(30))
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_byte_names_the_corrupt_shard_and_record(plain):
+    data = open_dataset(str(plain))
+    shard = data.shards("train")[0]
+    records = _read(shard, None)
+    third = sum(len(r) + 16 for r in records[:2]) + 12 + 3  # in the third record's payload
+    _flip(Path(shard.path), third)
+    with pytest.raises(CorruptShardError) as e:
+        _read(shard, None)
+    assert str(e.value).startswith(f"corrupt shard {shard.path}: record 3 fails its checksum")
+    assert "only 2 of its 20 records can be read" in str(e.value)
+
+
+def test_skip_corrupt_keeps_the_records_before_the_error_and_warns(plain, caplog):
+    data = open_dataset(str(plain))
+    shard = data.shards("train")[0]
+    records = _read(shard, None)
+    _flip(Path(shard.path), sum(len(r) + 16 for r in records[:5]) + 2)  # the 6th length
+    kept = _read(shard, None, skip_corrupt=True)
+    assert _ids(kept) == [0, 1, 2, 3, 4]
+    assert "skipping 15 of its 20 records" in caplog.text
+
+
+def test_a_truncated_gzip_shard_is_corrupt(dataset, tmp_path):
+    data = open_dataset(str(dataset.root))
+    shard = data.shards("eval")[0]
+    cut = tmp_path / "cut.tfrecord.gz"
+    cut.write_bytes(Path(shard.path).read_bytes()[:-40])
+    with pytest.raises(CorruptShardError, match="truncated"):
+        _read(replace(shard, path=str(cut)), data.wbits)
+    assert len(_read(replace(shard, path=str(cut)), data.wbits, skip_corrupt=True)) < 60
+
+
+def test_a_shard_replaced_by_another_readable_one_is_refused(dataset, tmp_path):
+    root = tmp_path / "copy"
+    shutil.copytree(dataset.root, root)
+    data = open_dataset(str(root))
+    first, second = data.shards("train")
+    Path(first.path).write_bytes(Path(second.path).read_bytes())
+    with pytest.raises(ShardChangedError, match=f"{first.path}: holds .* differs"):
+        _read(first, data.wbits)
+
+
+def test_a_rewritten_shard_of_the_same_size_fails_its_sha256(dataset, tmp_path):
+    shard = open_dataset(str(dataset.root)).shards("eval")[0]
+    records = gzip.decompress(Path(shard.path).read_bytes())
+    again = tmp_path / "again.tfrecord.gz"
+    again.write_bytes(gzip.compress(records, mtime=1))
+    size = again.stat().st_size
+    listed = replace(shard, path=str(again), bytes=size, sha256=hashlib.sha256(b"x").hexdigest())
+    with pytest.raises(ShardChangedError, match="sha256 differs"):
+        _read(listed, 31)

@@ -1,0 +1,125 @@
+"""The readers give the records of the tf.data path, with the same values: the raw arrays of
+`trainer.features.dense_inputs`, the label as `label_encoder` encodes it, the images as
+`trainer.preprocess.DecodeImages` decodes them; in the same order when deterministic."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer.features import dense_inputs, label_encoder, parse_spec
+from trainer.input import make_dataset
+from trainer.manifest import load_manifest
+from trainer.preprocess import DecodeImages
+from trainer.readers import jax_batches, torch_loader
+from trainer.readers.stream import Reader
+
+BATCH = 32
+
+
+def _tf_batches(root: str, split: str, **options) -> list[dict[str, np.ndarray]]:
+    manifest = load_manifest(root)
+    ds = make_dataset(
+        manifest.split_files(split),
+        parse_spec(manifest),
+        manifest.compression_type,
+        BATCH,
+        preprocess=functools.partial(dense_inputs, features=manifest.features),
+        **options,
+    )
+    return [{k: v.numpy() for k, v in batch.items()} for batch in ds]
+
+
+def _joined(batches: list[dict], key: str) -> list:
+    """A key's rows over all batches (variable-length rows without their padding)."""
+    rows = []
+    for batch in batches:
+        values = batch[key] if isinstance(batch[key], list) else np.asarray(batch[key]).tolist()
+        rows += [[v for v in row if v != b""] if isinstance(row, list) else row for row in values]
+    return rows
+
+
+def _by_id(batches: list[dict], keys) -> dict:
+    ids = _joined(batches, "id")
+    return {k: [row for _, row in sorted(zip(ids, _joined(batches, k)))] for k in keys}
+
+
+@pytest.fixture(scope="module")
+def tf_order(dataset) -> list[dict]:
+    """The tf.data path's batches in shard order (one file at a time)."""
+    return _tf_batches(
+        str(dataset.root), "train", shuffle=False, deterministic=True, cycle_length=1
+    )
+
+
+def test_the_core_gives_the_arrays_of_the_tf_data_path_in_shard_order(dataset, tf_order):
+    reader = Reader(
+        str(dataset.root), "train", BATCH, shuffle=False, deterministic=True, encode=False
+    )
+    ours = list(reader.batches(reader.layout(), 0))
+    assert len(ours) == len(tf_order)
+    for mine, theirs in zip(ours, tf_order):
+        assert set(theirs) <= set(mine)
+        for key, value in theirs.items():
+            assert mine[key].dtype == value.dtype or value.dtype == object, key
+            np.testing.assert_array_equal(mine[key], value, err_msg=key)
+    assert _joined(ours, "id") == [r["id"] for r in dataset.rows["train"]]
+
+
+def test_torch_and_jax_give_the_same_records_in_the_same_order(dataset, tf_order):
+    manifest = load_manifest(str(dataset.root))
+    species = manifest.features["species"]
+    loader = torch_loader(str(dataset.root), "train", BATCH, shuffle=False, deterministic=True)
+    batches = jax_batches(str(dataset.root), "train", BATCH, shuffle=False, deterministic=True)
+    for framework in (list(loader), list(batches)):
+        assert len(framework) == len(tf_order)
+        for mine, theirs in zip(framework, tf_order):
+            for key in ("id", "flipper_mm", "bill_length_mm", "body_mass_g", "embedding", "year"):
+                np.testing.assert_array_equal(np.asarray(mine[key]), theirs[key], err_msg=key)
+            np.testing.assert_array_equal(
+                np.asarray(mine["body_mass_g__present"]), theirs["body_mass_g__present"]
+            )
+            labels = label_encoder(species)(tf.constant(theirs["species"])).numpy()
+            np.testing.assert_array_equal(np.asarray(mine["species"]), labels)
+            islands = [
+                manifest.features["island"].values.index(v.decode()) + 1 for v in theirs["island"]
+            ]
+            np.testing.assert_array_equal(np.asarray(mine["island"]), islands)
+            assert _joined([mine], "tags") == _joined([theirs], "tags")
+
+
+def test_shuffled_readers_give_the_same_records_as_tf_data(dataset):
+    keys = ("flipper_mm", "embedding", "body_mass_g", "sex", "tags", "photo")
+    theirs = _by_id(_tf_batches(str(dataset.root), "train", shuffle=True, seed=3), keys)
+    reader = Reader(str(dataset.root), "train", BATCH, seed=3, encode=False)
+    core = list(reader.batches(reader.layout(), 1))
+    assert _joined(core, "id") != [r["id"] for r in dataset.rows["train"]]  # shuffled
+    assert _by_id(core, keys) == theirs
+    torch_keys = ("flipper_mm", "embedding", "body_mass_g", "sex", "tags")
+    from_torch = _by_id(list(torch_loader(str(dataset.root), "train", BATCH, seed=3)), torch_keys)
+    assert from_torch == {k: theirs[k] for k in torch_keys}
+    jax_keys = ("flipper_mm", "embedding", "body_mass_g")
+    batches = jax_batches(str(dataset.root), "train", 40, seed=3)
+    one_epoch = [next(batches) for _ in range(6)]  # 240 records
+    assert _by_id(one_epoch, jax_keys) == {k: theirs[k] for k in jax_keys}
+
+
+def test_images_are_decoded_and_resized_as_the_tf_data_path_does(shapes):
+    raw = Reader(str(shapes), "train", 64, shuffle=False, deterministic=True, decode_images=False)
+    decoded = Reader(str(shapes), "train", 64, shuffle=False, deterministic=True)
+    for encoded, images in zip(raw.batches(raw.layout(), 0), decoded.batches(decoded.layout(), 0)):
+        want = DecodeImages(16, 16, 3)(tf.constant(encoded["image"].tolist())).numpy()
+        assert images["image"].shape == want.shape and images["image"].dtype == np.float32
+        np.testing.assert_allclose(images["image"], want, rtol=0, atol=1e-6)
+    assert decoded.info.classes == ("blue", "green", "red")  # from the statistics
+
+
+def test_a_string_label_gets_its_classes_from_the_statistics(shapes):
+    batch = next(iter(torch_loader(str(shapes), "eval", 8, shuffle=False, deterministic=True)))
+    labels = Reader(str(shapes), "eval", 8, shuffle=False, deterministic=True, encode=False)
+    names = next(labels.batches(labels.layout(), 0))["label"]
+    classes = ["blue", "green", "red"]
+    assert batch["label"].tolist() == [classes.index(n.decode()) for n in names]

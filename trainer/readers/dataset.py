@@ -1,0 +1,124 @@
+"""A dataset as the readers see it: its manifest, shards and statistics, read without TensorFlow.
+
+`open_dataset(data)` reads DATASET/manifest.json (`transforms.contract.manifest.Manifest`, which
+names the field that is wrong) and statistics.json when there is one; several URIs (as
+`shardflow train --data A B`) are read as one dataset, their features, label and compression
+the same (an error names the first difference) and each split's shards those of all. Shard
+paths are made absolute, with the size and sha256 the manifest lists for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from trainer.readers import storage
+from transforms.contract.layout import COMPRESSIONS, MANIFEST, STATISTICS
+from transforms.contract.manifest import Manifest, ManifestError, ManifestFeature
+from transforms.contract.statistics import Statistics, StatisticsError
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One TFRecord shard: its absolute path, records, size in bytes and sha256 (as listed)."""
+
+    path: str
+    records: int
+    bytes: int | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One or more datasets read as one: `roots` (absolute), their shared features, label and
+    compression, each split's shards in manifest order (dataset by dataset), and the first
+    dataset's statistics (None when it has none, or for several datasets)."""
+
+    roots: tuple[str, ...]
+    features: Mapping[str, ManifestFeature]
+    label: str | None
+    compression: str
+    splits: Mapping[str, tuple[Shard, ...]]
+    statistics: Statistics | None = None
+
+    @property
+    def wbits(self) -> int | None:
+        """The zlib window bits of the shards' stream (None: not compressed)."""
+        return COMPRESSIONS[self.compression].wbits
+
+    def shards(self, split: str) -> tuple[Shard, ...]:
+        """The shards of `split`; ManifestError when there is no such split or it has none."""
+        if split not in self.splits:
+            known = ", ".join(sorted(self.splits)) or "none"
+            raise ManifestError(f"{self.roots[0]}: no split {split!r} (splits: {known})")
+        shards = self.splits[split]
+        if not shards:
+            raise ManifestError(f"{self.roots[0]}: split {split!r} has no files")
+        return shards
+
+
+def open_dataset(data: str | Sequence[str]) -> Dataset:
+    """The dataset at `data`: one URI (local folder or gs:// prefix) or several read as one."""
+    uris = [data] if isinstance(data, str) else list(data)
+    if not uris:
+        raise ManifestError("no dataset given")
+    roots = tuple(storage.normalize_root(u) for u in uris)
+    manifests = [_load_manifest(root) for root in roots]
+    first = manifests[0]
+    for root, other in zip(roots[1:], manifests[1:]):
+        difference = _difference(first, other)
+        if difference:
+            raise ManifestError(
+                f"{root} does not match {roots[0]}: {difference}; datasets read as one must "
+                "declare the same features, label and compression"
+            )
+    splits: dict[str, tuple[Shard, ...]] = {}
+    for root, manifest in zip(roots, manifests):
+        for name, entry in manifest.splits.items():
+            shards = tuple(
+                Shard(storage.join(root, f.path), f.records or 0, f.bytes, f.sha256)
+                for f in entry.files
+            )
+            splits[name] = splits.get(name, ()) + shards
+    return Dataset(
+        roots=roots,
+        features=dict(first.features),
+        label=first.label,
+        compression=first.compression,
+        splits=splits,
+        statistics=_load_statistics(roots[0]) if len(roots) == 1 else None,
+    )
+
+
+def _load_manifest(root: str) -> Manifest:
+    path = storage.join(root, MANIFEST)
+    if not storage.exists(path):
+        raise ManifestError(
+            f"{root}: no manifest.json at {path}, "
+            "the run is incomplete or this is not a shardflow dataset"
+        )
+    return Manifest.from_json(storage.read_bytes(path), where=path)
+
+
+def _load_statistics(root: str) -> Statistics | None:
+    path = storage.join(root, STATISTICS)
+    if not storage.exists(path):
+        return None
+    try:
+        return Statistics.loads(storage.read_bytes(path), where=path)
+    except StatisticsError as e:
+        raise ManifestError(str(e)) from None
+
+
+def _difference(a: Manifest, b: Manifest) -> str | None:
+    if a.label != b.label:
+        return f"label {b.label!r}, not {a.label!r}"
+    if a.compression != b.compression:
+        return f"compression {b.compression!r}, not {a.compression!r}"
+    if a.features != b.features:
+        name = next(
+            n for n in sorted(set(a.features) | set(b.features))
+            if a.features.get(n) != b.features.get(n)
+        )  # fmt: skip
+        return f"feature {name!r} differs"
+    return None

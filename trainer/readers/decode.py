@@ -1,0 +1,187 @@
+"""Batches of serialized tf.train.Example decoded into numpy arrays, a whole batch at a time.
+
+One call of tfx-bsl's C++ `ExamplesToRecordBatchDecoder`, built with a schema derived from the
+manifest's features (so every batch has the same columns and types, also when a feature is
+missing from all its records), turns a batch into Arrow list columns; each column becomes numpy
+through its flat values and lengths, with no Python work per record. The arrays are those of
+the tf.data path's `trainer.features.dense_inputs`:
+
+- a feature always present (required, or with a default): [batch, *shape] (a scalar: [batch]);
+  a record holding another number of values is an error, as for tf.io.parse_example;
+- an optional fixed-shape feature without default: the same, a missing value filled with 0 or
+  b"", and for a number its 0/1 presence as float32 `NAME__present`;
+- a variable-length feature: [batch, longest list in the batch], padded, and its lengths as
+  int64 `NAME__lengths` [batch];
+- int64, float32, and bytes (a numpy object array) for strings, bytes and images.
+
+With `encode`, a string feature with a vocabulary (trainer.readers.vocabulary) becomes int64
+ids (1 + its index; 0 for another value, a missing one or padding) and the label the index of
+its class (an unknown class is an error), looked up by Arrow over whole columns. An image with
+an `image_size` is decoded and resized (trainer.readers.images) unless `decode_images` is off.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
+
+from trainer.readers.images import ImageError, decode_images
+from trainer.readers.vocabulary import DatasetInfo
+from transforms.contract.config import PRESENT_SUFFIX
+from transforms.contract.manifest import ManifestError, ManifestFeature
+
+LENGTHS_SUFFIX = "__lengths"
+_KINDS = {"int": schema_pb2.INT, "float": schema_pb2.FLOAT}
+_DTYPES = {"int": np.int64, "float": np.float32}
+
+
+class RecordError(ValueError):
+    """A record that does not hold what the manifest declares."""
+
+
+def schema_of(features: Mapping[str, ManifestFeature]) -> bytes:
+    """The serialized tensorflow_metadata Schema of the features: each one's kind of list."""
+    schema = schema_pb2.Schema()
+    for name, feature in features.items():
+        column = schema.feature.add()
+        column.name = name
+        column.type = _KINDS.get(feature.type, schema_pb2.BYTES)
+    return schema.SerializeToString()
+
+
+class Decoder:
+    """Decodes batches of serialized examples into dicts of numpy arrays (the module's doc).
+
+    Picklable, and usable from several threads: the C++ decoder, which holds state while it
+    decodes (and lets other threads run meanwhile), is made per thread, where it first decodes
+    (in a loader worker, in its process)."""
+
+    def __init__(
+        self,
+        features: Mapping[str, ManifestFeature],
+        info: DatasetInfo | None = None,
+        *,
+        encode: bool = True,
+        decode_images: bool = True,
+    ):
+        self.features = dict(features)
+        self.info = info
+        self.encode = encode and info is not None
+        self.decode_images = decode_images
+        self._schema = schema_of(self.features)
+        self._local = threading.local()
+        self._lookups = _lookups(self.features, info) if self.encode and info else {}
+        for name, feature in self.features.items():
+            for key in (name + PRESENT_SUFFIX, name + LENGTHS_SUFFIX):
+                if key in self.features:
+                    raise ManifestError(f"feature {key!r} clashes with an input of {name!r}")
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_local"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _local=threading.local())
+
+    def __call__(self, records: Sequence[bytes]) -> dict[str, np.ndarray]:
+        decoder = getattr(self._local, "decoder", None)
+        if decoder is None:
+            decoder = self._local.decoder = ExamplesToRecordBatchDecoder(self._schema)
+        try:
+            batch = decoder.DecodeBatch(list(records))
+        except RuntimeError as e:  # the C++ decoder's: a wrong kind of list, not an Example
+            raise RecordError(f"a record cannot be decoded as the manifest declares: {e}") from e
+        out: dict[str, np.ndarray] = {}
+        for name, feature in self.features.items():
+            out.update(self._column(name, feature, batch.column(name)))
+        return out
+
+    def _column(self, name: str, feature: ManifestFeature, column: pa.Array) -> dict:
+        values, lengths = _flat(column)
+        info = self.info if self.encode else None
+        fill: Any = b"" if feature.type not in _DTYPES else 0
+        if info is not None and name == info.label and info.classes is not None:
+            flat, fill = self._classes(name, values), -1
+        elif info is not None and name in info.vocabularies:
+            ids = pc.index_in(values, value_set=self._lookups[name]).fill_null(-1)
+            flat, fill = ids.to_numpy().astype(np.int64) + 1, 0
+        else:
+            flat = values.to_numpy(zero_copy_only=False)
+            if feature.type in _DTYPES:
+                flat = flat.astype(_DTYPES[feature.type], copy=False)
+        if feature.shape == (None,):
+            width = int(lengths.max()) if len(lengths) else 0
+            return {name: dense(flat, lengths, width, fill), name + LENGTHS_SUFFIX: lengths}
+        size = math.prod(d or 0 for d in feature.shape)  # fixed: no None
+        full = feature.required or feature.default is not None
+        if full and not (lengths == size).all():
+            row = int(np.argmax(lengths != size))
+            raise RecordError(
+                f"feature {name!r}: record {row} of the batch holds {lengths[row]} values where "
+                f"the manifest declares shape {list(feature.shape)} (always present)"
+            )
+        rows = dense(flat, lengths, size, fill)
+        out = {name: rows.reshape(len(lengths), *feature.shape)}
+        if feature.type == "image" and feature.image_size and self.decode_images:
+            try:
+                out[name] = decode_images(rows[:, 0], feature.image_size)
+            except ImageError as e:
+                raise RecordError(f"feature {name!r}: {e}") from None
+        elif not full and feature.type in _DTYPES and fill != -1:
+            out[name + PRESENT_SUFFIX] = (lengths > 0).astype(np.float32)
+        return out
+
+    def _classes(self, name: str, values: pa.Array) -> np.ndarray:
+        ids = pc.index_in(values, value_set=self._lookups[name])
+        if ids.null_count:
+            unknown = values.filter(pc.is_null(ids))[0].as_py()
+            raise RecordError(f"label {name!r}: {unknown!r} is not one of its classes")
+        return ids.to_numpy().astype(np.int64)
+
+
+def _lookups(features: Mapping[str, ManifestFeature], info: DatasetInfo) -> dict[str, pa.Array]:
+    """The values whose index `encode` looks up, per feature: the label's classes and each
+    string feature's vocabulary, as Arrow arrays of the columns' types."""
+    lookups = {
+        name: pa.array([w.encode() for w in words], pa.large_binary())
+        for name, words in info.vocabularies.items()
+    }
+    if info.label is not None and info.classes is not None:
+        int_label = features[info.label].type == "int"
+        kind = pa.int64() if int_label else pa.large_binary()
+        classes = [c if isinstance(c, int) else str(c).encode() for c in info.classes]
+        lookups[info.label] = pa.array(classes, kind)
+    return lookups
+
+
+def _flat(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """A list column's values and each row's number of them (0 for a missing one), read from
+    its offsets."""
+    offsets = np.asarray(column.offsets, dtype=np.int64)
+    lengths = np.diff(offsets)
+    if column.null_count:
+        lengths[column.is_null().to_numpy(zero_copy_only=False)] = 0
+        return column.flatten(), lengths
+    return column.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0])), lengths
+
+
+def dense(values: np.ndarray, lengths: np.ndarray, width: int, fill: Any) -> np.ndarray:
+    """Rows of `lengths` values taken from the flat `values` as [rows, width]: each row's first
+    `width` values, the rest filled with `fill`."""
+    rows = len(lengths)
+    if len(values) == rows * width and (lengths == width).all():
+        return values.reshape(rows, width)
+    out = np.full((rows, width), fill, dtype=values.dtype)
+    row = np.repeat(np.arange(rows), lengths)
+    starts = np.cumsum(lengths) - lengths
+    col = np.arange(len(values)) - np.repeat(starts, lengths)
+    keep = col < width
+    out[row[keep], col[keep]] = values[keep]
+    return out

@@ -1,0 +1,159 @@
+"""TFRecord shards read without TensorFlow: decompressed, unframed and checked.
+
+A shard is a gzip or zlib stream (or none) of frames: an 8-byte little-endian length and its
+masked CRC-32C, then the record and its masked CRC-32C. `read_shard` streams a shard in large
+pieces (python zlib, google-crc32c), checks both checksums of every frame as tf.data does, and
+yields the records a piece at a time. It also checks that the shard is the one the manifest
+lists: its size, and its sha256 computed on the way (a shard that reads without an error but
+differs was replaced after the dataset was written: ShardChangedError, as the tf.data path's
+`trainer.integrity.verify_shards` refuses it).
+
+A shard that fails to read (a checksum mismatch, a truncation, bad compressed data) is corrupt:
+CorruptShardError names it and the record. With `skip_corrupt`, the rest of that shard is
+skipped instead, as the tf.data path's `--skip-corrupt` does (a reader cannot resynchronize
+after a bad frame), and a warning says how many listed records were lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import struct
+import zlib
+from collections.abc import Iterator
+
+import google_crc32c
+
+from trainer.readers import storage
+from trainer.readers.dataset import Shard
+from transforms.contract.manifest import ManifestError
+
+logger = logging.getLogger(__name__)
+
+PIECE = 4 << 20  # compressed bytes read at a time
+_HEADER = struct.Struct("<QI")
+_TRAILER = struct.Struct("<I")
+_GZIP = 31
+
+
+class CorruptShardError(ValueError):
+    """A shard whose records cannot all be read back."""
+
+
+class ShardChangedError(ManifestError):
+    """A shard that reads without an error but is not the one the manifest lists."""
+
+
+def masked_crc(data: bytes) -> int:
+    """The masked CRC-32C of TFRecord framing."""
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def read_shard(
+    shard: Shard, wbits: int | None, *, skip_corrupt: bool = False, check_sha256: bool = True
+) -> Iterator[list[bytes]]:
+    """The records of `shard`, in file order, in lists of consecutive records; `wbits`: the
+    zlib window bits of its compression (None: uncompressed)."""
+    digest = hashlib.sha256() if check_sha256 and shard.sha256 else None
+    unframe = _Unframer()
+    inflate = zlib.decompressobj(wbits) if wbits is not None else None
+    read = 0
+    try:
+        with storage.open_read(shard.path) as f:
+            while piece := f.read(PIECE):
+                read += len(piece)
+                if digest is not None:
+                    digest.update(piece)
+                while piece:
+                    if inflate is None:
+                        data, piece = piece, b""
+                    else:
+                        data = inflate.decompress(piece)
+                        piece = b""
+                        if inflate.eof and inflate.unused_data and wbits == _GZIP:
+                            piece = inflate.unused_data  # the next gzip member
+                            inflate = zlib.decompressobj(wbits)
+                    records = unframe.feed(data)
+                    if records:
+                        yield records
+                    if unframe.error:
+                        raise _Broken(unframe.error)
+            if inflate is not None and not inflate.eof:
+                raise _Broken("the compressed stream ends early (truncated)")
+            if unframe.pending:
+                raise _Broken(f"the last record is cut short ({unframe.pending} bytes left)")
+    except (_Broken, zlib.error) as e:
+        why = f"bad compressed data ({e})" if isinstance(e, zlib.error) else str(e)
+        where = f"after record {unframe.records}" if unframe.records else "at its start"
+        lost = max(0, shard.records - unframe.records)
+        if not skip_corrupt:
+            raise CorruptShardError(
+                f"corrupt shard {shard.path}: {why} {where}: only {unframe.records} of its "
+                f"{shard.records} records can be read; rerun the ETL"
+            ) from None
+        logger.warning(
+            "corrupt shard %s: %s %s: skipping %d of its %d records",
+            shard.path, why, where, lost, shard.records,
+        )  # fmt: skip
+        return
+    problem = _difference(shard, read, digest, unframe.records)
+    if problem:
+        raise ShardChangedError(
+            f"{shard.path}: holds {unframe.records:,} records in {read:,} bytes where the "
+            f"manifest lists {shard.records:,} in {shard.bytes:,} ({problem}): the dataset "
+            "changed after it was written (a shard replaced or rewritten, or the manifest "
+            "edited); rerun the ETL"
+        )
+
+
+def _difference(shard: Shard, read: int, digest, records: int) -> str | None:
+    if shard.bytes is not None and read != shard.bytes:
+        return "size differs"
+    if digest is not None and digest.hexdigest() != shard.sha256:
+        return "sha256 differs"
+    if records != shard.records:
+        return "record count differs"
+    return None
+
+
+class _Broken(Exception):
+    """A framing error: a bad checksum or a record cut short."""
+
+
+class _Unframer:
+    """Cuts the frames of a byte stream fed in pieces, checking their CRCs; after a bad
+    checksum, `error` says which and nothing more is read."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.error: str | None = None  # why the stream stops being readable
+        self._rest = b""
+
+    @property
+    def pending(self) -> int:
+        return len(self._rest)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buf = self._rest + data if self._rest else data
+        n, pos = len(buf), 0
+        out: list[bytes] = []
+        crc = masked_crc
+        while n - pos >= 12:
+            length, length_crc = _HEADER.unpack_from(buf, pos)
+            if crc(buf[pos : pos + 8]) != length_crc:
+                number = self.records + len(out) + 1
+                self.error = f"the length of record {number} fails its checksum"
+                break
+            end = pos + 12 + length
+            if end + 4 > n:
+                break
+            record = buf[pos + 12 : end]
+            if crc(record) != _TRAILER.unpack_from(buf, end)[0]:
+                self.error = f"record {self.records + len(out) + 1} fails its checksum"
+                break
+            out.append(record)
+            pos = end + 4
+        self._rest = b"" if self.error else buf[pos:]
+        self.records += len(out)
+        return out

@@ -1,0 +1,100 @@
+"""The readers for JAX: an iterator of batches of this process's records, put on the device
+ahead of the step that takes them.
+
+Process `process_index` of `process_count` (jax.process_index() and jax.process_count() by
+default) reads its own stream (trainer.readers.plan); every process yields the same number of
+batches per epoch. One thread reads and another decodes batches ahead (trainer.readers.ahead);
+the numeric arrays of the next batches are put on the first local device (jax.device_put,
+asynchronous) while the current one trains; arrays of a dtype JAX would change (int64 while
+jax_enable_x64 is off: JAX narrows it to int32) and string and bytes arrays stay numpy. With
+`shuffle`, epochs follow one another without end (a training loop takes the steps it wants);
+without, the iterator ends after one pass. A run resumed with `start_step` gets the batches
+after the first `start_step` of the same run.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import numpy as np
+
+from trainer.readers.ahead import ahead
+from trainer.readers.stream import Reader
+
+DEVICE_AHEAD = 2  # batches on the device ahead of the one in use
+HOST_AHEAD = 4  # batches read, and batches decoded, ahead on the host
+
+
+class Batches:
+    """The iterator `jax_batches` returns; `info` is the dataset's (classes, vocabularies,
+    moments)."""
+
+    def __init__(self, reader: Reader, index: int, count: int, start_step: int):
+        self.info = reader.info
+        layout = reader.layout(world_size=count)
+        epoch, done = layout.start(start_step)
+
+        def serialized() -> Iterator[list[bytes]]:
+            first = epoch
+            while reader.shuffle or first == epoch:
+                steps = layout.steps(first)
+                skip = done if first == epoch else 0
+                yield from reader.record_batches(layout, first, index, skip=skip, limit=steps)
+                first += 1
+
+        # one thread reads, one decodes, and this one puts batches on the device
+        read = ahead(serialized(), HOST_AHEAD, "jax-batches-read")
+        decoded = ahead(map(reader.decode, read), HOST_AHEAD, "jax-batches-decode")
+        self._batches = _on_device(decoded, DEVICE_AHEAD)
+
+    def __iter__(self) -> Batches:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self._batches)
+
+
+def _on_device(batches: Iterator[dict], ahead: int) -> Iterator[dict]:
+    device = jax.local_devices()[0]
+    waiting: collections.deque = collections.deque()
+    for batch in batches:
+        waiting.append({k: _put(v, device) for k, v in batch.items()})
+        if len(waiting) > ahead:
+            yield waiting.popleft()
+    while waiting:
+        yield waiting.popleft()
+
+
+def _put(value: np.ndarray, device: Any) -> Any:
+    """The array on `device`, where JAX holds its dtype as it is; else the numpy array."""
+    if value.dtype == object or jax.dtypes.canonicalize_dtype(value.dtype) != value.dtype:
+        return value
+    return jax.device_put(value, device)
+
+
+def jax_batches(
+    data: Any,
+    split: str,
+    batch_size: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    deterministic: bool = False,
+    process_index: int | None = None,
+    process_count: int | None = None,
+    start_step: int = 0,
+) -> Batches:
+    """This process's batches of `split` as dicts of arrays (see trainer.readers)."""
+    index = jax.process_index() if process_index is None else process_index
+    count = jax.process_count() if process_count is None else process_count
+    if not 0 <= index < count:
+        raise ValueError(f"process index {index} is not in [0, {count})")
+    if start_step < 0:
+        raise ValueError(f"start_step {start_step} must be >= 0")
+    reader = Reader(
+        data, split, batch_size, shuffle=shuffle, seed=seed, deterministic=deterministic
+    )
+    return Batches(reader, index, count, start_step)

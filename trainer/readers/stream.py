@@ -1,0 +1,207 @@
+"""The reading core: a split's records, as each stream reads them in an epoch, in batches.
+
+`Reader` holds what every stream shares (the dataset, its shards, the decoder, the options);
+`Reader.batches(layout, epoch, rank, worker)` is one stream's epoch: its shards
+(trainer.readers.plan) read in turn (`deterministic`) or a few at a time, runs of records taken
+from each in turn, as the tf.data path interleaves them; with fewer shards than streams, every
+n-th record; then a bounded shuffle buffer of serialized records seeded by (seed, epoch,
+stream); then batches of `batch_size` (the last one may be smaller), each decoded at once
+(trainer.readers.decode). `skip` batches at the start are read but not decoded: a resumed run
+starts where the run it resumes stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from trainer.config import DEFAULT_SHUFFLE_BUFFER
+from trainer.readers.dataset import Dataset, open_dataset
+from trainer.readers.decode import Decoder, RecordError
+from trainer.readers.framing import read_shard
+from trainer.readers.plan import Assignment, Layout, seeded
+from trainer.readers.vocabulary import DatasetInfo
+
+CYCLE = 4  # shards read at once when not deterministic
+RUN = 64  # records taken from one shard at a time
+
+
+class Reader:
+    """Batches of `split` of the dataset(s) at `data` (see the module's doc). `encode` and
+    `decode_images` go to the Decoder; with `skip_corrupt` the rest of a corrupt shard is
+    skipped (trainer.readers.framing); `check_sha256` checks each shard read whole."""
+
+    def __init__(
+        self,
+        data: str | Sequence[str] | Dataset,
+        split: str,
+        batch_size: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        deterministic: bool = False,
+        shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+        skip_corrupt: bool = False,
+        check_sha256: bool = True,
+        encode: bool = True,
+        decode_images: bool = True,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch size must be positive, got {batch_size}")
+        self.dataset = data if isinstance(data, Dataset) else open_dataset(data)
+        self.split = split
+        self.shards = self.dataset.shards(split)
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.deterministic = deterministic
+        self.shuffle_buffer = max(2, shuffle_buffer)
+        self.skip_corrupt = skip_corrupt
+        self.check_sha256 = check_sha256
+        self.info = DatasetInfo.of(self.dataset)
+        self.decoder = Decoder(
+            self.dataset.features, self.info, encode=encode, decode_images=decode_images
+        )
+
+    def layout(self, world_size: int = 1, workers: int = 1) -> Layout:
+        """The streams of `world_size` ranks of `workers` loader workers each."""
+        if world_size < 1 or workers < 1:
+            raise ValueError(f"world size {world_size} and workers {workers} must be positive")
+        return Layout(self.shards, self.batch_size, world_size, workers, self.seed, self.shuffle)
+
+    def batches(
+        self,
+        layout: Layout,
+        epoch: int,
+        rank: int = 0,
+        worker: int = 0,
+        *,
+        skip: int = 0,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, np.ndarray]]:
+        """Stream (rank, worker)'s decoded batches of `epoch`, from batch `skip` up to `limit`."""
+        records = self.record_batches(layout, epoch, rank, worker, skip=skip, limit=limit)
+        return map(self.decode, records)
+
+    def decode(self, records: list[bytes]) -> dict[str, np.ndarray]:
+        """A batch of serialized records decoded; RecordError naming the dataset and split."""
+        try:
+            return self.decoder(records)
+        except RecordError as e:
+            raise RecordError(f"{self.dataset.roots[0]}: split {self.split!r}: {e}") from None
+
+    def record_batches(
+        self,
+        layout: Layout,
+        epoch: int,
+        rank: int = 0,
+        worker: int = 0,
+        *,
+        skip: int = 0,
+        limit: int | None = None,
+    ) -> Iterator[list[bytes]]:
+        """The same batches, serialized (to decode on another thread: `decode`)."""
+        stream = rank * layout.workers + worker
+        records = self.records(layout.assignment(epoch, rank, worker), epoch, stream)
+        for i, batch in enumerate(cut(records, self.batch_size)):
+            if limit is not None and i >= limit:
+                return
+            if i >= skip:
+                yield batch
+
+    def records(self, part: Assignment, epoch: int, stream: int) -> Iterator[list[bytes]]:
+        """The serialized records of a stream's part of an epoch, in runs, in its order."""
+        runs = [self._read(s) for s in part.shards]
+        mixed = _chained(runs) if self.deterministic else _interleaved(runs, CYCLE, RUN)
+        if part.every > 1:
+            mixed = _every(mixed, part.every, part.offset)
+        if not self.shuffle:
+            return mixed
+        return shuffled(mixed, self.shuffle_buffer, seeded(self.seed, epoch, stream))
+
+    def _read(self, shard) -> Iterator[list[bytes]]:
+        return read_shard(
+            shard,
+            self.dataset.wbits,
+            skip_corrupt=self.skip_corrupt,
+            check_sha256=self.check_sha256,
+        )
+
+
+def cut(runs: Iterable[list[bytes]], size: int) -> Iterator[list[bytes]]:
+    """Runs of records cut into batches of `size` (the last one the rest)."""
+    pending: list[bytes] = []
+    for run in runs:
+        if pending:
+            need = size - len(pending)
+            pending.extend(run[:need])
+            run = run[need:]
+            if len(pending) < size:
+                continue
+            yield pending
+        whole = len(run) - len(run) % size
+        for start in range(0, whole, size):
+            yield run[start : start + size]
+        pending = run[whole:]
+    if pending:
+        yield pending
+
+
+def shuffled(
+    runs: Iterable[list[bytes]], size: int, rng: np.random.Generator
+) -> Iterator[list[bytes]]:
+    """The records of `runs` through a shuffle buffer of at most `size` records: when it is
+    full, it is permuted and all but half of it leave; the rest leave permuted at the end."""
+    keep = size // 2
+    pool: list[bytes] = []
+    for run in runs:
+        for start in range(0, len(run), size - keep):
+            pool.extend(run[start : start + size - keep])
+            if len(pool) >= size:
+                pool = [pool[i] for i in rng.permutation(len(pool))]
+                yield pool[keep:]
+                pool = pool[:keep]
+    if pool:
+        yield [pool[i] for i in rng.permutation(len(pool))]
+
+
+def _chained(runs: Sequence[Iterator[list[bytes]]]) -> Iterator[list[bytes]]:
+    for shard in runs:
+        yield from shard
+
+
+def _interleaved(
+    runs: Sequence[Iterator[list[bytes]]], cycle: int, run: int
+) -> Iterator[list[bytes]]:
+    """Runs of up to `run` records taken in turn from `cycle` shards at a time; a finished
+    shard's place goes to the next one."""
+    waiting = list(reversed(runs))
+    active: list[tuple[Iterator[list[bytes]], list[bytes], int]] = []
+    while waiting or active:
+        while waiting and len(active) < cycle:
+            active.append((waiting.pop(), [], 0))
+        i = 0
+        while i < len(active):
+            source, piece, at = active[i]
+            while at >= len(piece):
+                more = next(source, None)
+                if more is None:
+                    break
+                piece, at = more, 0
+            if at >= len(piece):
+                active.pop(i)
+                continue
+            yield piece[at : at + run]
+            active[i] = (source, piece, at + run)
+            i += 1
+
+
+def _every(runs: Iterable[list[bytes]], every: int, offset: int) -> Iterator[list[bytes]]:
+    """Every `every`-th record, from record `offset` on."""
+    seen = 0
+    for run in runs:
+        kept = run[(offset - seen) % every :: every]
+        seen += len(run)
+        if kept:
+            yield kept
