@@ -220,10 +220,10 @@ def _format_rule(fmt: str) -> dict[str, Any]:
     """`options` (and `path`) of a source whose `format` is `fmt`."""
     part = options_part(fmt)
     keys = {k.name: k for k in part.keys}
-    options = _object(keys, "", {})
-    options["type"] = ["object", "null"]
-    options["description"] = f"Options of `format: {fmt}`. {part.intro}"
-    then: dict[str, Any] = {"properties": {"options": options}}
+    fragment = _object(keys, "", {})
+    fragment["type"] = ["object", "null"]
+    fragment["description"] = f"Options of `format: {fmt}`. {part.intro}"
+    then: dict[str, Any] = {"properties": {"options": fragment}}
     if fmt in registry.QUERY_FORMATS:
         then["properties"]["path"] = {"type": "null"}
     else:

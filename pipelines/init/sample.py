@@ -279,21 +279,21 @@ def _detect_csv(sample: Sample, limit: int) -> None:
     widths = collections.Counter(len(r) for r in rows)
     width = len(rows[0]) if header else (widths.most_common(1)[0][0] if rows else 1)
     names, renamed = detect.column_names(rows[0] if header and rows else None, width)
-    options: dict[str, Any] = {"delimiter": delimiter, "header": header}
+    detected: dict[str, Any] = {"delimiter": delimiter, "header": header}
     if renamed:
-        options["columns"] = names
+        detected["columns"] = names
         sample.notes["columns"] = (
             "the file has no header row: name the columns"
             if not header
             else "renames header cells that cannot name a feature (empty or repeated)"
         )
     if encoding != "utf-8":
-        options["encoding"] = encoding
+        detected["encoding"] = encoding
         sample.notes["encoding"] = "the file is not UTF-8"
-    sample.options = {**options, "null_values": [""]}
+    sample.options = {**detected, "null_values": [""]}
     _read(sample, limit)
     markers = detect.null_markers(sample.columns.values())
-    sample.options = {**options, "null_values": ["", *markers]}
+    sample.options = {**detected, "null_values": ["", *markers]}
     if markers:
         holders = [
             name for name, values in sample.columns.items() if any(v in markers for v in values)
