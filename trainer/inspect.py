@@ -81,7 +81,7 @@ def summary(manifest: Manifest) -> list[str]:
     lines = [
         f"dataset: {manifest.name} at {manifest.root}",
         (
-            f"created: {manifest.created}  format: {manifest.format_version}  "
+            f"created: {manifest.created}  format: {manifest.written.format_version}  "
             f"compression: {manifest.compression}"
         ),
         f"label: {manifest.label}",
@@ -98,10 +98,10 @@ def summary(manifest: Manifest) -> list[str]:
             extras.append(f"{len(f.values)} values")
         lines.append(f"  {f.name}: {f.type} {shape} {', '.join(extras)}")
     lines.append("splits:")
-    for split in manifest.splits.values():
-        lines.append(f"  {split.name}: {split.records} records in {len(split.files)} files")
-    lines.append(f"rejected: {manifest.rejected_records}")
-    for reason, count in sorted((manifest.rejected_reasons or {}).items()):
+    for name, split in manifest.splits.items():
+        lines.append(f"  {name}: {split.records} records in {len(split.files)} files")
+    lines.append(f"rejected: {manifest.rejected.records}")
+    for reason, count in sorted(manifest.rejected.reasons.items()):
         lines.append(f"  {reason}: {count}")
     lines.append(f"duplicates: {manifest.duplicates}")
     if manifest.transform is not None:

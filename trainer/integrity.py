@@ -31,9 +31,10 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.errors import first_line
-from trainer.manifest import Manifest, ManifestError, ShardFile
+from trainer.manifest import Manifest, ManifestError
 from trainer.paths import join
 from transforms.contract.layout import MANIFEST
+from transforms.contract.manifest import FileEntry
 
 _READ = 4 << 20  # bytes hashed at a time
 _THREADS = 8  # shards checked at once (remote storage waits more than it works)
@@ -85,7 +86,7 @@ def verify_shards(manifest: Manifest, hashes: bool = True) -> None:
     is not the manifest's and that reads without an error; a corrupt shard is left to the
     reader."""
     for name, split in manifest.splits.items():
-        listed = sum(f.records for f in split.files)
+        listed = sum(f.records or 0 for f in split.files)
         if split.files and split.records != listed:
             raise ManifestError(
                 f"{manifest.root}: split {name!r} lists {split.records:,} records but its "
@@ -94,7 +95,7 @@ def verify_shards(manifest: Manifest, hashes: bool = True) -> None:
     shards = [f for split in manifest.splits.values() for f in split.files]
     compression = manifest.compression_type
 
-    def differs(shard: ShardFile) -> str | None:
+    def differs(shard: FileEntry) -> str | None:
         if shard.bytes is None or not tf.io.gfile.exists(shard.path):
             return None  # nothing to compare with; a missing shard is check_dataset's
         if tf.io.gfile.stat(shard.path).length != shard.bytes:
@@ -229,11 +230,12 @@ def readable_records(path: str, compression: str) -> int:
     return int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
 
 
-def find_corrupt(shards: Sequence[ShardFile], compression: str) -> list[CorruptShard]:
+def find_corrupt(shards: Sequence[FileEntry], compression: str) -> list[CorruptShard]:
     """The shards, in manifest order, that hold fewer readable records than the manifest lists."""
     corrupt = []
     for shard in shards:
         readable = readable_records(shard.path, compression)
-        if readable < shard.records:
-            corrupt.append(CorruptShard(shard.path, shard.records, readable))
+        listed = shard.records or 0
+        if readable < listed:
+            corrupt.append(CorruptShard(shard.path, listed, readable))
     return corrupt

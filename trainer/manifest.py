@@ -17,37 +17,37 @@ import math
 import os
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import tensorflow as tf
 
 from trainer.paths import join, normalize_root
 from transforms.contract import manifest as contract
-from transforms.contract.layout import COMPRESSIONS, FORMAT_VERSION, MANIFEST, STATISTICS
-from transforms.contract.manifest import ManifestError, SourceEntry
+from transforms.contract.layout import COMPRESSIONS, MANIFEST, STATISTICS
+from transforms.contract.manifest import (
+    ManifestError,
+    RejectedEntry,
+    SourceEntry,
+    SplitEntry,
+    TransformEntry,
+)
 from transforms.contract.statistics import Statistics, StatisticsError
 
 
-@dataclass(frozen=True)
-class InputFeature:
-    """One feature as declared in the manifest, or a tf.Transform output fed to the model.
+@dataclass(frozen=True, kw_only=True)
+class InputFeature(contract.ManifestFeature):
+    """A feature fed to the model: a feature of the manifest with its name, or a tf.Transform
+    output described the same way.
 
     `buckets` is set only on transform outputs: an int feature whose values are ids in
     [0, buckets) (a vocabulary with its OOV buckets, a bucketization), learned as a category.
+    `text`: free text (--text-features), split into words on the host.
     """
 
     name: str
-    type: str
-    shape: tuple[int | None, ...] = ()
-    required: bool = True
-    default: Any = None
-    values: tuple[str | int, ...] | None = None
-    min: float | None = None
-    max: float | None = None
     buckets: int | None = None
-    image_size: tuple[int, int, int] | None = None  # an image: decoded and resized to this
-    text: bool = False  # free text (--text-features): split into words on the host
+    text: bool = False
 
     @property
     def variable_length(self) -> bool:
@@ -68,58 +68,55 @@ class InputFeature:
 
 
 @dataclass(frozen=True)
-class ShardFile:
-    """One TFRecord shard of a split; `path` is absolute (local path or URI)."""
-
-    path: str
-    records: int
-    bytes: int | None = None
-    sha256: str | None = None
-
-
-@dataclass(frozen=True)
-class Split:
-    """A split (train, eval, test, ...) and its shards."""
-
-    name: str
-    records: int
-    files: tuple[ShardFile, ...]
-
-
-@dataclass(frozen=True)
-class TransformOutput:
-    """The dataset's tf.Transform output: `path` is absolute (local path or URI).
-
-    `materialize` says what the split shards hold: `raw` examples (the trainer applies the
-    transform while reading) or `transformed` ones (written by the ETL with the transform
-    applied). Either way the exported model serves raw examples.
-    """
-
-    path: str
-    materialize: str = "raw"
-
-
-@dataclass(frozen=True)
 class Manifest:
-    """A validated manifest.json; `root` is the absolute dataset location."""
+    """A dataset's manifest.json as training reads it: the contract's `Manifest` as written
+    (`written`) and what the trainer resolves from it: `root`, the absolute dataset location;
+    the splits' shards and the transform output with absolute paths; the features as model
+    inputs. Several datasets read as one (`trainer.union`) have one manifest, their `parts`."""
 
     root: str
-    name: str
-    compression: str
+    written: contract.Manifest
     features: Mapping[str, InputFeature]
-    label: str | None
-    splits: Mapping[str, Split]
-    key: str | None = None
-    created: str | None = None
-    config_sha256: str | None = None
-    sources: Mapping[str, SourceEntry] | None = None
-    rejected_records: int = 0
-    rejected_reasons: Mapping[str, int] | None = None
-    duplicates: int = 0
-    transform: TransformOutput | None = None
-    format_version: int = FORMAT_VERSION
+    splits: Mapping[str, SplitEntry]
+    transform: TransformEntry | None = None
     parts: tuple[str, ...] = ()  # the datasets read as one (trainer.union); () : this one
-    limit: int | None = None  # partial: at most this many records of each source (etl --limit)
+
+    @property
+    def name(self) -> str:
+        return self.written.name
+
+    @property
+    def label(self) -> str | None:
+        return self.written.label
+
+    @property
+    def key(self) -> str | None:
+        return self.written.key
+
+    @property
+    def compression(self) -> str:
+        return self.written.compression
+
+    @property
+    def created(self) -> str | None:
+        return self.written.created
+
+    @property
+    def sources(self) -> Mapping[str, SourceEntry]:
+        return self.written.sources
+
+    @property
+    def rejected(self) -> RejectedEntry:
+        return self.written.rejected
+
+    @property
+    def duplicates(self) -> int:
+        return self.written.duplicates
+
+    @property
+    def limit(self) -> int | None:
+        """Partial: at most this many records of each source (etl --limit)."""
+        return self.written.limit
 
     @property
     def compression_type(self) -> str:
@@ -203,25 +200,13 @@ def _anchored(m: contract.Manifest, root: str) -> Manifest:
     """The trainer's view of a manifest: its paths joined to the dataset root."""
     transform = None
     if m.transform is not None:
-        path = join(root, m.transform.path.rstrip("/"))
-        transform = TransformOutput(path=path, materialize=m.transform.materialize)
+        transform = replace(m.transform, path=join(root, m.transform.path.rstrip("/")))
     return Manifest(
         root=root,
-        name=m.name,
-        compression=m.compression,
-        features={n: _feature(n, f) for n, f in m.features.items()},
-        label=m.label,
-        splits={n: _split(root, n, s) for n, s in m.splits.items()},
-        key=m.key,
-        created=m.created,
-        config_sha256=m.config_sha256,
-        sources=m.sources,
-        rejected_records=m.rejected.records,
-        rejected_reasons=dict(m.rejected.reasons),
-        duplicates=m.duplicates,
+        written=m,
+        features={n: InputFeature(name=n, **vars(f)) for n, f in m.features.items()},
+        splits={n: _anchored_split(root, s) for n, s in m.splits.items()},
         transform=transform,
-        format_version=m.format_version,
-        limit=m.limit,
     )
 
 
@@ -238,23 +223,6 @@ def _parent(path: str) -> str:
     return posixpath.dirname(path) if "://" in path else os.path.dirname(path)
 
 
-def _feature(name: str, f: contract.ManifestFeature) -> InputFeature:
-    return InputFeature(
-        name=name,
-        type=f.type,
-        shape=f.shape,
-        required=f.required,
-        default=f.default,
-        values=f.values,
-        min=f.min,
-        max=f.max,
-        image_size=f.image_size,
-    )
-
-
-def _split(root: str, name: str, split: contract.SplitEntry) -> Split:
-    files = tuple(
-        ShardFile(path=join(root, f.path), records=f.records or 0, bytes=f.bytes, sha256=f.sha256)
-        for f in split.files
-    )
-    return Split(name=name, records=split.records, files=files)
+def _anchored_split(root: str, split: SplitEntry) -> SplitEntry:
+    files = tuple(replace(f, path=join(root, f.path), records=f.records or 0) for f in split.files)
+    return replace(split, files=files)

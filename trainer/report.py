@@ -63,7 +63,7 @@ def summarize_manifest(manifest: Manifest) -> dict:
         "features": len(manifest.features),
         "compression": manifest.compression,
         "splits": {name: manifest.splits[name].records for name in in_split_order(manifest.splits)},
-        "rejected_records": manifest.rejected_records,
+        "rejected_records": manifest.rejected.records,
     }
 
 

@@ -22,8 +22,9 @@ from typing import Any
 import tensorflow as tf
 
 from trainer.features import dense_inputs, dtype_of
-from trainer.manifest import InputFeature, Manifest, ManifestError, TransformOutput
+from trainer.manifest import InputFeature, Manifest, ManifestError
 from trainer.paths import join
+from transforms.contract.manifest import TransformEntry
 
 _TYPES = {tf.int64: "int", tf.float32: "float", tf.string: "string"}
 Parsed = Mapping[str, tf.Tensor | tf.SparseTensor | tf.RaggedTensor]
@@ -37,7 +38,7 @@ class Transform:
     left out) plus the label as the manifest declares it: the label is never transformed.
     """
 
-    spec: TransformOutput
+    spec: TransformEntry
     output: Any  # tensorflow_transform.TFTransformOutput
     raw_spec: dict
     transformed_spec: dict

@@ -15,9 +15,11 @@ import dataclasses
 import datetime
 import logging
 import re
+from collections import Counter
 from collections.abc import Sequence
 
-from trainer.manifest import Manifest, ManifestError, Split, load_manifest
+from trainer.manifest import Manifest, ManifestError, load_manifest
+from transforms.contract.manifest import RejectedEntry, SplitEntry
 
 logger = logging.getLogger(__name__)
 
@@ -85,8 +87,7 @@ def combine(manifests: Sequence[Manifest]) -> Manifest:
     splits = {}
     for name in sorted({s for m in manifests for s in m.splits}):
         parts = [m.splits[name] for m in manifests if name in m.splits]
-        splits[name] = Split(
-            name=name,
+        splits[name] = SplitEntry(
             records=sum(p.records for p in parts),
             files=tuple(f for p in parts for f in p.files),
         )
@@ -96,12 +97,15 @@ def combine(manifests: Sequence[Manifest]) -> Manifest:
         "--data: %d datasets read as one: %s", len(manifests),
         ", ".join(f"{n} {s.records}" for n, s in splits.items()),
     )  # fmt: skip
+    reasons: Counter = Counter()
+    for m in manifests:
+        reasons.update(m.rejected.reasons)
+    rejected = RejectedEntry(records=sum(m.rejected.records for m in manifests), reasons=reasons)
+    written = dataclasses.replace(
+        first.written, rejected=rejected, duplicates=sum(m.duplicates for m in manifests)
+    )
     return dataclasses.replace(
-        first,
-        splits=splits,
-        parts=tuple(m.root for m in manifests),
-        rejected_records=sum(m.rejected_records for m in manifests),
-        duplicates=sum(m.duplicates for m in manifests),
+        first, written=written, splits=splits, parts=tuple(m.root for m in manifests)
     )
 
 

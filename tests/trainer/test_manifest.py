@@ -7,7 +7,6 @@ import pytest
 from trainer.manifest import (
     InputFeature,
     ManifestError,
-    TransformOutput,
     load_manifest,
     missing_files,
     parse_manifest,
@@ -35,7 +34,7 @@ def test_load_manifest_reads_features_splits_and_absolute_shard_paths(dataset):
         str(dataset.root / "train/train-00001-of-00002.tfrecord.gz"),
     ]
     assert (m.split_records("train"), m.split_records("eval")) == (240, 60)
-    assert (m.rejected_records, m.rejected_reasons, m.duplicates) == (
+    assert (m.rejected.records, dict(m.rejected.reasons), m.duplicates) == (
         2,
         {"bill_length_mm: not a number": 2},
         1,
@@ -149,16 +148,17 @@ def test_dataset_without_transform_has_none(dataset, value):
         (
             "/data",
             {"path": "transform", "materialize": "raw", "features": {"x": "z_score"}},
-            TransformOutput(path="/data/transform", materialize="raw"),
+            ("/data/transform", "raw"),
         ),
         (
             "gs://bucket/penguins",
             {"path": "transform/", "materialize": "transformed"},
-            TransformOutput(path="gs://bucket/penguins/transform", materialize="transformed"),
+            ("gs://bucket/penguins/transform", "transformed"),
         ),
-        ("/data", {"path": "tft/out"}, TransformOutput(path="/data/tft/out", materialize="raw")),
+        ("/data", {"path": "tft/out"}, ("/data/tft/out", "raw")),
     ],
 )
 def test_transform_path_is_anchored_at_the_dataset_root(dataset, root, entry, expected):
     raw = _with(dataset.manifest, ["transform"], entry)
-    assert parse_manifest(raw, root).transform == expected
+    transform = parse_manifest(raw, root).transform
+    assert transform is not None and (transform.path, transform.materialize) == expected

@@ -28,6 +28,7 @@ from trainer.preprocess import (
     date_parts,
 )
 from trainer.recipe import NO_VALUE, ONE_VALUE, decide, embedding_width, log_unit
+from transforms.contract import manifest as contract
 
 RNG = np.random.default_rng(0)
 N = 1000
@@ -51,22 +52,21 @@ def _facts(numbers=None, strings=None, counts=None) -> Facts:
 
 def _decide(features: dict[str, InputFeature], facts: Facts, label="y", **options):
     features = {**features, "y": features.get("y", _LABEL)}
-    manifest = Manifest(
-        root="/data", name="t", compression="none", features=features, label=label, splits={}
-    )
+    written = contract.Manifest(name="t", features={}, splits={}, compression="none", label=label)
+    manifest = Manifest(root="/data", written=written, features=features, splits={})
     return decide(manifest, facts, features, ModelConfig(), **options)
 
 
-_LABEL = InputFeature("y", "string", values=("a", "b", "c"))
+_LABEL = InputFeature(name="y", type="string", values=("a", "b", "c"))
 
 
 def _string(name: str) -> InputFeature:
-    return InputFeature(name, "string")
+    return InputFeature(name=name, type="string")
 
 
 def test_a_nearly_unique_string_is_left_out_with_its_reason_unless_included():
     names = {f"car {i}": 1 for i in range(900)} | {"ford pinto": 100}
-    features = {"name": _string("name"), "x": InputFeature("x", "float")}
+    features = {"name": _string("name"), "x": InputFeature(name="x", type="float")}
     facts = _facts(numbers={"x": RNG.normal(size=N)}, strings={"name": names})
 
     recipe = _decide(features, facts)
@@ -154,7 +154,10 @@ def test_a_skewed_positive_number_is_read_on_a_log_scale_and_a_symmetric_one_is_
     assert unit == pytest.approx(np.median(prices))
     assert log_unit(heights.reshape(-1, 1)) is None
     assert log_unit((prices - 5000).reshape(-1, 1)) is None  # negative values: never
-    features = {"price": InputFeature("price", "float"), "height": InputFeature("height", "float")}
+    features = {
+        "price": InputFeature(name="price", type="float"),
+        "height": InputFeature(name="height", type="float"),
+    }
     recipe = _decide(features, _facts(numbers={"price": prices, "height": heights}))
     scales = {i.name: (i.scale, i.log_unit) for i in recipe.inputs}
     assert scales == {"price": ("log", unit), "height": ("linear", None)}
@@ -164,16 +167,22 @@ def test_a_skewed_positive_number_is_read_on_a_log_scale_and_a_symmetric_one_is_
 
 
 def test_a_number_without_values_or_with_one_is_left_out():
-    features = {"empty": InputFeature("empty", "float"), "same": InputFeature("same", "int")}
+    features = {
+        "empty": InputFeature(name="empty", type="float"),
+        "same": InputFeature(name="same", type="int"),
+    }
     facts = _facts(numbers={"empty": [], "same": [3] * N, "x": RNG.normal(size=N)})
-    features["x"] = InputFeature("x", "float")
+    features["x"] = InputFeature(name="x", type="float")
     assert _decide(features, facts).reasons == {"empty": NO_VALUE, "same": ONE_VALUE}
 
 
 def test_an_int_of_few_values_is_also_a_category():
     hours = RNG.integers(0, 24, size=N)
     counts = RNG.integers(0, 500, size=N)
-    features = {"hour": InputFeature("hour", "int"), "count": InputFeature("count", "int")}
+    features = {
+        "hour": InputFeature(name="hour", type="int"),
+        "count": InputFeature(name="count", type="int"),
+    }
     recipe = _decide(features, _facts(numbers={"hour": hours, "count": counts}))
     assert [i.name for i in recipe.inputs] == ["hour", "hour__value", "count"]
     (code,) = [i for i in recipe.inputs if i.name == "hour__value"]
@@ -187,7 +196,9 @@ def test_a_skewed_positive_label_is_learned_on_a_log_scale_and_served_in_its_uni
     scale = label_scale(grams)
     assert scale.log and skewness(grams) > 1
     assert scale.mean == pytest.approx(np.log(grams).mean())
-    z = label_encoder(InputFeature("g", "float"), scale)(tf.constant(grams[:5], tf.float32))
+    z = label_encoder(InputFeature(name="g", type="float"), scale)(
+        tf.constant(grams[:5], tf.float32)
+    )
     np.testing.assert_allclose(to_label_units(z, scale), grams[:5], rtol=1e-4)
     # beyond the train range widened by a tenth (in the learned scale), answers are held there
     assert float(to_label_units(tf.constant([100.0]), scale)[0]) < grams.max() * 10
@@ -198,7 +209,10 @@ def test_a_skewed_positive_label_is_learned_on_a_log_scale_and_served_in_its_uni
 
 def test_a_regression_label_records_its_scale_and_train_mean():
     mass = RNG.normal(4200, 800, size=N)
-    features = {"x": InputFeature("x", "float"), "y": InputFeature("y", "float")}
+    features = {
+        "x": InputFeature(name="x", type="float"),
+        "y": InputFeature(name="y", type="float"),
+    }
     recipe = _decide(features, _facts(numbers={"x": RNG.normal(size=N), "y": mass}))
     assert recipe.task == "regression"
     assert recipe.label.train_mean == pytest.approx(mass.mean())
@@ -206,7 +220,7 @@ def test_a_regression_label_records_its_scale_and_train_mean():
 
 
 def test_balanced_class_weights_weigh_each_class_by_its_rarity():
-    features = {"x": InputFeature("x", "float")}
+    features = {"x": InputFeature(name="x", type="float")}
     facts = _facts(numbers={"x": RNG.normal(size=N)})
     recipe = _decide(features, facts, class_weight="balanced")
     assert recipe.label.weights == pytest.approx((1000 / 1800, 1000 / 900, 1000 / 300))
@@ -216,7 +230,7 @@ def test_balanced_class_weights_weigh_each_class_by_its_rarity():
 
 
 def test_include_and_exclude_name_features():
-    features = {"x": InputFeature("x", "float")}
+    features = {"x": InputFeature(name="x", type="float")}
     facts = _facts(numbers={"x": RNG.normal(size=N)})
     with pytest.raises(ManifestError, match="--include-features: no feature 'z'"):
         _decide(features, facts, include=("z",))
@@ -230,7 +244,7 @@ def test_on_enough_records_a_number_is_also_read_in_pieces_of_its_train_quantile
     from trainer.model import Numbers
 
     values = np.arange(5000, dtype=np.float64)
-    features = {"x": InputFeature("x", "float")}
+    features = {"x": InputFeature(name="x", type="float")}
     few = _decide(features, _facts(numbers={"x": values[:1000]}))
     assert few.inputs[0].bins is None  # 1,000 train records: no pieces
     many = _decide(features, dataclasses.replace(_facts(numbers={"x": values}), train_records=5000))

@@ -97,18 +97,18 @@ def test_each_transform_output_becomes_a_model_feature(dataset):
     features = output_features(spec, m.features, "species", buckets.get)
 
     assert features == {
-        "flipper_mm": InputFeature("flipper_mm", "float"),
-        "island": InputFeature("island", "int", buckets=4),
-        "tags": InputFeature("tags", "int", shape=(None,), required=False, buckets=6),
-        "year": InputFeature("year", "int", values=(2007, 2008, 2009)),
-        "body_mass_g": InputFeature("body_mass_g", "float", required=False),
-        "sex": InputFeature("sex", "string", required=False),
-        "photo": InputFeature("photo", "image", required=False),
-        "embedding": InputFeature("embedding", "float", shape=(4,)),
-        "ratio": InputFeature("ratio", "float"),
-        "words": InputFeature("words", "string", shape=(None,), required=False),
-        "bucket": InputFeature("bucket", "int", buckets=10),
-        "count": InputFeature("count", "int"),
+        "flipper_mm": InputFeature(name="flipper_mm", type="float"),
+        "island": InputFeature(name="island", type="int", buckets=4),
+        "tags": InputFeature(name="tags", type="int", shape=(None,), required=False, buckets=6),
+        "year": InputFeature(name="year", type="int", values=(2007, 2008, 2009)),
+        "body_mass_g": InputFeature(name="body_mass_g", type="float", required=False),
+        "sex": InputFeature(name="sex", type="string", required=False),
+        "photo": InputFeature(name="photo", type="image", required=False),
+        "embedding": InputFeature(name="embedding", type="float", shape=(4,)),
+        "ratio": InputFeature(name="ratio", type="float"),
+        "words": InputFeature(name="words", type="string", shape=(None,), required=False),
+        "bucket": InputFeature(name="bucket", type="int", buckets=10),
+        "count": InputFeature(name="count", type="int"),
         "species": m.features["species"],  # the label is never transformed
     }
 
@@ -122,9 +122,9 @@ def test_sparse_feature_outputs_are_refused(dataset):
 
 def test_sparse_outputs_densify_with_minus_one_for_missing_ids():
     features = {
-        "tags": InputFeature("tags", "int", shape=(None,), required=False, buckets=6),
-        "mass": InputFeature("mass", "float", required=False),
-        "code": InputFeature("code", "int", required=False, buckets=3),
+        "tags": InputFeature(name="tags", type="int", shape=(None,), required=False, buckets=6),
+        "mass": InputFeature(name="mass", type="float", required=False),
+        "code": InputFeature(name="code", type="int", required=False, buckets=3),
     }
     parsed = {
         "tags": tf.sparse.from_dense(tf.constant([[2, 0], [0, 0], [4, 1]], tf.int64)),
