@@ -180,10 +180,10 @@ def make_dataset(
         ds = ds.skip(skip_batches)
     if cache != INPUTS:
         ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
-    return ds.with_options(pipeline_options(deterministic, ram_budget_bytes)).prefetch(AUTOTUNE)
+    return ds.with_options(data_options(deterministic, ram_budget_bytes)).prefetch(AUTOTUNE)
 
 
-def pipeline_options(deterministic: bool, ram_budget_bytes: int | None = None) -> tf.data.Options:
+def data_options(deterministic: bool, ram_budget_bytes: int | None = None) -> tf.data.Options:
     """The tf.data options of every input pipeline, set on purpose."""
     options = tf.data.Options()
     options.deterministic = deterministic
