@@ -51,10 +51,15 @@ def file_format(path: str) -> str:
     _, ext, compression = registry.split_suffix(path)
     owners = [f for f in registry.formats_of_extension(ext) if f in INIT_FORMATS] if ext else []
     if owners and compression:
+        read = registry.describe(owners[0]).compressed
+        why = (
+            f"{owners[0]} files are read compressed as {', '.join(read)}"
+            if read
+            else f"{owners[0]} files compress their data inside"
+        )
         raise ConfigError(
             "--source",
-            f"{path}: a compressed {owners[0]} file ({compression}) cannot be read; "
-            f"{owners[0]} files compress their data inside",
+            f"{path}: a compressed {owners[0]} file ({compression}) cannot be read; {why}",
         )
     known_endings = known_extensions()
     known = ", ".join(known_endings)

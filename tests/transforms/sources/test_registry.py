@@ -131,3 +131,15 @@ def test_telling_a_file_format_imports_no_beam():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
+
+
+def test_init_names_why_a_compressed_file_is_not_read():
+    from pipelines.config.fields import ConfigError
+    from pipelines.init import detect
+
+    with pytest.raises(ConfigError, match="parquet files compress their data inside"):
+        detect.file_format("a.parquet.gz")
+    with pytest.raises(
+        ConfigError, match=r"a compressed csv file \(\.zz\).*read compressed as \.gz"
+    ):
+        detect.file_format("a.tsv.zz")  # .zz is TFRecord's zlib ending only
