@@ -45,6 +45,7 @@ import yaml
 from pipelines.etl import run
 from tests import readback
 from transforms.contract.config import SourceSpec
+from transforms.contract.layout import masked_crc
 from transforms.encode import encode_columns
 from transforms.files import FileError, open_file
 from transforms.records import RawChunk
@@ -107,7 +108,7 @@ def _examples(ids: list[int], names: list[bytes]) -> list[bytes]:
 
 def _length_header(length: int) -> bytes:
     head = struct.pack("<Q", length)
-    return head + struct.pack("<I", tfrecord._masked_crc(head))
+    return head + struct.pack("<I", masked_crc(head))
 
 
 def _tfrecords(path: Path) -> list[tuple]:

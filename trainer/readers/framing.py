@@ -22,10 +22,9 @@ import struct
 import zlib
 from collections.abc import Iterator
 
-import google_crc32c
-
 from trainer.readers import storage
 from trainer.readers.dataset import Shard
+from transforms.contract.layout import masked_crc
 from transforms.contract.manifest import ManifestError
 
 logger = logging.getLogger(__name__)
@@ -42,12 +41,6 @@ class CorruptShardError(ValueError):
 
 class ShardChangedError(ManifestError):
     """A shard that reads without an error but is not the one the manifest lists."""
-
-
-def masked_crc(data: bytes) -> int:
-    """The masked CRC-32C of TFRecord framing."""
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def read_shard(

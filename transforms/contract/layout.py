@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import google_crc32c
+
 FORMAT_VERSION = 1  # of manifest.json
 STATISTICS_FORMAT_VERSION = 1  # of statistics.json
 
@@ -23,6 +25,15 @@ SCHEMA = "schema.pbtxt"
 REPORT = "report.html"  # written after publication, from the published dataset
 TRANSFORM_DIR = "transform"  # tf.Transform output: transform_fn/, transformed_metadata/
 RECORD_SUFFIX = ".tfrecord"
+# TFRecord framing: each record is its length (u64) and that length's masked CRC-32C, then the
+# data and its masked CRC-32C; a CRC is masked by rotating it right by 15 bits and adding this.
+CRC_MASK_DELTA = 0xA282EAD8
+
+
+def masked_crc(data: bytes) -> int:
+    """The masked CRC-32C of TFRecord framing, of one piece of data."""
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + CRC_MASK_DELTA) & 0xFFFFFFFF
 
 
 @dataclasses.dataclass(frozen=True)

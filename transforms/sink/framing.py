@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.contract.layout import COMPRESSIONS, DEFAULT_COMPRESSION_LEVEL
+from transforms.contract.layout import COMPRESSIONS, CRC_MASK_DELTA, DEFAULT_COMPRESSION_LEVEL
 from transforms.sink.segments import RAW_WBITS, wrapper
 from transforms.sink.storage import abandon
 from transforms.split import binary, binary_offsets
@@ -34,7 +34,7 @@ BLOCK_RECORDS = 4096  # records framed at a time
 def _mask(crc: np.ndarray) -> np.ndarray:
     """TFRecord's masked CRC-32C, of many CRCs at once."""
     crc = crc.astype(np.uint32)
-    return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(0xA282EAD8)
+    return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(CRC_MASK_DELTA)
 
 
 def frame_records(payloads: Sequence[bytes] | pa.Array) -> bytes:

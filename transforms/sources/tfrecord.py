@@ -46,11 +46,10 @@ import struct
 import zlib
 from typing import Any, BinaryIO, Iterator
 
-import google_crc32c
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
 from transforms.contract.config import SourceOptions, SourceSpec
-from transforms.contract.layout import COMPRESSIONS, RECORD_SUFFIX
+from transforms.contract.layout import COMPRESSIONS, RECORD_SUFFIX, masked_crc
 from transforms.files import CorruptFile
 from transforms.records import CHUNK_ROWS, RawChunk, Rejected, location, rejection
 from transforms.sources.registry import FILE_COMPRESSIONS, Format, OptionsReader
@@ -214,13 +213,8 @@ def _compression(path: str, option: str, head: bytes) -> str:
     return "none"
 
 
-def _masked_crc(data: bytes) -> int:
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 def _is_header(header: bytes) -> bool:
-    return _masked_crc(header[:8]) == _CRC.unpack_from(header, 8)[0]
+    return masked_crc(header[:8]) == _CRC.unpack_from(header, 8)[0]
 
 
 class _Frames:
@@ -249,7 +243,7 @@ class _Frames:
                 return
             number += 1
             length, length_crc = _HEADER.unpack_from(self._buffer, self._pos)
-            if _masked_crc(bytes(self._buffer[self._pos : self._pos + 8])) != length_crc:
+            if masked_crc(bytes(self._buffer[self._pos : self._pos + 8])) != length_crc:
                 # The frames after it are still records: skip to the next whole one
                 yield number, offset, None, CORRUPT_LENGTH
                 skip = self._whole_frame(0, length, check_header=False) or self._next_frame()
@@ -265,7 +259,7 @@ class _Frames:
                 data = bytes(view[start : start + length])
             (data_crc,) = _CRC.unpack_from(self._buffer, start + length)
             self._pos = start + length + _CRC.size
-            if _masked_crc(data) != data_crc:
+            if masked_crc(data) != data_crc:
                 yield number, offset, None, CHECKSUM_MISMATCH
             else:
                 yield number, offset, data, None
@@ -282,11 +276,11 @@ class _Frames:
         start = self._pos + at
         if check_header:
             head = bytes(self._buffer[start : start + 8])
-            if _masked_crc(head) != _HEADER.unpack_from(self._buffer, start)[1]:
+            if masked_crc(head) != _HEADER.unpack_from(self._buffer, start)[1]:
                 return None
         data = bytes(self._buffer[start + _HEADER.size : start + _HEADER.size + length])
         (data_crc,) = _CRC.unpack_from(self._buffer, start + _HEADER.size + length)
-        return at + size if _masked_crc(data) == data_crc else None
+        return at + size if masked_crc(data) == data_crc else None
 
     def _next_frame(self) -> int | None:
         """How many bytes past the next record's start the next whole frame begins (its length
@@ -295,7 +289,7 @@ class _Frames:
         while self._fill(at + _HEADER.size):
             start = self._pos + at
             length, length_crc = _HEADER.unpack_from(self._buffer, start)
-            if _masked_crc(bytes(self._buffer[start : start + 8])) == length_crc:
+            if masked_crc(bytes(self._buffer[start : start + 8])) == length_crc:
                 if self._whole_frame(at, length) is not None:
                     return at
             at += 1
