@@ -21,7 +21,7 @@ batches. torch and jax are imported only by the function that needs them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trainer.readers.jaxfeed import Batches
@@ -42,10 +42,14 @@ def torch_loader(
     rank: int = 0,
     world_size: int = 1,
     start_step: int = 0,
+    device: Any = None,
+    image_dtype: str = "float32",
 ) -> EpochLoader:
     """A torch DataLoader of `split`'s batches (dicts of tensors; bytes as lists): each
     iteration the next epoch, resuming after `start_step` batches; rank `rank` of `world_size`
-    reads its own shards, `num_workers` loader processes decode."""
+    reads its own shards, `num_workers` loader processes decode. With `device` (e.g. "cuda")
+    the batches come on it, each moved in one copy; `image_dtype="uint8"` gives images as
+    pixels in [0, 255] instead of floats in [0, 1] (for a model that divides on the GPU)."""
     from trainer.readers.pytorch import torch_loader as make
 
     return make(
@@ -59,6 +63,8 @@ def torch_loader(
         rank=rank,
         world_size=world_size,
         start_step=start_step,
+        device=device,
+        image_dtype=image_dtype,
     )
 
 
@@ -73,9 +79,11 @@ def jax_batches(
     process_index: int | None = None,
     process_count: int | None = None,
     start_step: int = 0,
+    image_dtype: str = "float32",
 ) -> Batches:
     """An iterator of this JAX process's batches of `split` (dicts of arrays), after the first
-    `start_step`; endless with `shuffle`, one pass without."""
+    `start_step`; endless with `shuffle`, one pass without; `image_dtype` as for
+    torch_loader."""
     from trainer.readers.jaxfeed import jax_batches as make
 
     return make(
@@ -88,4 +96,5 @@ def jax_batches(
         process_index=process_index,
         process_count=process_count,
         start_step=start_step,
+        image_dtype=image_dtype,
     )

@@ -17,7 +17,8 @@ the tf.data path's `trainer.features.dense_inputs`:
 With `encode`, a string feature with a vocabulary (trainer.readers.vocabulary) becomes int64
 ids (1 + its index; 0 for another value, a missing one or padding) and the label the index of
 its class (an unknown class is an error), looked up by Arrow over whole columns. An image with
-an `image_size` is decoded and resized (trainer.readers.images) unless `decode_images` is off.
+an `image_size` is decoded and resized (trainer.readers.images) unless `decode_images` is off,
+to float32 in [0, 1], or to uint8 pixels with `image_dtype="uint8"`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import pyarrow.compute as pc
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
-from trainer.readers.images import ImageError, decode_images
+from trainer.readers.images import DTYPES, ImageError, decode_images
 from trainer.readers.vocabulary import DatasetInfo
 from transforms.contract.config import PRESENT_SUFFIX
 from transforms.contract.manifest import ManifestError, ManifestFeature
@@ -71,11 +72,15 @@ class Decoder:
         *,
         encode: bool = True,
         decode_images: bool = True,
+        image_dtype: str = "float32",
     ):
         self.features = dict(features)
         self.info = info
         self.encode = encode and info is not None
         self.decode_images = decode_images
+        if image_dtype not in DTYPES:
+            raise ValueError(f"image_dtype {image_dtype!r} is not one of {', '.join(DTYPES)}")
+        self.image_dtype = image_dtype
         self._schema = schema_of(self.features)
         self._local = threading.local()
         self._lookups = _lookups(self.features, info) if self.encode and info else {}
@@ -90,7 +95,28 @@ class Decoder:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, _local=threading.local())
 
-    def __call__(self, records: Sequence[bytes]) -> dict[str, np.ndarray]:
+    @property
+    def images(self) -> dict[str, tuple[tuple[int, int, int], str]]:
+        """The image features this decoder decodes: their (image_size, dtype)."""
+        if not self.decode_images:
+            return {}
+        return {
+            name: (feature.image_size, self.image_dtype)
+            for name, feature in self.features.items()
+            if feature.type == "image" and feature.image_size
+        }
+
+    def images_into(self, name: str, encoded: np.ndarray, out: np.ndarray) -> None:
+        """Image feature `name`'s encoded images [batch] decoded into `out` (see `images`)."""
+        size, dtype = self.images[name]
+        try:
+            decode_images(encoded.reshape(-1), size, dtype, out=out)
+        except ImageError as e:
+            raise RecordError(f"feature {name!r}: {e}") from None
+
+    def __call__(self, records: Sequence[bytes], images: bool = True) -> dict[str, np.ndarray]:
+        """The batch's arrays; with `images` off, the images stay encoded ([batch] bytes), to
+        be decoded where they are to go (`images_into`)."""
         decoder = getattr(self._local, "decoder", None)
         if decoder is None:
             decoder = self._local.decoder = ExamplesToRecordBatchDecoder(self._schema)
@@ -100,10 +126,12 @@ class Decoder:
             raise RecordError(f"a record cannot be decoded as the manifest declares: {e}") from e
         out: dict[str, np.ndarray] = {}
         for name, feature in self.features.items():
-            out.update(self._column(name, feature, batch.column(name)))
+            out.update(self._column(name, feature, batch.column(name), images))
         return out
 
-    def _column(self, name: str, feature: ManifestFeature, column: pa.Array) -> dict:
+    def _column(
+        self, name: str, feature: ManifestFeature, column: pa.Array, images: bool = True
+    ) -> dict:
         values, lengths = _flat(column)
         info = self.info if self.encode else None
         fill: Any = b"" if feature.type not in _DTYPES else 0
@@ -129,9 +157,9 @@ class Decoder:
             )
         rows = dense(flat, lengths, size, fill)
         out = {name: rows.reshape(len(lengths), *feature.shape)}
-        if feature.type == "image" and feature.image_size and self.decode_images:
+        if feature.type == "image" and feature.image_size and self.decode_images and images:
             try:
-                out[name] = decode_images(rows[:, 0], feature.image_size)
+                out[name] = decode_images(rows[:, 0], feature.image_size, self.image_dtype)
             except ImageError as e:
                 raise RecordError(f"feature {name!r}: {e}") from None
         elif not full and feature.type in _DTYPES and fill != -1:

@@ -8,6 +8,13 @@ lists: its size, and its sha256 computed on the way (a shard that reads without 
 differs was replaced after the dataset was written: ShardChangedError, as the tf.data path's
 `trainer.integrity.verify_shards` refuses it).
 
+A local shard whose manifest lists its sha256 is checked whole before any of its records is
+read (the file is mapped into memory and hashed, as fast as the disk gives it): bytes equal to
+those the ETL wrote need no check of each frame, so its records are cut by their lengths alone,
+which costs a fraction of the per-frame CRCs. A shard that fails that check, a shard on Cloud
+Storage and one without a listed sha256 are read frame by frame with both CRCs checked, so a
+damaged shard is named as precisely as before.
+
 A shard that fails to read (a checksum mismatch, a truncation, bad compressed data) is corrupt:
 CorruptShardError names it and the record. With `skip_corrupt`, the rest of that shard is
 skipped instead, as the tf.data path's `--skip-corrupt` does (a reader cannot resynchronize
@@ -18,6 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import mmap
+import os
 import struct
 import zlib
 from collections.abc import Iterator
@@ -31,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 PIECE = 4 << 20  # compressed bytes read at a time
 _HEADER = struct.Struct("<QI")
+_LENGTH = struct.Struct("<Q")
 _TRAILER = struct.Struct("<I")
 _GZIP = 31
 
@@ -48,6 +58,11 @@ def read_shard(
 ) -> Iterator[list[bytes]]:
     """The records of `shard`, in file order, in lists of consecutive records; `wbits`: the
     zlib window bits of its compression (None: uncompressed)."""
+    if check_sha256 and shard.sha256 and not storage.is_remote(shard.path):
+        with _mapped(shard.path) as data:
+            if _intact(shard, data):
+                yield from _trusted(shard, data, wbits)
+                return
     digest = hashlib.sha256() if check_sha256 and shard.sha256 else None
     unframe = _Unframer()
     inflate = zlib.decompressobj(wbits) if wbits is not None else None
@@ -100,6 +115,60 @@ def read_shard(
         )
 
 
+class _mapped:
+    """A local file's bytes, mapped into memory (b"" for an empty file)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.map: mmap.mmap | None = None
+
+    def __enter__(self) -> bytes | mmap.mmap:
+        with open(self.path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return b""
+            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return self.map
+
+    def __exit__(self, *exc: object) -> None:
+        if self.map is not None:
+            self.map.close()
+
+
+def _intact(shard: Shard, data: bytes | mmap.mmap) -> bool:
+    """True when the shard's bytes are those the manifest lists (size and sha256)."""
+    if shard.bytes is not None and len(data) != shard.bytes:
+        return False
+    return hashlib.sha256(data).hexdigest() == shard.sha256
+
+
+def _trusted(shard: Shard, data: bytes | mmap.mmap, wbits: int | None) -> Iterator[list[bytes]]:
+    """The records of a shard whose bytes are known good, cut by their lengths alone."""
+    unframe = _Unframer(check=False)
+    view = memoryview(data)
+    try:
+        inflate = zlib.decompressobj(wbits) if wbits is not None else None
+        for start in range(0, len(view), PIECE):
+            piece: bytes | memoryview = view[start : start + PIECE]
+            while piece:
+                if inflate is None:
+                    chunk, piece = bytes(piece), b""
+                else:
+                    chunk, piece = inflate.decompress(piece), b""
+                    if inflate.eof and inflate.unused_data and wbits == _GZIP:
+                        piece = inflate.unused_data  # the next gzip member
+                        inflate = zlib.decompressobj(wbits)
+                if records := unframe.feed(chunk):
+                    yield records
+    finally:
+        view.release()
+    if unframe.pending or unframe.records != shard.records:
+        raise ShardChangedError(
+            f"{shard.path}: holds {unframe.records:,} whole records (and {unframe.pending} "
+            f"bytes more) where the manifest lists {shard.records:,}: the manifest was edited "
+            "after the dataset was written; rerun the ETL"
+        )
+
+
 def _difference(shard: Shard, read: int, digest, records: int) -> str | None:
     if shard.bytes is not None and read != shard.bytes:
         return "size differs"
@@ -115,10 +184,12 @@ class _Broken(Exception):
 
 
 class _Unframer:
-    """Cuts the frames of a byte stream fed in pieces, checking their CRCs; after a bad
-    checksum, `error` says which and nothing more is read."""
+    """Cuts the frames of a byte stream fed in pieces, checking their CRCs (unless `check` is
+    off: bytes known good); after a bad checksum, `error` says which and nothing more is
+    read."""
 
-    def __init__(self) -> None:
+    def __init__(self, check: bool = True) -> None:
+        self.check = check
         self.records = 0
         self.error: str | None = None  # why the stream stops being readable
         self._rest = b""
@@ -128,6 +199,8 @@ class _Unframer:
         return len(self._rest)
 
     def feed(self, data: bytes) -> list[bytes]:
+        if not self.check:
+            return self._cut(data)
         buf = self._rest + data if self._rest else data
         n, pos = len(buf), 0
         out: list[bytes] = []
@@ -148,5 +221,21 @@ class _Unframer:
             out.append(record)
             pos = end + 4
         self._rest = b"" if self.error else buf[pos:]
+        self.records += len(out)
+        return out
+
+    def _cut(self, data: bytes) -> list[bytes]:
+        """The whole frames of the stream so far, by their lengths alone."""
+        buf = self._rest + data if self._rest else data
+        n, pos = len(buf), 0
+        out: list[bytes] = []
+        length_at = _LENGTH.unpack_from
+        while n - pos >= 12:
+            end = pos + 12 + length_at(buf, pos)[0]
+            if end + 4 > n:
+                break
+            out.append(buf[pos + 12 : end])
+            pos = end + 4
+        self._rest = buf[pos:]
         self.records += len(out)
         return out

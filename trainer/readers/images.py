@@ -22,14 +22,41 @@ class ImageError(ValueError):
     """An image that cannot be decoded."""
 
 
-def decode_images(encoded: np.ndarray, size: tuple[int, int, int]) -> np.ndarray:
-    """Encoded images [batch] (bytes; b"" for a missing one) to float32
-    [batch, height, width, channels] in [0, 1]."""
+DTYPES = ("float32", "uint8")
+
+
+def decode_images(
+    encoded: np.ndarray,
+    size: tuple[int, int, int],
+    dtype: str = "float32",
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """Encoded images [batch] (bytes; b"" for a missing one) to [batch, height, width,
+    channels]: float32 in [0, 1], or with dtype "uint8" the pixels in [0, 255] before that
+    division (a resized image's rounded to the nearest integer), a quarter of the bytes to move
+    for a model that divides on its device. With `out` (of that shape and dtype), into it."""
+    if dtype not in DTYPES:
+        raise ValueError(f"image dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     height, width, channels = size
-    out = np.zeros((len(encoded), height, width, channels), np.float32)
+    shape = (len(encoded), height, width, channels)
+    if out is None:
+        out = np.zeros(shape, dtype)
+    elif out.shape != shape or out.dtype != np.dtype(dtype):
+        raise ValueError(f"out is {out.dtype}{list(out.shape)}, not {dtype}{list(shape)}")
+    scale = np.float32(255.0)
     for i, data in enumerate(encoded):
-        if data:
-            out[i] = resize(decode(data, channels), height, width) / np.float32(255.0)
+        if not data:
+            out[i] = 0
+            continue
+        pixels = decode(data, channels)
+        if pixels.shape[:2] != (height, width):
+            pixels = resize(pixels, height, width)
+            if dtype == "uint8":
+                pixels = np.clip(np.rint(pixels), 0, 255, out=pixels)
+        if dtype == "uint8":
+            out[i] = pixels
+        else:
+            np.divide(pixels, scale, out=out[i])
     return out
 
 
@@ -38,7 +65,8 @@ def decode(data: bytes, channels: int) -> np.ndarray:
     try:
         with Image.open(io.BytesIO(data)) as image:
             image.seek(0)
-            pixels = np.asarray(image.convert(_MODES[channels]))
+            mode = _MODES[channels]
+            pixels = np.asarray(image if image.mode == mode else image.convert(mode))
     except (UnidentifiedImageError, OSError, ValueError) as e:
         raise ImageError(f"cannot decode an image ({e})") from None
     return pixels.reshape(*pixels.shape[:2], channels)
@@ -47,16 +75,21 @@ def decode(data: bytes, channels: int) -> np.ndarray:
 def resize(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
     """[h, w, c] resized bilinearly to float32 [height, width, c] as tf.image.resize does:
     sample i of an axis of n values reads (i + 0.5) * n / size - 0.5, from its floor (at least
-    0) and ceiling (at most n - 1); rows are interpolated along x, then along y."""
-    image = pixels.astype(np.float32)
-    y_low, y_high, y_lerp = _weights(image.shape[0], height)
-    x_low, x_high, x_lerp = _weights(image.shape[1], width)
-    x_lerp = x_lerp[None, :, None]
-    top_left, top_right = image[y_low][:, x_low], image[y_low][:, x_high]
-    bottom_left, bottom_right = image[y_high][:, x_low], image[y_high][:, x_high]
-    top = top_left + (top_right - top_left) * x_lerp
-    bottom = bottom_left + (bottom_right - bottom_left) * x_lerp
-    return top + (bottom - top) * y_lerp[:, None, None]
+    0) and ceiling (at most n - 1); rows are interpolated along x, then along y (the same
+    size: the same pixels, as floats)."""
+    y_low, y_high, y_lerp = _weights(pixels.shape[0], height)
+    x_low, x_high, x_lerp = _weights(pixels.shape[1], width)
+    left = pixels[:, x_low].astype(np.float32)
+    across = pixels[:, x_high].astype(np.float32)
+    across -= left
+    across *= x_lerp[None, :, None]
+    across += left  # every row along x: the rows y reads are among them
+    top = across[y_low]
+    out = across[y_high]
+    out -= top
+    out *= y_lerp[:, None, None]
+    out += top
+    return out
 
 
 @functools.cache

@@ -86,6 +86,7 @@ def jax_batches(
     process_index: int | None = None,
     process_count: int | None = None,
     start_step: int = 0,
+    image_dtype: str = "float32",
 ) -> Batches:
     """This process's batches of `split` as dicts of arrays (see trainer.readers)."""
     index = jax.process_index() if process_index is None else process_index
@@ -95,6 +96,12 @@ def jax_batches(
     if start_step < 0:
         raise ValueError(f"start_step {start_step} must be >= 0")
     reader = Reader(
-        data, split, batch_size, shuffle=shuffle, seed=seed, deterministic=deterministic
+        data,
+        split,
+        batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        deterministic=deterministic,
+        image_dtype=image_dtype,
     )
     return Batches(reader, index, count, start_step)

@@ -28,9 +28,10 @@ RUN = 64  # records taken from one shard at a time
 
 
 class Reader:
-    """Batches of `split` of the dataset(s) at `data` (see the module's doc). `encode` and
-    `decode_images` go to the Decoder; with `skip_corrupt` the rest of a corrupt shard is
-    skipped (trainer.readers.framing); `check_sha256` checks each shard read whole."""
+    """Batches of `split` of the dataset(s) at `data` (see the module's doc). `encode`,
+    `decode_images` and `image_dtype` go to the Decoder; with `skip_corrupt` the rest of a
+    corrupt shard is skipped, and `check_sha256` checks each shard's sha256
+    (trainer.readers.framing)."""
 
     def __init__(
         self,
@@ -46,6 +47,7 @@ class Reader:
         check_sha256: bool = True,
         encode: bool = True,
         decode_images: bool = True,
+        image_dtype: str = "float32",
     ):
         if batch_size < 1:
             raise ValueError(f"batch size must be positive, got {batch_size}")
@@ -61,7 +63,11 @@ class Reader:
         self.check_sha256 = check_sha256
         self.info = DatasetInfo.of(self.dataset)
         self.decoder = Decoder(
-            self.dataset.features, self.info, encode=encode, decode_images=decode_images
+            self.dataset.features,
+            self.info,
+            encode=encode,
+            decode_images=decode_images,
+            image_dtype=image_dtype,
         )
 
     def layout(self, world_size: int = 1, workers: int = 1) -> Layout:
@@ -84,10 +90,18 @@ class Reader:
         records = self.record_batches(layout, epoch, rank, worker, skip=skip, limit=limit)
         return map(self.decode, records)
 
-    def decode(self, records: list[bytes]) -> dict[str, np.ndarray]:
-        """A batch of serialized records decoded; RecordError naming the dataset and split."""
+    def decode(self, records: list[bytes], images: bool = True) -> dict[str, np.ndarray]:
+        """A batch of serialized records decoded (with `images` off, its images left encoded:
+        `images_into`); RecordError naming the dataset and split."""
         try:
-            return self.decoder(records)
+            return self.decoder(records, images)
+        except RecordError as e:
+            raise RecordError(f"{self.dataset.roots[0]}: split {self.split!r}: {e}") from None
+
+    def images_into(self, name: str, encoded: np.ndarray, out: np.ndarray) -> None:
+        """Image feature `name` of a batch decoded with `images` off, decoded into `out`."""
+        try:
+            self.decoder.images_into(name, encoded, out)
         except RecordError as e:
             raise RecordError(f"{self.dataset.roots[0]}: split {self.split!r}: {e}") from None
 

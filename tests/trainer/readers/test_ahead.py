@@ -40,3 +40,26 @@ def test_a_consumer_that_stops_early_stops_the_thread():
     thread = next(t for t in threading.enumerate() if t.name == "stops-early")
     thread.join(timeout=5)
     assert not thread.is_alive() and len(made) < 10
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_parallel_map_keeps_the_order(threads):
+    from trainer.readers.ahead import parallel_map
+
+    assert list(parallel_map(lambda x: x * x, iter(range(50)), threads)) == [
+        x * x for x in range(50)
+    ]
+
+
+def test_parallel_map_raises_the_error_of_an_item():
+    from trainer.readers.ahead import parallel_map
+
+    def work(x):
+        if x == 7:
+            raise ValueError("item 7")
+        return x
+
+    got = parallel_map(work, iter(range(20)), 2)
+    assert [next(got) for _ in range(7)] == list(range(7))
+    with pytest.raises(ValueError, match="item 7"):
+        next(got)

@@ -108,3 +108,53 @@ def test_a_rewritten_shard_of_the_same_size_fails_its_sha256(dataset, tmp_path):
     listed = replace(shard, path=str(again), bytes=size, sha256=hashlib.sha256(b"x").hexdigest())
     with pytest.raises(ShardChangedError, match="sha256 differs"):
         _read(listed, 31)
+
+
+def _frames_checked(shard, wbits, monkeypatch) -> int:
+    """How many frames the CRC-checking path unframes while `shard` is read."""
+    from trainer.readers import framing
+
+    counted = []
+    checked = framing._Unframer.feed
+
+    def feed(self, data):
+        out = checked(self, data)
+        if self.check:
+            counted.extend(out)
+        return out
+
+    monkeypatch.setattr(framing._Unframer, "feed", feed)
+    _read(shard, wbits)
+    return len(counted)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib", "none"])
+def test_an_intact_shard_is_cut_by_lengths_with_the_same_records(
+    tmp_path, compression, monkeypatch
+):
+    root = write_dataset(
+        tmp_path / compression, make_rows(40), splits={"train": 2}, compression=compression
+    ).root
+    data = open_dataset(str(root))
+    for shard in data.shards("train"):
+        trusted = _read(shard, data.wbits)
+        assert trusted == _read(shard, data.wbits, check_sha256=False)  # frame by frame
+        assert _frames_checked(shard, data.wbits, monkeypatch) == 0  # no CRC computed
+    ids = [i for s in data.shards("train") for i in _ids(_read(s, data.wbits))]
+    assert ids == list(range(40))
+
+
+def test_a_shard_that_fails_its_sha256_is_read_frame_by_frame(plain, monkeypatch):
+    shard = open_dataset(str(plain)).shards("train")[0]
+    listed = replace(shard, sha256=hashlib.sha256(b"other").hexdigest())
+    with pytest.raises(ShardChangedError, match="sha256 differs"):
+        _read(listed, None)
+    assert _frames_checked(shard, None, monkeypatch) == 0
+    with pytest.raises(ShardChangedError):
+        _frames_checked(listed, None, monkeypatch)
+
+
+def test_an_intact_shard_with_an_edited_record_count_is_refused(plain):
+    shard = open_dataset(str(plain)).shards("train")[0]
+    with pytest.raises(ShardChangedError, match="holds 20 whole records .* lists 21"):
+        _read(replace(shard, records=21), None)

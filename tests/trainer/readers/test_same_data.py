@@ -123,3 +123,32 @@ def test_a_string_label_gets_its_classes_from_the_statistics(shapes):
     names = next(labels.batches(labels.layout(), 0))["label"]
     classes = ["blue", "green", "red"]
     assert batch["label"].tolist() == [classes.index(n.decode()) for n in names]
+
+
+def test_uint8_images_are_the_pixels_before_the_division(shapes):
+    floats = Reader(str(shapes), "train", 64, shuffle=False, deterministic=True)
+    pixels = Reader(
+        str(shapes), "train", 64, shuffle=False, deterministic=True, image_dtype="uint8"
+    )
+    for f, p in zip(floats.batches(floats.layout(), 0), pixels.batches(pixels.layout(), 0)):
+        assert p["image"].dtype == np.uint8 and p["image"].shape == f["image"].shape
+        # resized: rounded to the nearest integer (a float rounded at .5 may land either side)
+        gap = np.abs(p["image"].astype(np.int16) - np.rint(f["image"] * 255).astype(np.int16))
+        assert gap.max() <= 1 and (gap == 0).mean() > 0.99
+        np.testing.assert_array_equal(p["label"], f["label"])
+
+
+def test_images_decoded_into_a_given_array_fill_a_missing_one_with_zeros(shapes):
+    from trainer.readers.images import decode_images
+
+    raw = Reader(str(shapes), "eval", 4, shuffle=False, deterministic=True, decode_images=False)
+    encoded = next(raw.batches(raw.layout(), 0))["image"].copy()
+    encoded[1] = b""
+    out = np.full((4, 16, 16, 3), 7, np.uint8)
+    assert decode_images(encoded, (16, 16, 3), "uint8", out=out) is out
+    assert not out[1].any() and out[0].any()
+    np.testing.assert_array_equal(out, decode_images(encoded, (16, 16, 3), "uint8"))
+    with pytest.raises(ValueError, match="not float32"):
+        decode_images(encoded, (16, 16, 3), "float32", out=out)
+    with pytest.raises(ValueError, match="image dtype 'int8'"):
+        decode_images(encoded, (16, 16, 3), "int8")

@@ -135,3 +135,75 @@ def test_a_small_cnn_learns_the_shapes(shapes):
         right += int((model(batch["image"].permute(0, 3, 1, 2)).argmax(1) == batch["label"]).sum())
         total += len(batch["label"])
     assert total > 20 and right / total > 0.8
+
+
+PACKED = """
+import json, sys
+import numpy as np
+from trainer.readers import torch_loader
+
+root, shapes = sys.argv[1], sys.argv[2]
+
+def values(loader, epochs=2):
+    out = []
+    for _ in range(epochs):
+        for b in loader:
+            out.append({k: v.tolist() if hasattr(v, "tolist") else repr(v) for k, v in b.items()})
+    return out
+
+def tags(loader):
+    return {i: repr(t) for b in loader for i, t in zip(b["id"].tolist(), b["tags"])}
+
+plain = values(torch_loader(root, "train", 16, seed=5, num_workers=2))
+on_cpu = values(torch_loader(root, "train", 16, seed=5, num_workers=2, device="cpu"))
+first = next(iter(torch_loader(root, "train", 16, num_workers=2)))
+kinds = {k: type(v).__name__ for k, v in first.items()}
+floats = values(torch_loader(shapes, "train", 8, shuffle=False, deterministic=True), 1)
+pixels = values(torch_loader(shapes, "train", 8, shuffle=False, deterministic=True,
+                             num_workers=2, image_dtype="uint8"), 1)
+count = sum(len(b["label"]) for b in floats)
+want = np.rint(np.concatenate([np.array(b["image"]) for b in floats]) * 255).reshape(count, -1)
+got = np.concatenate([np.array(b["image"]) for b in pixels]).reshape(count, -1)
+gap = float(max(np.abs(want - g).max(axis=1).min() for g in got))  # each to its nearest
+same_tags = tags(torch_loader(root, "train", 16)) == tags(
+    torch_loader(root, "train", 16, num_workers=2)
+)
+print(json.dumps({"plain": plain, "on_cpu": on_cpu, "kinds": kinds, "gap": gap, "tags": same_tags,
+                  "images": sorted(np.array(p["image"]).dtype.str for p in pixels[:1])}))
+"""
+
+
+@pytest.fixture(scope="module")
+def packed(dataset, shapes) -> dict:
+    proc = run_code(PACKED, str(dataset.root), str(shapes))
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_batches_from_workers_cross_packed_and_come_whole(packed, dataset):
+    assert packed["plain"] == packed["on_cpu"]  # `device`: the same batches, moved
+    assert packed["kinds"]["tags"] == "list" and packed["kinds"]["id"] == "Tensor"
+    epoch = len(packed["plain"]) // 2
+    ids = sorted(i for b in packed["plain"][:epoch] for i in b["id"])
+    assert ids == sorted(r["id"] for r in dataset.rows["train"])
+    assert packed["tags"]  # bytes lists cross as they are
+
+
+def test_uint8_images_from_workers_are_the_pixels(packed):
+    assert packed["gap"] <= 1
+
+
+def test_a_worker_reuses_a_block_only_once_its_batch_is_released():
+    from trainer.readers.pytorch import RING, Blocks
+
+    released = [0]
+    blocks = Blocks(released, 0)
+    first = [blocks.take(100) for _ in range(RING)]  # numbers 1 .. RING
+    assert [n for n, _ in first] == list(range(1, RING + 1))
+    assert len({b.data_ptr() for _, b in first}) == RING
+    number, block = blocks.take(100)  # slot of batch 1, not released yet: a new block
+    assert number == RING + 1 and block.data_ptr() not in {b.data_ptr() for _, b in first}
+    released[0] = RING + 1  # the training process took (and pinned) every batch so far
+    number, block = blocks.take(100)  # slot of batch 2: reused
+    assert block.data_ptr() == first[1][1].data_ptr()
+    assert blocks.take(10_000)[1].numel() == 10_000  # too small to reuse: a new one
+    assert Blocks(None, 0).take(8)[1].is_shared()  # not pinned: always a new block
