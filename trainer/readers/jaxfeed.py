@@ -3,7 +3,8 @@ ahead of the step that takes them.
 
 Process `process_index` of `process_count` (jax.process_index() and jax.process_count() by
 default) reads its own stream (trainer.readers.plan); every process yields the same number of
-batches per epoch. One thread reads and another decodes batches ahead (trainer.readers.ahead);
+batches per epoch. One thread reads and a few decode batches ahead, in order
+(trainer.readers.ahead: tfx-bsl's decoder and Pillow let other threads run);
 the numeric arrays of the next batches are put on the first local device (jax.device_put,
 asynchronous) while the current one trains; arrays of a dtype JAX would change (int64 while
 jax_enable_x64 is off: JAX narrows it to int32) and string and bytes arrays stay numpy. With
@@ -15,17 +16,19 @@ after the first `start_step` of the same run.
 from __future__ import annotations
 
 import collections
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import jax
 import numpy as np
 
-from trainer.readers.ahead import ahead
+from trainer.readers.ahead import ahead, parallel_map
 from trainer.readers.stream import Reader
 
 DEVICE_AHEAD = 2  # batches on the device ahead of the one in use
 HOST_AHEAD = 4  # batches read, and batches decoded, ahead on the host
+DECODE_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))  # threads decoding batches
 
 
 class Batches:
@@ -45,9 +48,10 @@ class Batches:
                 yield from reader.record_batches(layout, first, index, skip=skip, limit=steps)
                 first += 1
 
-        # one thread reads, one decodes, and this one puts batches on the device
+        # one thread reads, a few decode, and this one puts batches on the device
         read = ahead(serialized(), HOST_AHEAD, "jax-batches-read")
-        decoded = ahead(map(reader.decode, read), HOST_AHEAD, "jax-batches-decode")
+        decoding = parallel_map(reader.decode, read, DECODE_THREADS, "jax-batches-decode")
+        decoded = ahead(decoding, HOST_AHEAD, "jax-batches-decoded")
         self._batches = _on_device(decoded, DEVICE_AHEAD)
 
     def __iter__(self) -> Batches:
