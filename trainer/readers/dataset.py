@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from trainer.paths import expand
 from trainer.readers import storage
 from transforms.contract.layout import COMPRESSIONS, MANIFEST, STATISTICS
 from transforms.contract.manifest import Manifest, ManifestError, ManifestFeature
@@ -58,8 +59,9 @@ class Dataset:
 
 
 def open_dataset(data: str | Sequence[str]) -> Dataset:
-    """The dataset at `data`: one URI (local folder or gs:// prefix) or several read as one."""
-    uris = [data] if isinstance(data, str) else list(data)
+    """The dataset at `data`: one URI (local folder or gs:// prefix) or several read as one, a
+    date range in braces standing for one URI a day (as `--data`: trainer.paths.expand)."""
+    uris = expand([data] if isinstance(data, str) else list(data))  # date ranges: one a day
     if not uris:
         raise ManifestError("no dataset given")
     roots = tuple(storage.normalize_root(u) for u in uris)

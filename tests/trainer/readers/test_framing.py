@@ -15,6 +15,7 @@ from tfx_bsl.coders.example_coder import ExampleToNumpyDict
 from tests.trainer.datasets import make_rows, write_dataset
 from trainer.readers.dataset import open_dataset
 from trainer.readers.framing import CorruptShardError, ShardChangedError, read_shard
+from transforms.contract.manifest import ManifestError
 
 
 def _ids(records: list[bytes]) -> list[int]:
@@ -158,3 +159,15 @@ def test_an_intact_shard_with_an_edited_record_count_is_refused(plain):
     shard = open_dataset(str(plain)).shards("train")[0]
     with pytest.raises(ShardChangedError, match="holds 20 whole records .* lists 21"):
         _read(replace(shard, records=21), None)
+
+
+def test_a_date_range_reads_one_dataset_a_day_as_one(tmp_path):
+    rows = make_rows(30)
+    for day, part in (("2026-11-01", rows[:10]), ("2026-11-02", rows[10:])):
+        write_dataset(tmp_path / "daily" / day, part, splits={"train": 1}, compression="none")
+    data = open_dataset(str(tmp_path / "daily" / "{2026-11-01..2026-11-02}"))
+    assert data.roots == tuple(str(tmp_path / "daily" / d) for d in ("2026-11-01", "2026-11-02"))
+    ids = [i for s in data.shards("train") for i in _ids(_read(s, data.wbits))]
+    assert ids == list(range(30))
+    with pytest.raises(ManifestError, match="2026-11-03"):
+        open_dataset(str(tmp_path / "daily" / "{2026-11-01..2026-11-03}"))
