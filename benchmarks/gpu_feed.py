@@ -271,15 +271,20 @@ def _value(feature: Any, kind: str) -> Any:
     return values[0] if values else b""
 
 
+def _records(dataset: Any, shards: Iterable[Any]) -> list[bytes]:
+    """The serialized records of `shards`, read into memory."""
+    from trainer.readers.framing import read_shard
+
+    return [r for s in shards for run in read_shard(s, dataset.wbits) for r in run]
+
+
 def tight_loop(root: str, seconds: float) -> float:
     """Examples/s of a tight per-record protobuf loop, one process: records held in memory,
     each parsed with Example.FromString and its numbers read into numpy arrays a batch long."""
     from trainer.readers.dataset import open_dataset
-    from trainer.readers.framing import read_shard
 
     dataset = open_dataset(root)
-    records = [r for s in dataset.shards("train")[:64] for run in read_shard(s, dataset.wbits)
-               for r in run]  # fmt: skip
+    records = _records(dataset, dataset.shards("train")[:64])
     numbers = [(n, f.type) for n, f in dataset.features.items() if f.type in ("int", "float")]
     Example = example_class()
     start, done = time.perf_counter(), 0
@@ -327,11 +332,9 @@ def _floor_worker(args: tuple) -> tuple[int, float, float]:
 
     from trainer.readers.dataset import open_dataset
     from trainer.readers.decode import schema_of
-    from trainer.readers.framing import read_shard
 
     dataset = open_dataset(root)
-    shards = dataset.shards("train")[shard_slice]
-    records = [r for s in shards for run in read_shard(s, dataset.wbits) for r in run]
+    records = _records(dataset, dataset.shards("train")[shard_slice])
     batches = [records[i : i + batch] for i in range(0, len(records), batch)]
     decoder = ExamplesToRecordBatchDecoder(schema_of(dataset.features))
     decoder.DecodeBatch(batches[0])

@@ -81,6 +81,12 @@ class Decoder:
         if image_dtype not in DTYPES:
             raise ValueError(f"image_dtype {image_dtype!r} is not one of {', '.join(DTYPES)}")
         self.image_dtype = image_dtype
+        # the image features this decoder decodes: their (image_size, dtype)
+        self.images: dict[str, tuple[tuple[int, int, int], str]] = {
+            name: (feature.image_size, image_dtype)
+            for name, feature in self.features.items()
+            if decode_images and feature.type == "image" and feature.image_size
+        }
         self._schema = schema_of(self.features)
         self._local = threading.local()
         self._lookups = _lookups(self.features, info) if self.encode and info else {}
@@ -95,22 +101,13 @@ class Decoder:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, _local=threading.local())
 
-    @property
-    def images(self) -> dict[str, tuple[tuple[int, int, int], str]]:
-        """The image features this decoder decodes: their (image_size, dtype)."""
-        if not self.decode_images:
-            return {}
-        return {
-            name: (feature.image_size, self.image_dtype)
-            for name, feature in self.features.items()
-            if feature.type == "image" and feature.image_size
-        }
-
-    def images_into(self, name: str, encoded: np.ndarray, out: np.ndarray) -> None:
-        """Image feature `name`'s encoded images [batch] decoded into `out` (see `images`)."""
+    def images_into(
+        self, name: str, encoded: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Image feature `name`'s encoded images [batch] decoded (into `out`, when given)."""
         size, dtype = self.images[name]
         try:
-            decode_images(encoded.reshape(-1), size, dtype, out=out)
+            return decode_images(encoded.reshape(-1), size, dtype, out=out)
         except ImageError as e:
             raise RecordError(f"feature {name!r}: {e}") from None
 
@@ -157,11 +154,9 @@ class Decoder:
             )
         rows = dense(flat, lengths, size, fill)
         out = {name: rows.reshape(len(lengths), *feature.shape)}
-        if feature.type == "image" and feature.image_size and self.decode_images and images:
-            try:
-                out[name] = decode_images(rows[:, 0], feature.image_size, self.image_dtype)
-            except ImageError as e:
-                raise RecordError(f"feature {name!r}: {e}") from None
+        if name in self.images:
+            if images:
+                out[name] = self.images_into(name, rows[:, 0])
         elif not full and feature.type in _DTYPES and fill != -1:
             out[name + PRESENT_SUFFIX] = (lengths > 0).astype(np.float32)
         return out

@@ -29,7 +29,8 @@ import mmap
 import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import IO
 
 from trainer.readers import storage
 from trainer.readers.dataset import Shard
@@ -65,30 +66,24 @@ def read_shard(
                 return
     digest = hashlib.sha256() if check_sha256 and shard.sha256 else None
     unframe = _Unframer()
-    inflate = zlib.decompressobj(wbits) if wbits is not None else None
     read = 0
+
+    def pieces(f: IO[bytes]) -> Iterator[bytes]:
+        nonlocal read
+        while piece := f.read(PIECE):
+            read += len(piece)
+            if digest is not None:
+                digest.update(piece)
+            yield piece
+
     try:
         with storage.open_read(shard.path) as f:
-            while piece := f.read(PIECE):
-                read += len(piece)
-                if digest is not None:
-                    digest.update(piece)
-                while piece:
-                    if inflate is None:
-                        data, piece = piece, b""
-                    else:
-                        data = inflate.decompress(piece)
-                        piece = b""
-                        if inflate.eof and inflate.unused_data and wbits == _GZIP:
-                            piece = inflate.unused_data  # the next gzip member
-                            inflate = zlib.decompressobj(wbits)
-                    records = unframe.feed(data)
-                    if records:
-                        yield records
-                    if unframe.error:
-                        raise _Broken(unframe.error)
-            if inflate is not None and not inflate.eof:
-                raise _Broken("the compressed stream ends early (truncated)")
+            for data in _inflated(pieces(f), wbits):
+                records = unframe.feed(data)
+                if records:
+                    yield records
+                if unframe.error:
+                    raise _Broken(unframe.error)
             if unframe.pending:
                 raise _Broken(f"the last record is cut short ({unframe.pending} bytes left)")
     except (_Broken, zlib.error) as e:
@@ -113,6 +108,25 @@ def read_shard(
             "changed after it was written (a shard replaced or rewritten, or the manifest "
             "edited); rerun the ETL"
         )
+
+
+def _inflated(pieces: Iterable[bytes | memoryview], wbits: int | None) -> Iterator[bytes]:
+    """The bytes of a stream read in `pieces`, inflated (`wbits`: zlib's window bits; None:
+    not compressed; gzip may hold several members); _Broken if it ends early."""
+    inflate = zlib.decompressobj(wbits) if wbits is not None else None
+    for piece in pieces:
+        while piece:
+            if inflate is None:
+                yield bytes(piece)
+                break
+            data = inflate.decompress(piece)
+            piece = b""
+            if inflate.eof and inflate.unused_data and wbits == _GZIP:
+                piece = inflate.unused_data  # the next gzip member
+                inflate = zlib.decompressobj(wbits)
+            yield data
+    if inflate is not None and not inflate.eof:
+        raise _Broken("the compressed stream ends early (truncated)")
 
 
 class _mapped:
@@ -146,19 +160,12 @@ def _trusted(shard: Shard, data: bytes | mmap.mmap, wbits: int | None) -> Iterat
     unframe = _Unframer(check=False)
     view = memoryview(data)
     try:
-        inflate = zlib.decompressobj(wbits) if wbits is not None else None
-        for start in range(0, len(view), PIECE):
-            piece: bytes | memoryview = view[start : start + PIECE]
-            while piece:
-                if inflate is None:
-                    chunk, piece = bytes(piece), b""
-                else:
-                    chunk, piece = inflate.decompress(piece), b""
-                    if inflate.eof and inflate.unused_data and wbits == _GZIP:
-                        piece = inflate.unused_data  # the next gzip member
-                        inflate = zlib.decompressobj(wbits)
-                if records := unframe.feed(chunk):
-                    yield records
+        pieces = (view[start : start + PIECE] for start in range(0, len(view), PIECE))
+        for chunk in _inflated(pieces, wbits):
+            if records := unframe.feed(chunk):
+                yield records
+    except (_Broken, zlib.error) as e:  # bytes the ETL wrote so: not a TFRecord stream
+        raise CorruptShardError(f"corrupt shard {shard.path}: {e}; rerun the ETL") from None
     finally:
         view.release()
     if unframe.pending or unframe.records != shard.records:

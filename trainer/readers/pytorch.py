@@ -78,10 +78,10 @@ class ShardDataset(IterableDataset):
         epoch, done = self.epoch, self.done
         if info is not None:  # a persistent worker's copy: its next iteration is the next epoch
             self.begin(epoch + 1)
-        return self._batches(epoch, done, worker, workers)
+        return self._batches(epoch, done, worker, workers, in_worker=info is not None)
 
     def _batches(
-        self, epoch: int, done: int, worker: int, workers: int
+        self, epoch: int, done: int, worker: int, workers: int, in_worker: bool
     ) -> Iterator[dict[str, Any]]:
         layout = self.layout
         steps = layout.steps(epoch)
@@ -92,7 +92,7 @@ class ShardDataset(IterableDataset):
         )
         # a thread reads (files, inflating, unframing, shuffling) while this one decodes
         records = ahead(records, READ_AHEAD, "loader-read")
-        if get_worker_info() is None:  # in the training process: nothing to cross
+        if not in_worker:  # in the training process: nothing to cross
             for batch in map(self.reader.decode, records):
                 yield {name: as_tensor(value) for name, value in batch.items()}
             return

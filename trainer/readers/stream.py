@@ -12,6 +12,7 @@ starts where the run it resumes stopped.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -93,15 +94,19 @@ class Reader:
     def decode(self, records: list[bytes], images: bool = True) -> dict[str, np.ndarray]:
         """A batch of serialized records decoded (with `images` off, its images left encoded:
         `images_into`); RecordError naming the dataset and split."""
-        try:
+        with self._naming():
             return self.decoder(records, images)
-        except RecordError as e:
-            raise RecordError(f"{self.dataset.roots[0]}: split {self.split!r}: {e}") from None
 
     def images_into(self, name: str, encoded: np.ndarray, out: np.ndarray) -> None:
         """Image feature `name` of a batch decoded with `images` off, decoded into `out`."""
-        try:
+        with self._naming():
             self.decoder.images_into(name, encoded, out)
+
+    @contextlib.contextmanager
+    def _naming(self) -> Iterator[None]:
+        """A RecordError raised inside names the dataset and split."""
+        try:
+            yield
         except RecordError as e:
             raise RecordError(f"{self.dataset.roots[0]}: split {self.split!r}: {e}") from None
 
