@@ -21,6 +21,8 @@ COMMON = [
     "pyarrow",
     "google-cloud-storage",
     "google-crc32c",
+    # ISA-L's inflate for the TensorFlow-free readers (trainer.readers.framing): zlib's streams
+    "isal==1.9.1",
     "xxhash>=3.0",
     "pillow",
     "pg8000>=1.31",

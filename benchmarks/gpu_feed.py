@@ -73,6 +73,7 @@ WHEELS = (
     "tensorflow-metadata==1.21.0",
     "google-crc32c==1.9.0",
     "protobuf==6.33.6",
+    "isal==1.9.1",
 )
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any")
 
@@ -303,21 +304,24 @@ def tight_loop(root: str, seconds: float) -> float:
     return done / (time.perf_counter() - start)
 
 
-def transport_dataset(root: str, batch: int) -> Any:
+def transport_dataset(root: str, batch: int, workers: int) -> Any:
     """A torch IterableDataset whose workers hand over one batch decoded once, packed anew into
-    shared memory each time (trainer.readers.pytorch.Packed): the DataLoader's own ceiling for
-    this batch, with no reading or decoding."""
+    their blocks each time (trainer.readers.pytorch.Packed, crossing as torch_loader's do):
+    the DataLoader's own ceiling for this batch, with no reading or decoding."""
     import torch
 
-    from trainer.readers.pytorch import Blocks, Packed
+    from trainer.readers.pytorch import Blocks, Crossing, Packed
     from trainer.readers.stream import Reader
 
     class Transport(torch.utils.data.IterableDataset):
-        def __iter__(self) -> Iterator[dict]:
+        def __init__(self) -> None:
+            self.crossing = Crossing(workers)
+
+        def __iter__(self) -> Iterator[Any]:
             info = torch.utils.data.get_worker_info()
             reader = Reader(root, "train", batch)
             decoded = reader.decode(next(reader.record_batches(reader.layout(), 0)))
-            blocks = Blocks(None, 0 if info is None else info.id)
+            blocks = Blocks(self.crossing, 0 if info is None else info.id)
             while True:
                 yield Packed.of(decoded, blocks)
 
@@ -397,9 +401,11 @@ def delivered(batches: Iterable[dict], seconds: float, device: Any) -> dict:
 
 
 def _unpacked(loader: Any, device: Any) -> Iterator[dict]:
-    """A DataLoader's packed batches, their blocks moved to `device`, as dicts of views."""
-    for batch in loader:
-        yield batch["packed"].unpacked(batch["block"].to(device, non_blocking=True))
+    """A DataLoader's packed batches (copied out of their blocks when not pinned), moved to
+    `device`, as dicts of views."""
+    for packed in loader:
+        packed = packed.copied()
+        yield packed.unpacked(packed.block.to(device, non_blocking=True))
 
 
 def epochs(loader: Any) -> Iterator[dict]:
@@ -705,7 +711,7 @@ def run(
             save("tabular.tight.1")
             for n in FLOOR_WORKERS:
                 loader = torch.utils.data.DataLoader(
-                    transport_dataset(tabular, TABULAR_BATCH), batch_size=None, num_workers=n,
+                    transport_dataset(tabular, TABULAR_BATCH, n), batch_size=None, num_workers=n,
                     pin_memory=True, prefetch_factor=2, persistent_workers=True,
                 )  # fmt: skip
                 results[f"tabular.transport.{n}"] = delivered(

@@ -202,6 +202,10 @@ def dense(values: np.ndarray, lengths: np.ndarray, width: int, fill: Any) -> np.
     if len(values) == rows * width and (lengths == width).all():
         return values.reshape(rows, width)
     out = np.full((rows, width), fill, dtype=values.dtype)
+    whole = lengths == width
+    if width and len(values) == int(whole.sum()) * width:  # each row full or missing
+        out[whole] = values.reshape(-1, width)
+        return out
     row = np.repeat(np.arange(rows), lengths)
     starts = np.cumsum(lengths) - lengths
     col = np.arange(len(values)) - np.repeat(starts, lengths)

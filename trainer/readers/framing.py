@@ -2,7 +2,8 @@
 
 A shard is a gzip or zlib stream (or none) of frames: an 8-byte little-endian length and its
 masked CRC-32C, then the record and its masked CRC-32C. `read_shard` streams a shard in large
-pieces (python zlib, google-crc32c), checks both checksums of every frame as tf.data does, and
+pieces (inflated by ISA-L through `isal`, about twice as fast as zlib on these streams;
+CRCs by google-crc32c), checks both checksums of every frame as tf.data does, and
 yields the records a piece at a time. It also checks that the shard is the one the manifest
 lists: its size, and its sha256 computed on the way (a shard that reads without an error but
 differs was replaced after the dataset was written: ShardChangedError, as the tf.data path's
@@ -30,7 +31,9 @@ import os
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import IO
+from typing import IO, cast
+
+from isal import isal_zlib
 
 from trainer.readers import storage
 from trainer.readers.dataset import Shard
@@ -44,6 +47,7 @@ _HEADER = struct.Struct("<QI")
 _LENGTH = struct.Struct("<Q")
 _TRAILER = struct.Struct("<I")
 _GZIP = 31
+_INFLATE_ERRORS = (zlib.error, cast("type[Exception]", isal_zlib.error))
 
 
 class CorruptShardError(ValueError):
@@ -86,8 +90,8 @@ def read_shard(
                     raise _Broken(unframe.error)
             if unframe.pending:
                 raise _Broken(f"the last record is cut short ({unframe.pending} bytes left)")
-    except (_Broken, zlib.error) as e:
-        why = f"bad compressed data ({e})" if isinstance(e, zlib.error) else str(e)
+    except (_Broken, *_INFLATE_ERRORS) as e:
+        why = f"bad compressed data ({e})" if isinstance(e, _INFLATE_ERRORS) else str(e)
         where = f"after record {unframe.records}" if unframe.records else "at its start"
         lost = max(0, shard.records - unframe.records)
         if not skip_corrupt:
@@ -113,7 +117,7 @@ def read_shard(
 def _inflated(pieces: Iterable[bytes | memoryview], wbits: int | None) -> Iterator[bytes]:
     """The bytes of a stream read in `pieces`, inflated (`wbits`: zlib's window bits; None:
     not compressed; gzip may hold several members); _Broken if it ends early."""
-    inflate = zlib.decompressobj(wbits) if wbits is not None else None
+    inflate = isal_zlib.decompressobj(wbits) if wbits is not None else None
     for piece in pieces:
         while piece:
             if inflate is None:
@@ -123,7 +127,7 @@ def _inflated(pieces: Iterable[bytes | memoryview], wbits: int | None) -> Iterat
             piece = b""
             if inflate.eof and inflate.unused_data and wbits == _GZIP:
                 piece = inflate.unused_data  # the next gzip member
-                inflate = zlib.decompressobj(wbits)
+                inflate = isal_zlib.decompressobj(wbits)
             yield data
     if inflate is not None and not inflate.eof:
         raise _Broken("the compressed stream ends early (truncated)")
@@ -164,7 +168,7 @@ def _trusted(shard: Shard, data: bytes | mmap.mmap, wbits: int | None) -> Iterat
         for chunk in _inflated(pieces, wbits):
             if records := unframe.feed(chunk):
                 yield records
-    except (_Broken, zlib.error) as e:  # bytes the ETL wrote so: not a TFRecord stream
+    except (_Broken, *_INFLATE_ERRORS) as e:  # bytes the ETL wrote so: not a TFRecord stream
         raise CorruptShardError(f"corrupt shard {shard.path}: {e}; rerun the ETL") from None
     finally:
         view.release()
@@ -234,14 +238,15 @@ class _Unframer:
     def _cut(self, data: bytes) -> list[bytes]:
         """The whole frames of the stream so far, by their lengths alone."""
         buf = self._rest + data if self._rest else data
-        n, pos = len(buf), 0
+        last, pos = len(buf) - 16, 0  # a frame starting after `last` is cut short
         out: list[bytes] = []
-        length_at = _LENGTH.unpack_from
-        while n - pos >= 12:
-            end = pos + 12 + length_at(buf, pos)[0]
-            if end + 4 > n:
+        length_at, keep = _LENGTH.unpack_from, out.append
+        while pos <= last:
+            start = pos + 12
+            end = start + length_at(buf, pos)[0]
+            if end > last + 12:
                 break
-            out.append(buf[pos + 12 : end])
+            keep(buf[start:end])
             pos = end + 4
         self._rest = buf[pos:]
         self.records += len(out)

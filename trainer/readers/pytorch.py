@@ -7,12 +7,15 @@ of batches in an epoch. Workers decode whole batches (the DataLoader's `batch_si
 dataset item is already a batch), in two threads where the cores allow (`decode_threads`),
 while a third reads ahead.
 
-A batch crosses to the training process as one block of shared memory (`Packed`): a worker
-writes every numeric array into it, and decodes images straight into it, so the block is the
-one tensor that crosses and the one copy the DataLoader makes to pin it (when CUDA is there);
-the loader hands out views of it, or, given a `device`, views of the block moved there in one
-copy. Once pinned, a block is released to its worker, which reuses it (`Blocks`): fresh shared
-memory faults in page by page, which costs more than the copy.
+A batch crosses to the training process in a block of shared memory (`Packed`): a worker
+writes every numeric array into it, and decodes images straight into it. Each worker reuses a
+ring of blocks (`Blocks`), and the training process keeps the blocks it has seen (`Crossing`),
+so a block crosses once, the first time it is used; every later batch in it crosses as a few
+numbers (which block, and where its arrays lie), not as memory handed over again, which costs
+the training process more than a batch takes to decode. There the batch is copied out of its
+block (into pinned memory by the DataLoader's pinning thread when CUDA is there), the block is
+released to its worker, and the loader hands out views of the copy, or, given a `device`, views
+of it moved there in one copy.
 
 The order of batches depends only on (seed, epoch, rank, world_size, num_workers): the
 DataLoader takes a batch from each worker in turn, in order. Its workers persist from one epoch
@@ -29,8 +32,10 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import uuid
+import weakref
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -50,7 +55,7 @@ class ShardDataset(IterableDataset):
     the epoch the next iteration reads and the batches of it already consumed."""
 
     def __init__(
-        self, reader: Reader, rank: int, world_size: int, workers: int, released: Any = None
+        self, reader: Reader, rank: int, world_size: int, workers: int, crossing: Crossing
     ):
         super().__init__()
         if not 0 <= rank < world_size:
@@ -61,7 +66,7 @@ class ShardDataset(IterableDataset):
         self.layout: Layout = reader.layout(world_size, self.workers)
         self.epoch = 0
         self.done = 0
-        self.released = released  # shared: per worker, the last batch copied out (Blocks)
+        self.crossing = crossing  # how batches cross from the loader workers
         self._blocks: Blocks | None = None
 
     def begin(self, epoch: int, done: int = 0) -> None:
@@ -70,7 +75,7 @@ class ShardDataset(IterableDataset):
     def __len__(self) -> int:
         return self.layout.steps(self.epoch) - self.done
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         if workers != self.workers:
@@ -82,7 +87,7 @@ class ShardDataset(IterableDataset):
 
     def _batches(
         self, epoch: int, done: int, worker: int, workers: int, in_worker: bool
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[Any]:  # dicts of tensors, or Packed from a worker
         layout = self.layout
         steps = layout.steps(epoch)
         position = Position.of(layout.worker_batches(epoch, self.rank), done, steps)
@@ -97,7 +102,7 @@ class ShardDataset(IterableDataset):
                 yield {name: as_tensor(value) for name, value in batch.items()}
             return
         if self._blocks is None:  # this worker's, kept from epoch to epoch
-            self._blocks = Blocks(self.released, worker)
+            self._blocks = Blocks(self.crossing, worker)
         decode = functools.partial(self.reader.decode, images=False)
         threads = decode_threads(self.workers)
         for batch in parallel_map(decode, records, threads, "loader-decode"):
@@ -110,31 +115,63 @@ def decode_threads(workers: int) -> int:
     return 2 if 2 * workers + 1 <= (os.cpu_count() or 1) else 1
 
 
-class Blocks:
-    """A loader worker's blocks of shared memory for its batches. A new block's pages fault in
-    one at a time as they are first written, which costs more than the copy into it, so when
-    the training process pins what it receives (a copy out: it then holds none of the block)
-    and says so in `released` (per worker, the number of the last batch it took), the worker
-    reuses its last RING blocks in turn: a block is reused once the batch it held is released,
-    else a new one is made."""
+class Crossing:
+    """How batches cross from a loader's workers to the training process: `released`, shared
+    with the workers (per worker, the number of the last batch copied out of its block), and,
+    in the training process, the blocks it has seen, by (worker, slot) (`held`). A Packed batch
+    names its Crossing by `token`: the DataLoader's pinning thread, which copies it out, finds
+    it through `Crossing.open`."""
 
-    def __init__(self, released: Any, worker: int):
-        self.released = released
+    open: ClassVar[weakref.WeakValueDictionary[str, Crossing]] = weakref.WeakValueDictionary()
+
+    def __init__(self, workers: int):
+        self.token = uuid.uuid4().hex
+        self.released = multiprocessing.RawArray("q", max(1, workers))
+        self.held: dict[tuple[int, int], torch.Tensor] = {}
+        Crossing.open[self.token] = self
+
+    def __getstate__(self) -> dict:  # what a worker started by spawning needs
+        return {"token": self.token, "released": self.released}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, held={})
+
+    def copied(self, packed: Packed, pinned: bool) -> torch.Tensor:
+        """The bytes of `packed`'s batch, copied out of its block (into pinned memory when
+        `pinned`), which is then released to its worker."""
+        assert packed.block is not None  # the block it lies in (Packed.__setstate__)
+        out = torch.empty(packed.size, dtype=torch.uint8, pin_memory=pinned)
+        out.copy_(packed.block[: packed.size])
+        self.released[packed.worker] = packed.number
+        return out
+
+
+class Blocks:
+    """A loader worker's ring of RING blocks of shared memory for its batches. A batch's block
+    is the next of the ring, reused once the training process has released the batch it held
+    last (`Crossing.released`); a new block is made when the slot is still held or too small,
+    and crosses with the batch. (A new block's pages also fault in one at a time as they are
+    first written, which costs more than the copy into it.)"""
+
+    def __init__(self, crossing: Crossing, worker: int):
+        self.token = crossing.token
+        self.released = crossing.released
         self.worker = worker
         self.number = 0
         self.ring: list[tuple[int, torch.Tensor] | None] = [None] * RING
 
-    def take(self, size: int) -> tuple[int, torch.Tensor]:
-        """The next batch's number and a shared block of at least `size` bytes."""
+    def take(self, size: int) -> tuple[int, int, torch.Tensor, bool]:
+        """The next batch's number, its slot in the ring, a shared block of at least `size`
+        bytes, and whether that block is new (the training process has not seen it)."""
         self.number += 1
-        if self.released is None:
-            return self.number, torch.empty(size, dtype=torch.uint8).share_memory_()
         slot = self.number % RING
         held = self.ring[slot]
         if held is None or held[1].numel() < size or self.released[self.worker] < held[0]:
-            held = (self.number, torch.empty(size, dtype=torch.uint8).share_memory_())
-        self.ring[slot] = (self.number, held[1])
-        return self.number, held[1]
+            new, block = True, torch.empty(size, dtype=torch.uint8).share_memory_()
+        else:
+            new, block = False, held[1]
+        self.ring[slot] = (self.number, block)
+        return self.number, slot, block, new
 
 
 _TORCH_DTYPES: dict[np.dtype, torch.dtype] = {
@@ -148,11 +185,13 @@ _TORCH_DTYPES: dict[np.dtype, torch.dtype] = {
 
 
 class Packed:
-    """Where a batch's arrays lie in the one block of shared memory it crosses in from a loader
-    worker (each 64-byte aligned), and its bytes lists. The worker hands over
-    `{"block": tensor, "packed": Packed}`; the DataLoader pins the block and passes this object
-    as it is (it is no container to walk); `unpacked(block)` is the batch again, its tensors
-    views of the block."""
+    """A batch as it crosses from a loader worker: where its arrays lie in its block (each
+    64-byte aligned), its bytes lists, and its block (`Blocks`) by worker and slot. The block
+    itself crosses only when it is `new`; the training process finds the others among those
+    it has seen (`Crossing.held`) as it receives the batch, before any later batch can bring
+    a new block for the same slot. There `copied` (through `pin_memory` when the DataLoader
+    pins) holds the batch's bytes instead, and `unpacked(block)` is the batch again, its
+    tensors views of `block`."""
 
     ALIGN = 64
 
@@ -161,19 +200,42 @@ class Packed:
         entries: list[tuple],
         lists: dict[str, list],
         order: list[str],
+        *,
+        token: str | None = None,
         worker: int = 0,
         number: int = 0,
+        slot: int = 0,
+        size: int = 0,
+        block: torch.Tensor | None = None,
+        new: bool = False,
     ):
         self.entries = entries  # (name, torch dtype, shape, offset, bytes)
         self.lists = lists
         self.order = order
-        self.worker, self.number = worker, number  # whose batch, and its number (Blocks)
+        self.token = token  # its Crossing's; None once copied out
+        self.worker, self.number, self.slot, self.size = worker, number, slot, size
+        self.block = block
+        self.new = new
+
+    def __getstate__(self) -> dict:
+        return self.__dict__ if self.new else {**self.__dict__, "block": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        crossing = Crossing.open.get(self.token) if self.token is not None else None
+        if crossing is None:  # not from a live loader's worker
+            return
+        key = (self.worker, self.slot)
+        if self.new and self.block is not None:
+            crossing.held[key] = self.block
+        else:
+            self.block = crossing.held.get(key)
 
     @classmethod
     def of(
         cls, batch: dict[str, np.ndarray], blocks: Blocks, reader: Reader | None = None
-    ) -> dict[str, Any]:
-        """The batch as it crosses: its block (taken from `blocks`) and its Packed; images the
+    ) -> Packed:
+        """The batch as it crosses, written into a block taken from `blocks`; images the
         reader left encoded are decoded into the block."""
         images = reader.decoder.images if reader is not None else {}
         places: list[tuple[str, np.dtype, tuple[int, ...], int, int]] = []
@@ -190,7 +252,7 @@ class Packed:
             nbytes = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
             places.append((name, dtype, shape, end, nbytes))
             end += -(-nbytes // cls.ALIGN) * cls.ALIGN
-        number, block = blocks.take(end)
+        number, slot, block, new = blocks.take(end)
         memory = block.numpy()
         for name, dtype, shape, at, nbytes in places:
             place = memory[at : at + nbytes].view(dtype).reshape(shape)
@@ -205,8 +267,25 @@ class Packed:
             for name, v in batch.items()
             if v.dtype == object and name not in images
         }
-        packed = cls(entries, lists, list(batch), blocks.worker, number)
-        return {"block": block, "packed": packed}
+        return cls(
+            entries, lists, list(batch), token=blocks.token, worker=blocks.worker,
+            number=number, slot=slot, size=end, block=block, new=new,
+        )  # fmt: skip
+
+    def copied(self, pinned: bool = False) -> Packed:
+        """In the training process: the batch with its bytes copied out of its block (which
+        goes back to its worker), into pinned memory when `pinned`."""
+        if self.token is None:
+            return self
+        crossing = Crossing.open.get(self.token)
+        if crossing is None or self.block is None:
+            raise RuntimeError("a batch arrived from a loader worker whose loader is gone")
+        block = crossing.copied(self, pinned)
+        return Packed(self.entries, self.lists, self.order, size=self.size, block=block)
+
+    def pin_memory(self, *_: Any) -> Packed:
+        """What the DataLoader's pinning thread calls: copied out into pinned memory."""
+        return self.copied(pinned=True)
 
     def unpacked(self, block: Any) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.lists)
@@ -217,12 +296,11 @@ class Packed:
 
 class _Unpacking:
     """A DataLoader iterator whose batches are unpacked (`Packed`) as they come, and moved to
-    `device` (a packed batch in one copy: its block) when one is given."""
+    `device` (a packed batch in one copy: its bytes) when one is given."""
 
-    def __init__(self, batches: Any, device: Any = None, released: Any = None):
+    def __init__(self, batches: Any, device: Any = None):
         self.batches = batches
         self.device = device
-        self.released = released
 
     def __iter__(self) -> _Unpacking:
         return self
@@ -230,11 +308,9 @@ class _Unpacking:
     def __next__(self) -> dict[str, Any]:
         batch = next(self.batches)
         device = self.device
-        packed = batch.get("packed") if isinstance(batch, dict) else None
-        if isinstance(packed, Packed):
-            if self.released is not None:  # pinned: a copy, the worker may reuse the block
-                self.released[packed.worker] = packed.number
-            block = batch["block"]
+        if isinstance(batch, Packed):
+            packed = batch.copied()  # not pinned: nothing copied it out yet
+            block: Any = packed.block
             if device is not None:
                 block = block.to(device, non_blocking=True)
             return packed.unpacked(block)
@@ -278,7 +354,7 @@ class EpochLoader(DataLoader):
         assert isinstance(dataset, ShardDataset)  # what __init__ takes
         dataset.begin(self.next_epoch, self.resume_at)
         self.next_epoch, self.resume_at = self.next_epoch + 1, 0
-        return _Unpacking(super().__iter__(), self.device, dataset.released)
+        return _Unpacking(super().__iter__(), self.device)
 
 
 def _as_is(batch: Any) -> Any:
@@ -313,9 +389,8 @@ def torch_loader(
         image_dtype=image_dtype,
     )
     pin = torch.cuda.is_available()
-    # shared with the workers (made before they start): the last batch of each taken and pinned
-    released = multiprocessing.RawArray("q", num_workers) if pin and num_workers else None
-    dataset = ShardDataset(reader, rank, world_size, num_workers, released)
+    # made before the workers start: what they share with the training process
+    dataset = ShardDataset(reader, rank, world_size, num_workers, Crossing(num_workers))
     return EpochLoader(
         dataset,
         start_step,

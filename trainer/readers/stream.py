@@ -178,11 +178,19 @@ def shuffled(
         for start in range(0, len(run), size - keep):
             pool.extend(run[start : start + size - keep])
             if len(pool) >= size:
-                pool = [pool[i] for i in rng.permutation(len(pool))]
+                pool = _permuted(pool, rng)
                 yield pool[keep:]
                 pool = pool[:keep]
     if pool:
-        yield [pool[i] for i in rng.permutation(len(pool))]
+        yield _permuted(pool, rng)
+
+
+def _permuted(items: list[bytes], rng: np.random.Generator) -> list[bytes]:
+    """`items` in the order of `rng.permutation(len(items))` (taken through an object array:
+    a third of the time of a Python loop)."""
+    held = np.empty(len(items), dtype=object)
+    held[:] = items
+    return held[rng.permutation(len(items))].tolist()
 
 
 def _chained(runs: Sequence[Iterator[list[bytes]]]) -> Iterator[list[bytes]]:

@@ -193,17 +193,66 @@ def test_uint8_images_from_workers_are_the_pixels(packed):
 
 
 def test_a_worker_reuses_a_block_only_once_its_batch_is_released():
-    from trainer.readers.pytorch import RING, Blocks
+    from trainer.readers.pytorch import RING, Blocks, Crossing
 
-    released = [0]
-    blocks = Blocks(released, 0)
-    first = [blocks.take(100) for _ in range(RING)]  # numbers 1 .. RING
-    assert [n for n, _ in first] == list(range(1, RING + 1))
-    assert len({b.data_ptr() for _, b in first}) == RING
-    number, block = blocks.take(100)  # slot of batch 1, not released yet: a new block
-    assert number == RING + 1 and block.data_ptr() not in {b.data_ptr() for _, b in first}
-    released[0] = RING + 1  # the training process took (and pinned) every batch so far
-    number, block = blocks.take(100)  # slot of batch 2: reused
-    assert block.data_ptr() == first[1][1].data_ptr()
-    assert blocks.take(10_000)[1].numel() == 10_000  # too small to reuse: a new one
-    assert Blocks(None, 0).take(8)[1].is_shared()  # not pinned: always a new block
+    crossing = Crossing(1)
+    blocks = Blocks(crossing, 0)
+    first = [blocks.take(100) for _ in range(RING)]  # numbers 1 .. RING, every block new
+    assert [n for n, *_ in first] == list(range(1, RING + 1))
+    assert all(new and block.is_shared() for *_, block, new in first)
+    assert len({b.data_ptr() for *_, b, _ in first}) == RING
+    number, slot, block, new = blocks.take(100)  # slot of batch 1, not released yet: a new block
+    assert number == RING + 1 and new and slot == first[0][1]
+    assert block.data_ptr() not in {b.data_ptr() for *_, b, _ in first}
+    crossing.released[0] = RING + 1  # the training process copied out every batch so far
+    number, slot, block, new = blocks.take(100)  # slot of batch 2: reused, crosses as numbers
+    assert not new and block.data_ptr() == first[1][2].data_ptr()
+    assert blocks.take(10_000)[2].numel() == 10_000  # too small to reuse: a new one
+
+
+def test_a_block_crosses_once_and_each_batch_is_copied_out_of_it():
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import numpy as np
+
+    from trainer.readers.pytorch import RING, Blocks, Crossing, Packed
+
+    crossing = Crossing(1)
+    blocks = Blocks(crossing, 0)  # the worker's side (here in the same process)
+    got, sizes = [], []
+    for i in range(3 * RING):
+        batch = {"x": np.full(4, i, np.int64), "y": np.arange(3, dtype=np.float32) + i}
+        message = bytes(ForkingPickler.dumps(Packed.of(batch, blocks)))  # as a worker sends it
+        sizes.append(len(message))
+        received = pickle.loads(message)  # as the training process receives it
+        copied = received.copied()
+        assert copied.token is None and crossing.released[0] == i + 1
+        got.append(copied.unpacked(copied.block))
+    assert len(crossing.held) == RING  # the ring's blocks crossed once each, then were reused
+    assert max(sizes[RING:]) < min(sizes[:RING])  # a reused block is not sent again
+    assert [b["x"].tolist() for b in got] == [[i] * 4 for i in range(3 * RING)]
+    assert [b["y"].tolist() for b in got] == [[i, i + 1.0, i + 2.0] for i in range(3 * RING)]
+
+
+def test_a_batch_finds_its_block_as_it_arrives():
+    """A batch held back (the DataLoader keeps one that arrives before its turn) still reads the
+    block it was written into, even after a later batch brought a new block for its slot."""
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import numpy as np
+
+    from trainer.readers.pytorch import RING, Blocks, Crossing, Packed
+
+    crossing = Crossing(1)
+    blocks = Blocks(crossing, 0)
+    send = [ForkingPickler.dumps(Packed.of({"x": np.full(2, i)}, blocks)) for i in range(RING)]
+    for message in send:
+        pickle.loads(message).copied()  # all released: the ring is reused from here on
+    early = pickle.loads(ForkingPickler.dumps(Packed.of({"x": np.full(2, 100)}, blocks)))
+    late = [Packed.of({"x": np.full(2, 200 + i)}, blocks) for i in range(RING)]  # not released
+    assert late[-1].new and late[-1].slot == early.slot  # the slot's block is replaced
+    pickle.loads(ForkingPickler.dumps(late[-1]))
+    copied = early.copied()
+    assert copied.unpacked(copied.block)["x"].tolist() == [100, 100]
