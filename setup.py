@@ -23,6 +23,8 @@ COMMON = [
     "google-crc32c",
     # ISA-L's inflate for the TensorFlow-free readers (trainer.readers.framing): zlib's streams
     "isal==1.9.1",
+    # libjpeg-turbo for the readers' JPEGs (trainer.readers.images), decoded into the batch
+    "simplejpeg==1.9.0",
     "xxhash>=3.0",
     "pillow",
     "pg8000>=1.31",

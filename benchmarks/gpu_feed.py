@@ -74,6 +74,7 @@ WHEELS = (
     "google-crc32c==1.9.0",
     "protobuf==6.33.6",
     "isal==1.9.1",
+    "simplejpeg==1.9.0",
 )
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any")
 

@@ -4,8 +4,10 @@ Each `iter()` of the loader is one epoch (0, 1, 2, ...). Rank `rank` of `world_s
 own streams (trainer.readers.plan), each loader worker one of them, so under
 DistributedDataParallel no two ranks read the same records; every rank yields the same number
 of batches in an epoch. Workers decode whole batches (the DataLoader's `batch_size` is None: a
-dataset item is already a batch), in two threads where the cores allow (`decode_threads`),
-while a third reads ahead.
+dataset item is already a batch). Where the cores allow (`worker_threads`), a worker reads
+(files, inflating, unframing, shuffling) on one thread and decodes on one or two others; where
+every core has a worker, it does all of it on one thread: threads that wait on each other for
+the interpreter cost more than they overlap when no core is free.
 
 A batch crosses to the training process in a block of shared memory (`Packed`): a worker
 writes every numeric array into it, and decodes images straight into it. Each worker reuses a
@@ -95,8 +97,9 @@ class ShardDataset(IterableDataset):
         records = self.reader.record_batches(
             layout, epoch, self.rank, role, skip=position.taken[role], limit=position.limit[role]
         )
-        # a thread reads (files, inflating, unframing, shuffling) while this one decodes
-        records = ahead(records, READ_AHEAD, "loader-read")
+        read_ahead, threads = worker_threads(self.workers if in_worker else 0)
+        if read_ahead:
+            records = ahead(records, READ_AHEAD, "loader-read")
         if not in_worker:  # in the training process: nothing to cross
             for batch in map(self.reader.decode, records):
                 yield {name: as_tensor(value) for name, value in batch.items()}
@@ -104,15 +107,18 @@ class ShardDataset(IterableDataset):
         if self._blocks is None:  # this worker's, kept from epoch to epoch
             self._blocks = Blocks(self.crossing, worker)
         decode = functools.partial(self.reader.decode, images=False)
-        threads = decode_threads(self.workers)
         for batch in parallel_map(decode, records, threads, "loader-decode"):
             yield Packed.of(batch, self._blocks, self.reader)  # images decoded into the block
 
 
-def decode_threads(workers: int) -> int:
-    """Threads each of `workers` loader workers decodes with: two where the cores allow
-    (tfx-bsl's decoder lets other threads run), else one."""
-    return 2 if 2 * workers + 1 <= (os.cpu_count() or 1) else 1
+def worker_threads(workers: int, cpus: int | None = None) -> tuple[bool, int]:
+    """Whether each of `workers` loader workers (0: the training process reads) reads on a
+    thread of its own, and how many threads it decodes with, from the cores each has (one is
+    the training process's): three or more, a reading thread and two decoding ones (tfx-bsl's
+    decoder lets other threads run); two, one of each; one, no thread of its own."""
+    cpus = cpus or os.cpu_count() or 1
+    each = (cpus - 1) // workers if workers else cpus
+    return each >= 2, 2 if each >= 3 else 1
 
 
 class Crossing:

@@ -152,3 +152,36 @@ def test_images_decoded_into_a_given_array_fill_a_missing_one_with_zeros(shapes)
         decode_images(encoded, (16, 16, 3), "float32", out=out)
     with pytest.raises(ValueError, match="image dtype 'int8'"):
         decode_images(encoded, (16, 16, 3), "int8")
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_jpegs_decode_to_the_pixels_tensorflow_decodes(channels):
+    """JPEGs decode to the very pixels DecodeImages decodes (tf.io.decode_jpeg's fast DCT, not
+    Pillow's accurate one, which differs by up to 3 levels): color and gray, 4:2:0 and 4:4:4,
+    of the size asked for (decoded straight into the batch) and resized; a file that only
+    starts like a JPEG is named as an error."""
+    import io
+
+    from PIL import Image
+
+    from trainer.readers.images import ImageError, decode_images
+
+    rng = np.random.default_rng(channels)
+    encoded = []
+    for side, subsampling, mode in ((24, 2, "RGB"), (24, 0, "RGB"), (37, 2, "RGB"), (24, 0, "L")):
+        smooth = np.cumsum(rng.integers(0, 9, (side, side, 3)), axis=1) % 256
+        image = Image.fromarray(smooth.astype(np.uint8)).convert(mode)
+        buffer = io.BytesIO()
+        image.save(buffer, "JPEG", quality=85, subsampling=subsampling)
+        encoded.append(buffer.getvalue())
+    want = DecodeImages(24, 24, channels)(tf.constant(encoded)).numpy()
+    batch = np.array(encoded, dtype=object)
+    floats = decode_images(batch, (24, 24, channels))
+    np.testing.assert_allclose(floats, want, rtol=0, atol=1e-6)
+    pixels = decode_images(batch, (24, 24, channels), "uint8")
+    exact = [0, 1, 3]  # not resized: the decoded pixels themselves
+    np.testing.assert_array_equal(pixels[exact], np.rint(want[exact] * 255).astype(np.uint8))
+    assert np.abs(pixels[2] - want[2] * 255).max() <= 0.5 + 1e-3  # resized, then rounded
+    broken = np.array([encoded[0][:3] + b"not a jpeg"], dtype=object)
+    with pytest.raises(ImageError, match="cannot decode an image"):
+        decode_images(broken, (24, 24, channels), "uint8")

@@ -256,3 +256,14 @@ def test_a_batch_finds_its_block_as_it_arrives():
     pickle.loads(ForkingPickler.dumps(late[-1]))
     copied = early.copied()
     assert copied.unpacked(copied.block)["x"].tolist() == [100, 100]
+
+
+def test_workers_use_threads_only_where_cores_are_free():
+    from trainer.readers.pytorch import worker_threads
+
+    assert worker_threads(1, cpus=16) == (True, 2)  # read, and decode in two threads
+    assert worker_threads(5, cpus=16) == (True, 2)
+    assert worker_threads(7, cpus=16) == (True, 1)
+    assert worker_threads(8, cpus=16) == (False, 1)  # a core each: all on one thread
+    assert worker_threads(16, cpus=16) == (False, 1)
+    assert worker_threads(0, cpus=2) == (True, 1)  # the training process reads ahead
