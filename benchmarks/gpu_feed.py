@@ -369,6 +369,57 @@ def parse_floor(root: str, processes: int, batch: int, seconds: float) -> float:
     return total / (max(e for _, _, e in results) - min(s for _, s, _ in results))
 
 
+def _phases_worker(args: tuple) -> dict[str, float]:
+    """One process doing a loader worker's work on its stream (worker `stream` of
+    `streams`) for `seconds`, timed by phase: reading (files, inflating, unframing,
+    shuffling), decoding (tfx-bsl and the arrays), packing into a block; and tfx-bsl alone on
+    the same records. Microseconds per record."""
+    root, stream, streams, seconds, barrier = args
+    from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
+
+    from trainer.readers.decode import schema_of
+    from trainer.readers.pytorch import Blocks, Crossing, Packed
+    from trainer.readers.stream import Reader
+
+    reader = Reader(root, "train", TABULAR_BATCH)
+    crossing = Crossing(1)
+    blocks = Blocks(crossing, 0)
+    tfx = ExamplesToRecordBatchDecoder(schema_of(reader.dataset.features))
+    spent = dict.fromkeys(("read", "decode", "pack", "tfx_bsl"), 0.0)
+    batches = reader.record_batches(reader.layout(1, streams), 0, 0, stream)
+    barrier.wait()
+    start, done = time.perf_counter(), 0
+    while time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
+        records = next(batches, None)
+        if records is None:
+            break
+        t1 = time.perf_counter()
+        batch = reader.decode(records, images=False)
+        t2 = time.perf_counter()
+        crossing.released[0] = Packed.of(batch, blocks, reader).number  # taken at once
+        t3 = time.perf_counter()
+        tfx.DecodeBatch(records)
+        t4 = time.perf_counter()
+        for phase, took in zip(spent, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            spent[phase] += took
+        done += len(records)
+    return {phase: took / done * 1e6 for phase, took in spent.items()}
+
+
+def worker_phases(root: str, processes: int, seconds: float) -> dict[str, float]:
+    """Where a loader worker's time goes, in `processes` processes at once (the mean)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        barrier = manager.Barrier(processes)
+        jobs = [(root, i, processes, seconds, barrier) for i in range(processes)]
+        with context.Pool(processes) as pool:
+            results = pool.map(_phases_worker, jobs)
+    return {phase: sum(r[phase] for r in results) / processes for phase in results[0]}
+
+
 # --- delivering into GPU memory -----------------------------------------------------------------
 
 
@@ -711,6 +762,9 @@ def run(
             results["tabular.tight.1"] = {"examples_per_s": tight_loop(tabular, seconds)}
             save("tabular.tight.1")
             for n in FLOOR_WORKERS:
+                results[f"tabular.phases.{n}"] = worker_phases(tabular, n, seconds)
+                save(f"tabular.phases.{n}")
+            for n in FLOOR_WORKERS:
                 loader = torch.utils.data.DataLoader(
                     transport_dataset(tabular, TABULAR_BATCH, n), batch_size=None, num_workers=n,
                     pin_memory=True, prefetch_factor=2, persistent_workers=True,
@@ -820,6 +874,9 @@ def _saver(out: Path, results: dict) -> Callable[[str], None]:
     def save(key: str) -> None:
         out.write_text(json.dumps(results, indent=1))
         value = results[key]
+        if "examples_per_s" not in value:  # worker phases: microseconds per record
+            print(f"{key:22s} " + ", ".join(f"{k} {v:.2f} us" for k, v in value.items()))
+            return
         rate = value["examples_per_s"]
         extra = {k: v for k, v in value.items() if k.startswith(("gpu_", "input_"))}
         print(f"{key:22s} {rate:12,.0f} examples/s {extra or ''}", flush=True)
@@ -920,6 +977,24 @@ def record(path: Path, results_md: Path, command: str, note: str = "") -> str:
         )
         return lines
 
+    def phase_rows() -> list[str]:
+        lines = [
+            "",
+            "| a loader worker's work, us per record: processes at once "
+            "| read (files, inflate, unframe, shuffle) | decode (tfx-bsl, then arrays) | pack "
+            "| all | tfx-bsl alone | tfx-bsl / all |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for n in FLOOR_WORKERS:
+            p = r.get(f"tabular.phases.{n}")
+            if p:
+                whole = p["read"] + p["decode"] + p["pack"]
+                lines.append(
+                    f"| {n} | {p['read']:.2f} | {p['decode']:.2f} | {p['pack']:.2f} | "
+                    f"{whole:.2f} | {p['tfx_bsl']:.2f} | {p['tfx_bsl'] / whole:.2f} |"
+                )
+        return lines if len(lines) > 3 else []
+
     def image_rows() -> list[str]:
         images = [
             "",
@@ -952,7 +1027,7 @@ def record(path: Path, results_md: Path, command: str, note: str = "") -> str:
     notes = []
     tables = []
     if "tabular.train" in r:
-        tables.append("\n".join(tabular_rows()))
+        tables.append("\n".join(tabular_rows() + phase_rows()))
         t = r["tabular.train"]
         notes.append(
             f"The MLP is input-bound: trained from the loader, {t['examples_per_s']:,.0f} "
