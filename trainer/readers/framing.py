@@ -43,6 +43,7 @@ from transforms.contract.manifest import ManifestError
 logger = logging.getLogger(__name__)
 
 PIECE = 4 << 20  # compressed bytes read at a time
+STEP = 256 << 10  # compressed bytes inflated and unframed at a time: what they give stays in cache
 _HEADER = struct.Struct("<QI")
 _LENGTH = struct.Struct("<Q")
 _TRAILER = struct.Struct("<I")
@@ -118,7 +119,7 @@ def _inflated(pieces: Iterable[bytes | memoryview], wbits: int | None) -> Iterat
     """The bytes of a stream read in `pieces`, inflated (`wbits`: zlib's window bits; None:
     not compressed; gzip may hold several members); _Broken if it ends early."""
     inflate = isal_zlib.decompressobj(wbits) if wbits is not None else None
-    for piece in pieces:
+    for piece in _stepped(pieces):
         while piece:
             if inflate is None:
                 yield bytes(piece)
@@ -131,6 +132,20 @@ def _inflated(pieces: Iterable[bytes | memoryview], wbits: int | None) -> Iterat
             yield data
     if inflate is not None and not inflate.eof:
         raise _Broken("the compressed stream ends early (truncated)")
+
+
+def _stepped(pieces: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
+    """The pieces in slices of at most STEP bytes (views, not copies)."""
+    for piece in pieces:
+        if len(piece) <= STEP:
+            yield piece
+            continue
+        view = memoryview(piece)
+        try:
+            for start in range(0, len(view), STEP):
+                yield view[start : start + STEP]
+        finally:
+            view.release()
 
 
 class _mapped:
