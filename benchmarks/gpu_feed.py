@@ -369,12 +369,11 @@ def parse_floor(root: str, processes: int, batch: int, seconds: float) -> float:
     return total / (max(e for _, _, e in results) - min(s for _, s, _ in results))
 
 
-def _phases_worker(args: tuple) -> dict[str, float]:
-    """One process doing a loader worker's work on its stream (worker `stream` of
-    `streams`) for `seconds`, timed by phase: reading (files, inflating, unframing,
-    shuffling), decoding (tfx-bsl and the arrays), packing into a block; and tfx-bsl alone on
-    the same records. Microseconds per record."""
-    root, stream, streams, seconds, barrier = args
+def worker_phases(root: str, seconds: float) -> dict[str, float]:
+    """A loader worker's work, in this process, for `seconds`, timed by phase: reading (files,
+    inflating, unframing, shuffling), decoding (tfx-bsl and the arrays), packing into a block;
+    and tfx-bsl alone on the same records. Microseconds per record. (One process only: many at
+    once time each other's cache misses, not the work.)"""
     from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
     from trainer.readers.decode import schema_of
@@ -386,8 +385,7 @@ def _phases_worker(args: tuple) -> dict[str, float]:
     blocks = Blocks(crossing, 0)
     tfx = ExamplesToRecordBatchDecoder(schema_of(reader.dataset.features))
     spent = dict.fromkeys(("read", "decode", "pack", "tfx_bsl"), 0.0)
-    batches = reader.record_batches(reader.layout(1, streams), 0, 0, stream)
-    barrier.wait()
+    batches = reader.record_batches(reader.layout(), 0)
     start, done = time.perf_counter(), 0
     while time.perf_counter() - start < seconds:
         t0 = time.perf_counter()
@@ -405,19 +403,6 @@ def _phases_worker(args: tuple) -> dict[str, float]:
             spent[phase] += took
         done += len(records)
     return {phase: took / done * 1e6 for phase, took in spent.items()}
-
-
-def worker_phases(root: str, processes: int, seconds: float) -> dict[str, float]:
-    """Where a loader worker's time goes, in `processes` processes at once (the mean)."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("spawn")
-    with context.Manager() as manager:
-        barrier = manager.Barrier(processes)
-        jobs = [(root, i, processes, seconds, barrier) for i in range(processes)]
-        with context.Pool(processes) as pool:
-            results = pool.map(_phases_worker, jobs)
-    return {phase: sum(r[phase] for r in results) / processes for phase in results[0]}
 
 
 # --- delivering into GPU memory -----------------------------------------------------------------
@@ -761,8 +746,7 @@ def run(
                 save(f"tabular.floor.{n}")
             results["tabular.tight.1"] = {"examples_per_s": tight_loop(tabular, seconds)}
             save("tabular.tight.1")
-            # one process: many at once time each other's cache misses, not the work
-            results["tabular.phases.1"] = worker_phases(tabular, 1, seconds)
+            results["tabular.phases.1"] = worker_phases(tabular, seconds)
             save("tabular.phases.1")
             for n in FLOOR_WORKERS:
                 loader = torch.utils.data.DataLoader(
@@ -985,15 +969,15 @@ def record(path: Path, results_md: Path, command: str, note: str = "") -> str:
             "| all | tfx-bsl alone | tfx-bsl / all |",
             "|---|---|---|---|---|---|---|",
         ]
-        for n in (1,):
-            p = r.get(f"tabular.phases.{n}")
-            if p:
-                whole = p["read"] + p["decode"] + p["pack"]
-                lines.append(
-                    f"| {n} | {p['read']:.2f} | {p['decode']:.2f} | {p['pack']:.2f} | "
-                    f"{whole:.2f} | {p['tfx_bsl']:.2f} | {p['tfx_bsl'] / whole:.2f} |"
-                )
-        return lines if len(lines) > 3 else []
+        p = r.get("tabular.phases.1")
+        if not p:
+            return []
+        whole = p["read"] + p["decode"] + p["pack"]
+        lines.append(
+            f"| 1 | {p['read']:.2f} | {p['decode']:.2f} | {p['pack']:.2f} | {whole:.2f} | "
+            f"{p['tfx_bsl']:.2f} | {p['tfx_bsl'] / whole:.2f} |"
+        )
+        return lines
 
     def image_rows() -> list[str]:
         images = [

@@ -199,13 +199,14 @@ def dense(values: np.ndarray, lengths: np.ndarray, width: int, fill: Any) -> np.
     """Rows of `lengths` values taken from the flat `values` as [rows, width]: each row's first
     `width` values, the rest filled with `fill`."""
     rows = len(lengths)
-    if len(values) == rows * width and (lengths == width).all():
-        return values.reshape(rows, width)
-    out = np.full((rows, width), fill, dtype=values.dtype)
     whole = lengths == width
-    if width and len(values) == int(whole.sum()) * width:  # each row full or missing
+    if len(values) == int(whole.sum()) * width:  # each row full or missing
+        if whole.all():
+            return values.reshape(rows, width)
+        out = np.full((rows, width), fill, dtype=values.dtype)
         out[whole] = values.reshape(-1, width)
         return out
+    out = np.full((rows, width), fill, dtype=values.dtype)
     row = np.repeat(np.arange(rows), lengths)
     starts = np.cumsum(lengths) - lengths
     col = np.arange(len(values)) - np.repeat(starts, lengths)

@@ -179,8 +179,7 @@ def _trusted(shard: Shard, data: bytes | mmap.mmap, wbits: int | None) -> Iterat
     unframe = _Unframer(check=False)
     view = memoryview(data)
     try:
-        pieces = (view[start : start + PIECE] for start in range(0, len(view), PIECE))
-        for chunk in _inflated(pieces, wbits):
+        for chunk in _inflated([view], wbits):  # in STEP slices
             if records := unframe.feed(chunk):
                 yield records
     except (_Broken, *_INFLATE_ERRORS) as e:  # bytes the ETL wrote so: not a TFRecord stream

@@ -55,43 +55,27 @@ def decode_images(
         if not data:
             out[i] = 0
             continue
-        if dtype == "uint8" and _jpeg_into(data, out[i]):
-            continue
-        pixels = decode(data, channels)
+        place = out[i]
+        pixels = decode(data, channels, place if dtype == "uint8" else None)
+        if np.may_share_memory(pixels, place):
+            continue  # decoded straight into the batch
         if pixels.shape[:2] != (height, width):
             pixels = resize(pixels, height, width)
             if dtype == "uint8":
                 pixels = np.clip(np.rint(pixels), 0, 255, out=pixels)
         if dtype == "uint8":
-            out[i] = pixels
+            place[...] = pixels
         else:
-            np.divide(pixels, scale, out=out[i])
+            np.divide(pixels, scale, out=place)
     return out
 
 
-def _jpeg_into(data: bytes, out: np.ndarray) -> bool:
-    """Whether `data` is a JPEG of out's [height, width, channels], now decoded into `out`."""
-    space = _JPEG_SPACES.get(out.shape[2])
-    if space is None or not data.startswith(_JPEG):
-        return False
-    try:
-        height, width, _, _ = simplejpeg.decode_jpeg_header(data)
-        if (height, width) != out.shape[:2]:
-            return False
-        simplejpeg.decode_jpeg(data, colorspace=space, fastdct=True, buffer=out)
-    except ValueError:  # not one libjpeg-turbo reads: Pillow decodes it, or names the problem
-        return False
-    return True
-
-
-def decode(data: bytes, channels: int) -> np.ndarray:
-    """One encoded image (PNG, JPEG, GIF, BMP; a GIF's first frame) as uint8 [h, w, channels]."""
-    space = _JPEG_SPACES.get(channels)
-    if space is not None and data.startswith(_JPEG):
-        try:
-            return simplejpeg.decode_jpeg(data, colorspace=space, fastdct=True)
-        except ValueError:  # not one libjpeg-turbo reads: Pillow decodes it, or names the problem
-            pass
+def decode(data: bytes, channels: int, out: np.ndarray | None = None) -> np.ndarray:
+    """One encoded image (PNG, JPEG, GIF, BMP; a GIF's first frame) as uint8 [h, w, channels];
+    a JPEG of out's height and width decoded into `out`."""
+    pixels = _jpeg(data, channels, out)
+    if pixels is not None:
+        return pixels
     try:
         with Image.open(io.BytesIO(data)) as image:
             image.seek(0)
@@ -100,6 +84,21 @@ def decode(data: bytes, channels: int) -> np.ndarray:
     except (UnidentifiedImageError, OSError, ValueError) as e:
         raise ImageError(f"cannot decode an image ({e})") from None
     return pixels.reshape(*pixels.shape[:2], channels)
+
+
+def _jpeg(data: bytes, channels: int, out: np.ndarray | None = None) -> np.ndarray | None:
+    """A JPEG decoded by libjpeg-turbo (into `out` when it is of the image's height and
+    width), or None: not a JPEG it decodes to these channels (Pillow then decodes it, or
+    names the problem)."""
+    space = _JPEG_SPACES.get(channels)
+    if space is None or not data.startswith(_JPEG):
+        return None
+    try:
+        if out is not None and simplejpeg.decode_jpeg_header(data)[:2] != out.shape[:2]:
+            out = None
+        return simplejpeg.decode_jpeg(data, colorspace=space, fastdct=True, buffer=out)
+    except ValueError:
+        return None
 
 
 def resize(pixels: np.ndarray, height: int, width: int) -> np.ndarray:

@@ -145,7 +145,7 @@ class Crossing:
     def copied(self, packed: Packed, pinned: bool) -> torch.Tensor:
         """The bytes of `packed`'s batch, copied out of its block (into pinned memory when
         `pinned`), which is then released to its worker."""
-        assert packed.block is not None  # the block it lies in (Packed.__setstate__)
+        assert packed.block is not None  # Packed.copied checks it
         out = torch.empty(packed.size, dtype=torch.uint8, pin_memory=pinned)
         out.copy_(packed.block[: packed.size])
         self.released[packed.worker] = packed.number
