@@ -409,7 +409,13 @@ def worker_phases(root: str, seconds: float) -> dict[str, float]:
 
 
 def _to_device(batch: dict, device: Any) -> dict:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items() if hasattr(v, "to")}
+    """The batch's tensors on `device` (those already there as they are: a training loop would
+    not move them again)."""
+    return {
+        k: v if v.device.type == device.type else v.to(device, non_blocking=True)
+        for k, v in batch.items()
+        if hasattr(v, "to")
+    }
 
 
 def _sync(device: Any) -> None:
@@ -419,11 +425,70 @@ def _sync(device: Any) -> None:
         torch.cuda.synchronize()
 
 
-def delivered(batches: Iterable[dict], seconds: float, device: Any) -> dict:
-    """Examples/s of `batches` moved to the GPU, timed from the first batch for `seconds`."""
+class Cores:
+    """Where the cores went over a span (Linux /proc; empty elsewhere): the machine's busy
+    fraction, and the CPU-seconds per second of this process (the training process, all its
+    threads) and of each process in `workers` (a loader's workers)."""
+
+    def __init__(self, workers: Iterable[int] = ()) -> None:
+        self.workers = [str(pid) for pid in workers]
+        self.start = self._now()
+
+    @staticmethod
+    def _ticks(pid: str) -> int | None:
+        """User + system clock ticks of process `pid` so far."""
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            return None
+        return int(fields[11]) + int(fields[12])
+
+    def _now(self) -> dict | None:
+        try:
+            with open("/proc/stat") as f:
+                ticks = [int(v) for v in f.readline().split()[1:]]
+        except OSError:
+            return None
+        workers = {pid: self._ticks(pid) for pid in self.workers}
+        return {
+            "time": time.perf_counter(), "all": sum(ticks), "idle": ticks[3] + ticks[4],
+            "own": sum(os.times()[:2]), "workers": workers,
+        }  # fmt: skip
+
+    def since(self) -> dict:
+        end, start = self._now(), self.start
+        if end is None or start is None:
+            return {}
+        tick = os.sysconf("SC_CLK_TCK")
+        wall = end["time"] - start["time"]
+        each = {
+            int(pid): (ticks - start["workers"][pid]) / tick / wall
+            for pid, ticks in end["workers"].items()
+            if ticks is not None and start["workers"].get(pid) is not None
+        }
+        return {
+            "machine_busy": 1 - (end["idle"] - start["idle"]) / max(1, end["all"] - start["all"]),
+            "training_process": (end["own"] - start["own"]) / wall,
+            "worker_mean": statistics.fmean(each.values()) if each else None,
+            "workers": len(each),
+            "each": each,
+        }
+
+
+def _worker_pids(loader: Any) -> list[int]:
+    """The process ids of a DataLoader's (persistent) workers, once it has started them."""
+    iterator = getattr(loader, "_iterator", None)
+    return [w.pid for w in getattr(iterator, "_workers", ())]
+
+
+def delivered(batches: Iterable[dict], seconds: float, device: Any, loader: Any = None) -> dict:
+    """Examples/s of `batches` moved to the GPU, timed from the first batch for `seconds`;
+    where the cores went meanwhile (`Cores`, `loader`'s workers)."""
     it = iter(batches)
     first = _to_device(next(it), device)
     _sync(device)
+    cores = Cores(_worker_pids(loader) if loader is not None else ())
     start, examples, steps = time.perf_counter(), 0, 0
     for batch in it:
         on = _to_device(batch, device)
@@ -434,7 +499,8 @@ def delivered(batches: Iterable[dict], seconds: float, device: Any) -> dict:
     _sync(device)
     elapsed = time.perf_counter() - start
     del first
-    return {"examples_per_s": examples / elapsed, "examples": examples, "seconds": elapsed}
+    return {"examples_per_s": examples / elapsed, "examples": examples, "seconds": elapsed,
+            "cores": cores.since()}  # fmt: skip
 
 
 def _unpacked(loader: Any, device: Any) -> Iterator[dict]:
@@ -754,7 +820,7 @@ def run(
                     pin_memory=True, prefetch_factor=2, persistent_workers=True,
                 )  # fmt: skip
                 results[f"tabular.transport.{n}"] = delivered(
-                    _unpacked(loader, device), seconds, device
+                    _unpacked(loader, device), seconds, device, loader
                 )
                 del loader
                 save(f"tabular.transport.{n}")
@@ -763,17 +829,19 @@ def run(
                     per_record_dataset(paths, data.features), batch_size=TABULAR_BATCH,
                     num_workers=n, pin_memory=True, prefetch_factor=2, persistent_workers=True,
                 )  # fmt: skip
-                results[f"tabular.naive.{n}"] = delivered(loader, seconds, device)
+                results[f"tabular.naive.{n}"] = delivered(loader, seconds, device, loader)
                 del loader
                 save(f"tabular.naive.{n}")
             for n in workers:
                 loader = torch_loader(tabular, "train", TABULAR_BATCH, num_workers=n, device=device)
-                results[f"tabular.torch.{n}"] = delivered(epochs(loader), seconds, device)
+                results[f"tabular.torch.{n}"] = delivered(epochs(loader), seconds, device, loader)
                 del loader
                 save(f"tabular.torch.{n}")
             n = max(workers)  # batches 4x as large: the training process's share per example
             loader = torch_loader(tabular, "train", 4 * TABULAR_BATCH, num_workers=n, device=device)
-            results[f"tabular.torch_x4batch.{n}"] = delivered(epochs(loader), seconds, device)
+            results[f"tabular.torch_x4batch.{n}"] = delivered(
+                epochs(loader), seconds, device, loader
+            )
             del loader
             save(f"tabular.torch_x4batch.{n}")
             # the MLP: its own rate, then trained from the loader
@@ -792,7 +860,7 @@ def run(
             for n in workers:
                 loader = torch_loader(images, "train", IMAGE_BATCH, num_workers=n, device=device,
                                       image_dtype="uint8")  # fmt: skip
-                results[f"images.torch.{n}"] = delivered(epochs(loader), seconds, device)
+                results[f"images.torch.{n}"] = delivered(epochs(loader), seconds, device, loader)
                 del loader
                 save(f"images.torch.{n}")
             loader = torch_loader(
@@ -1007,6 +1075,31 @@ def record(path: Path, results_md: Path, command: str, note: str = "") -> str:
         )
         return images
 
+    def core_rows() -> list[str]:
+        lines = [
+            "",
+            f"| where the cores went ({m['cpus']} cores) | workers | examples/s | each worker busy "
+            "| training process, cores | machine busy |",
+            "|---|---|---|---|---|---|",
+        ]
+        names = {
+            "tabular.naive": "tabular, naive per-record reader",
+            "tabular.torch": "tabular, torch_loader",
+            "tabular.torch_x4batch": "tabular, torch_loader, batch 4096",
+            "images.torch": "images, torch_loader, uint8",
+        }
+        for key, value in r.items():
+            cores = value.get("cores") if isinstance(value, dict) else None
+            prefix, _, n = key.rpartition(".")
+            if not cores or prefix not in names or not cores.get("worker_mean"):
+                continue
+            lines.append(
+                f"| {names[prefix]} | {n} | {value['examples_per_s']:,.0f} | "
+                f"{cores['worker_mean']:.0%} | {cores['training_process']:.2f} | "
+                f"{cores['machine_busy']:.0%} |"
+            )
+        return lines if len(lines) > 3 else []
+
     m = r["machine"]
     notes = []
     tables = []
@@ -1032,6 +1125,8 @@ def record(path: Path, results_md: Path, command: str, note: str = "") -> str:
             f"{i['input_wait_fraction']:.1%} of the time (the GPU runs the steps already "
             "queued meanwhile).",
         )
+    if rows := core_rows():
+        tables.append("\n".join(rows))
     notes += [note] if note else []
     facts = [
         command,

@@ -191,19 +191,22 @@ _TORCH_DTYPES: dict[np.dtype, torch.dtype] = {
 
 
 class Packed:
-    """A batch as it crosses from a loader worker: where its arrays lie in its block (each
-    64-byte aligned), its bytes lists, and its block (`Blocks`) by worker and slot. The block
-    itself crosses only when it is `new`; the training process finds the others among those
-    it has seen (`Crossing.held`) as it receives the batch, before any later batch can bring
-    a new block for the same slot. There `copied` (through `pin_memory` when the DataLoader
-    pins) holds the batch's bytes instead, and `unpacked(block)` is the batch again, its
-    tensors views of `block`."""
+    """A batch as it crosses from a loader worker: where its arrays lie in its block, its bytes
+    lists, and its block (`Blocks`) by worker and slot. The arrays lie grouped by dtype, each
+    group one run (64-byte aligned), so the training process makes them again in a few calls:
+    a view of each group as its dtype, split into the group's arrays (`unpacked`), where one
+    view per array costs more than the rest of the batch's way to the GPU. The block itself
+    crosses only when it is `new`; the training process finds the others among those it has
+    seen (`Crossing.held`) as it receives the batch, before any later batch can bring a new
+    block for the same slot. There `copied` (through `pin_memory` when the DataLoader pins)
+    holds the batch's bytes instead, and `unpacked(block)` is the batch again, its tensors
+    views of `block`."""
 
     ALIGN = 64
 
     def __init__(
         self,
-        entries: list[tuple],
+        groups: list[tuple],
         lists: dict[str, list],
         order: list[str],
         *,
@@ -215,7 +218,7 @@ class Packed:
         block: torch.Tensor | None = None,
         new: bool = False,
     ):
-        self.entries = entries  # (name, torch dtype, shape, offset, bytes)
+        self.groups = groups  # (torch dtype, offset, bytes, [(name, shape, elements)])
         self.lists = lists
         self.order = order
         self.token = token  # its Crossing's; None once copied out
@@ -244,9 +247,8 @@ class Packed:
         """The batch as it crosses, written into a block taken from `blocks`; images the
         reader left encoded are decoded into the block."""
         images = reader.decoder.images if reader is not None else {}
-        places: list[tuple[str, np.dtype, tuple[int, ...], int, int]] = []
+        by_dtype: dict[np.dtype, list[tuple[str, tuple[int, ...]]]] = {}
         shape: tuple[int, ...]
-        end = 0
         for name, value in batch.items():
             if name in images:
                 image_size, kind = images[name]
@@ -255,26 +257,33 @@ class Packed:
                 dtype, shape = value.dtype, value.shape
             else:
                 continue
-            nbytes = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-            places.append((name, dtype, shape, end, nbytes))
+            by_dtype.setdefault(dtype, []).append((name, shape))
+        layout: list[tuple[np.dtype, int, int, list[tuple[str, tuple[int, ...], int]]]] = []
+        end = 0
+        for dtype, arrays in by_dtype.items():
+            members = [(name, shape, int(np.prod(shape, dtype=np.int64))) for name, shape in arrays]
+            nbytes = dtype.itemsize * sum(count for _, _, count in members)
+            layout.append((dtype, end, nbytes, members))
             end += -(-nbytes // cls.ALIGN) * cls.ALIGN
         number, slot, block, new = blocks.take(end)
         memory = block.numpy()
-        for name, dtype, shape, at, nbytes in places:
-            place = memory[at : at + nbytes].view(dtype).reshape(shape)
-            if name in images:
-                assert reader is not None  # images come from a reader
-                reader.images_into(name, batch[name], place)
-            else:
-                place[...] = batch[name]
-        entries = [(n, _TORCH_DTYPES[d], shape, at, size) for n, d, shape, at, size in places]
+        for dtype, at, nbytes, members in layout:
+            for name, shape, count in members:
+                place = memory[at : at + count * dtype.itemsize].view(dtype).reshape(shape)
+                at += count * dtype.itemsize
+                if name in images:
+                    assert reader is not None  # images come from a reader
+                    reader.images_into(name, batch[name], place)
+                else:
+                    place[...] = batch[name]
+        groups = [(_TORCH_DTYPES[d], at, nbytes, members) for d, at, nbytes, members in layout]
         lists = {
             name: v.tolist()
             for name, v in batch.items()
             if v.dtype == object and name not in images
         }
         return cls(
-            entries, lists, list(batch), token=blocks.token, worker=blocks.worker,
+            groups, lists, list(batch), token=blocks.token, worker=blocks.worker,
             number=number, slot=slot, size=end, block=block, new=new,
         )  # fmt: skip
 
@@ -287,16 +296,21 @@ class Packed:
         if crossing is None or self.block is None:
             raise RuntimeError("a batch arrived from a loader worker whose loader is gone")
         block = crossing.copied(self, pinned)
-        return Packed(self.entries, self.lists, self.order, size=self.size, block=block)
+        return Packed(self.groups, self.lists, self.order, size=self.size, block=block)
 
     def pin_memory(self, *_: Any) -> Packed:
         """What the DataLoader's pinning thread calls: copied out into pinned memory."""
         return self.copied(pinned=True)
 
     def unpacked(self, block: Any) -> dict[str, Any]:
+        """The batch as views of `block` (where its bytes are now): a view per dtype, split."""
         out: dict[str, Any] = dict(self.lists)
-        for name, dtype, shape, at, size in self.entries:
-            out[name] = block[at : at + size].view(dtype).view(shape)
+        for dtype, at, nbytes, members in self.groups:
+            typed = block[at : at + nbytes].view(dtype)
+            sizes = [count for _, _, count in members]
+            pieces = typed.split(sizes) if len(sizes) > 1 else [typed]
+            for (name, shape, _), piece in zip(members, pieces):
+                out[name] = piece if len(shape) == 1 else piece.view(shape)
         return {name: out[name] for name in self.order}
 
 

@@ -1,6 +1,7 @@
 """The baselines of benchmarks/gpu_feed.py read what the readers read: its tf.train.Example
 built from a descriptor (no TensorFlow on the GPU machine) parses records as TensorFlow's does,
-and its per-record reader yields the records' values."""
+and its per-record reader yields the records' values; its account of where the cores went
+tells a busy loader worker from an idle one."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from benchmarks.gpu_feed import example_class, per_record_dataset
+from benchmarks.gpu_feed import Cores, example_class, per_record_dataset
 from trainer.readers.dataset import open_dataset
 from trainer.readers.framing import read_shard
 from trainer.readers.stream import Reader
@@ -38,3 +39,31 @@ def test_the_per_record_reader_yields_each_record_in_file_order(dataset):
     want = next(reader.batches(reader.layout(), 0))
     assert [int(r["id"]) for r in got] == want["id"].tolist()
     np.testing.assert_allclose([r["flipper_mm"] for r in got], want["flipper_mm"], rtol=1e-6)
+
+
+def test_cores_counts_a_busy_worker_and_not_an_idle_one():
+    import multiprocessing
+    import time
+
+    context = multiprocessing.get_context("fork")
+    busy = context.Process(target=_spin, args=(1.5,))
+    idle = context.Process(target=time.sleep, args=(1.5,))
+    busy.start(), idle.start()
+    time.sleep(0.2)  # both started
+    cores = Cores([busy.pid, idle.pid])
+    time.sleep(0.8)
+    spent = cores.since()
+    busy.join(), idle.join()
+    each = spent["each"]
+    assert each[busy.pid] > 0.3  # near 1 core, less on a loaded machine
+    assert each[idle.pid] < 0.05
+    assert spent["training_process"] < 0.2  # this process slept
+    assert 0 < spent["machine_busy"] <= 1
+
+
+def _spin(seconds: float) -> None:
+    import time
+
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
