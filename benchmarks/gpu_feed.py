@@ -34,6 +34,10 @@ runs for --seconds):
   train      the model trained from the torch loader: examples/s, and how busy the GPU was, as
              the sum of each step's GPU time (CUDA events) over the wall time, and as the mean
              of nvidia-smi's utilization samples.
+  cores      beside each loader row: how busy each loader worker was, the training process's
+             cores, the machine's busy fraction (/proc).
+  threads    (--only threads) torch_loader at 8, 12 and 16 workers, each worker on threads
+             (reading, two decoding) or on one, in turns, twice: where threads pay.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ IMAGE_BATCH = 256
 IMAGE_SIDE, IMAGE_SIZE, CLASSES = 224, 224, 4  # JPEGs of 224x224, learned at that size
 TABULAR_COPIES, IMAGE_COPIES = 4, 32
 WORKERS = (1, 4, 8, 16)
+THREAD_WORKERS = (8, 12, 16)  # --only threads: loader workers on threads or not, in turns
 FLOOR_WORKERS = (1, 16)
 # What the GPU machine lacks for the readers, as cp312 wheels (it has numpy, pyarrow, pillow,
 # pyyaml, absl-py, torch and jax; its protobuf 7 is newer than tensorflow-metadata's code).
@@ -878,6 +883,8 @@ def run(
             results["images.train"] = train_rate(task, epochs(loader), 2 * seconds, usage)
             save("images.train")
             del loader, task, held
+        if "threads" in parts:
+            thread_rows(tabular, seconds, device, results, save)
         # JAX last: a DataLoader forked after JAX has started its threads could hang
         if "tabular" in parts:
             results["tabular.jax"] = jax_delivered(
@@ -891,6 +898,38 @@ def run(
     finally:
         usage.stop()
     return results
+
+
+def thread_rows(
+    root: str, seconds: float, device: Any, results: dict, save: Callable[[str], None]
+) -> None:
+    """torch_loader at THREAD_WORKERS workers, each worker reading and decoding on threads
+    (`worker_threads`: a reading thread, two decoding) or on one thread, the two in turns,
+    twice: whether threads pay at a worker count."""
+    from trainer.readers import pytorch as readers
+    from trainer.readers import torch_loader
+
+    rule = readers.worker_threads
+    try:
+        for n in THREAD_WORKERS:
+            for turn in range(2):
+                for threaded in (False, True):
+                    readers.worker_threads = _forced(threaded)  # the workers fork with it
+                    loader = torch_loader(root, "train", TABULAR_BATCH, num_workers=n,
+                                          device=device)  # fmt: skip
+                    key = f"tabular.threads.{n}.{'on' if threaded else 'off'}.{turn}"
+                    results[key] = delivered(epochs(loader), seconds, device, loader)
+                    del loader
+                    save(key)
+    finally:
+        readers.worker_threads = rule
+
+
+def _forced(threaded: bool) -> Callable[..., tuple[bool, int]]:
+    def rule(workers: int, cpus: int | None = None) -> tuple[bool, int]:
+        return (True, 2) if threaded or not workers else (False, 1)
+
+    return rule
 
 
 def _enlarged(root: Path, times: int) -> str:
@@ -1100,6 +1139,31 @@ def record(path: Path, results_md: Path, command: str, note: str = "") -> str:
             )
         return lines if len(lines) > 3 else []
 
+    def threads_rows() -> list[str]:
+        lines = [
+            "",
+            "| tabular, torch_loader, batch 1024: a worker's threads | workers | one thread, "
+            "examples/s | reading + 2 decoding threads | threads / one | each worker busy, "
+            "one / threads |",
+            "|---|---|---|---|---|---|",
+        ]
+        for n in THREAD_WORKERS:
+            runs = {
+                way: [r[k] for k in r if k.startswith(f"tabular.threads.{n}.{way}.")]
+                for way in ("off", "on")
+            }
+            if not runs["off"] or not runs["on"]:
+                continue
+            off, on = (statistics.median(x["examples_per_s"] for x in runs[w]) for w in runs)
+            busy = [
+                statistics.median(x["cores"].get("worker_mean") or 0 for x in runs[w]) for w in runs
+            ]
+            lines.append(
+                f"| each way {len(runs['on'])} times, in turns (medians) | {n} | {off:,.0f} | "
+                f"{on:,.0f} | {on / off:.2f} | {busy[0]:.0%} / {busy[1]:.0%} |"
+            )
+        return lines if len(lines) > 3 else []
+
     m = r["machine"]
     notes = []
     tables = []
@@ -1125,8 +1189,9 @@ def record(path: Path, results_md: Path, command: str, note: str = "") -> str:
             f"{i['input_wait_fraction']:.1%} of the time (the GPU runs the steps already "
             "queued meanwhile).",
         )
-    if rows := core_rows():
-        tables.append("\n".join(rows))
+    for rows in (core_rows(), threads_rows()):
+        if rows:
+            tables.append("\n".join(rows))
     notes += [note] if note else []
     facts = [
         command,
@@ -1142,7 +1207,7 @@ def record(path: Path, results_md: Path, command: str, note: str = "") -> str:
     ]
     from benchmarks.harness import append_results
 
-    if "tabular.train" not in r:  # the images alone (--only images)
+    if "tabular.train" not in r and "images.train" in r:  # the images alone (--only images)
         facts[2] = facts[2][facts[2].index("images:") :]
     table = "\n".join(tables)
     append_results(results_md, "GPU feed: trainer.readers on the GPU machine", facts, table, notes)
@@ -1166,7 +1231,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--workers", default=",".join(map(str, WORKERS)))
-    p.add_argument("--only", choices=("tabular", "images"), help="one dataset's rows alone")
+    p.add_argument(
+        "--only", choices=("tabular", "images", "threads"),
+        help="one dataset's rows alone, or a worker's threads on and off (not in a full run)",
+    )  # fmt: skip
     p = sub.add_parser("record", help="here: append a run's JSON to RESULTS.md")
     p.add_argument("json", type=Path)
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")

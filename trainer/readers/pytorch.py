@@ -4,10 +4,10 @@ Each `iter()` of the loader is one epoch (0, 1, 2, ...). Rank `rank` of `world_s
 own streams (trainer.readers.plan), each loader worker one of them, so under
 DistributedDataParallel no two ranks read the same records; every rank yields the same number
 of batches in an epoch. Workers decode whole batches (the DataLoader's `batch_size` is None: a
-dataset item is already a batch). Where the cores allow (`worker_threads`), a worker reads
-(files, inflating, unframing, shuffling) on one thread and decodes on one or two others; where
-every core has a worker, it does all of it on one thread: threads that wait on each other for
-the interpreter cost more than they overlap when no core is free.
+dataset item is already a batch). Where the cores allow (`worker_threads`: 1.25 cores or more
+per worker), a worker reads (files, inflating, unframing, shuffling) on one thread and decodes
+on two others; where (nearly) every core has a worker, it does all of it on one thread: threads
+that wait on each other for the interpreter cost more than they overlap when no core is free.
 
 A batch crosses to the training process in a block of shared memory (`Packed`): a worker
 writes every numeric array into it, and decodes images straight into it. Each worker reuses a
@@ -50,6 +50,7 @@ from trainer.readers.stream import Reader
 PREFETCH = 2  # batches each worker decodes ahead
 READ_AHEAD = 2  # batches of serialized records each worker reads ahead
 RING = PREFETCH + 3  # blocks of shared memory each worker reuses in turn (see Blocks)
+THREADED_SHARE = 1.25  # cores per worker from which a worker reads and decodes on threads
 
 
 class ShardDataset(IterableDataset):
@@ -113,12 +114,18 @@ class ShardDataset(IterableDataset):
 
 def worker_threads(workers: int, cpus: int | None = None) -> tuple[bool, int]:
     """Whether each of `workers` loader workers (0: the training process reads) reads on a
-    thread of its own, and how many threads it decodes with, from the cores each has (one is
-    the training process's): three or more, a reading thread and two decoding ones (tfx-bsl's
-    decoder lets other threads run); two, one of each; one, no thread of its own."""
+    thread of its own, and how many threads it decodes with, from its share of the cores (one
+    is the training process's): THREADED_SHARE or more, a reading thread and two decoding ones
+    (tfx-bsl's decoder lets other threads run, and a worker's threads wait on each other for
+    the interpreter, so three of them keep about 1.5 cores busy); less, no thread of its own.
+    Measured on 16 cores (benchmarks/RESULTS.md): 8 workers with threads 0.90-0.94M examples/s,
+    on one thread 0.57M; 12 workers 1.10M against 0.98M; 16 workers (0.94 of a core each)
+    1.07-1.15M against 1.14-1.16M."""
     cpus = cpus or os.cpu_count() or 1
-    each = (cpus - 1) // workers if workers else cpus
-    return each >= 2, 2 if each >= 3 else 1
+    if not workers:  # the training process reads, a thread ahead of it
+        return True, 2 if cpus >= 3 else 1
+    threaded = (cpus - 1) / workers >= THREADED_SHARE
+    return threaded, 2 if threaded else 1
 
 
 class Crossing:

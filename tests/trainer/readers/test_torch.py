@@ -262,8 +262,11 @@ def test_workers_use_threads_only_where_cores_are_free():
     from trainer.readers.pytorch import worker_threads
 
     assert worker_threads(1, cpus=16) == (True, 2)  # read, and decode in two threads
-    assert worker_threads(5, cpus=16) == (True, 2)
-    assert worker_threads(7, cpus=16) == (True, 1)
-    assert worker_threads(8, cpus=16) == (False, 1)  # a core each: all on one thread
+    assert worker_threads(8, cpus=16) == (True, 2)  # 1.875 cores each
+    assert worker_threads(12, cpus=16) == (True, 2)  # 1.25
+    assert worker_threads(13, cpus=16) == (False, 1)  # 1.15: all on one thread
     assert worker_threads(16, cpus=16) == (False, 1)
+    assert worker_threads(1, cpus=2) == (False, 1)  # the other core is the training process's
+    assert worker_threads(1, cpus=4) == (True, 2)
     assert worker_threads(0, cpus=2) == (True, 1)  # the training process reads ahead
+    assert worker_threads(0, cpus=16) == (True, 2)
