@@ -118,9 +118,9 @@ def worker_threads(workers: int, cpus: int | None = None) -> tuple[bool, int]:
     is the training process's): THREADED_SHARE or more, a reading thread and two decoding ones
     (tfx-bsl's decoder lets other threads run, and a worker's threads wait on each other for
     the interpreter, so three of them keep about 1.5 cores busy); less, no thread of its own.
-    Measured on 16 cores (benchmarks/RESULTS.md): 8 workers with threads 0.90-0.94M examples/s,
-    on one thread 0.57M; 12 workers 1.10M against 0.98M; 16 workers (0.94 of a core each)
-    1.07-1.15M against 1.14-1.16M."""
+    Measured on 16 cores (benchmarks/RESULTS.md, gpu_feed --only threads): 8 workers with
+    threads 1.15M examples/s, on one thread 0.71M; 12 workers 1.28M against 1.01M; 16 workers
+    (0.94 of a core each) 1.34M against 1.36M."""
     cpus = cpus or os.cpu_count() or 1
     if not workers:  # the training process reads, a thread ahead of it
         return True, 2 if cpus >= 3 else 1
