@@ -80,10 +80,12 @@ def jax_batches(
     process_count: int | None = None,
     start_step: int = 0,
     image_dtype: str = "float32",
+    sharding: Any = None,
 ) -> Batches:
     """An iterator of this JAX process's batches of `split` (dicts of arrays), after the first
     `start_step`; endless with `shuffle`, one pass without; `image_dtype` as for
-    torch_loader."""
+    torch_loader. The arrays go to the local device, split along the batch over several local
+    devices, or as `sharding` (a jax.sharding.Sharding) says, this process giving its batch."""
     from trainer.readers.jaxfeed import jax_batches as make
 
     return make(
@@ -97,4 +99,5 @@ def jax_batches(
         process_count=process_count,
         start_step=start_step,
         image_dtype=image_dtype,
+        sharding=sharding,
     )

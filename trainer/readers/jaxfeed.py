@@ -5,9 +5,14 @@ Process `process_index` of `process_count` (jax.process_index() and jax.process_
 default) reads its own stream (trainer.readers.plan); every process yields the same number of
 batches per epoch. One thread reads and a few decode batches ahead, in order
 (trainer.readers.ahead: tfx-bsl's decoder and Pillow let other threads run);
-the numeric arrays of the next batches are put on the first local device (jax.device_put,
-asynchronous) while the current one trains; arrays of a dtype JAX would change (int64 while
-jax_enable_x64 is off: JAX narrows it to int32) and string and bytes arrays stay numpy. With
+the numeric arrays of the next batches are put on the devices (asynchronously) while the
+current one trains; arrays of a dtype JAX would change (int64 while jax_enable_x64 is off: JAX
+narrows it to int32) and string and bytes arrays stay numpy. Where they go (`Placement`): on
+the one local device; over several local devices, split along the batch (a mesh of the local
+devices, axis "batch"), each device its slice; or as a `sharding` given, of which this process
+gives its batch (jax.make_array_from_process_local_data: a sharding over every process's
+devices makes global arrays). A batch the devices cannot split evenly (the smaller last batch
+of a pass) goes whole to the first local device. With
 `shuffle`, epochs follow one another without end (a training loop takes the steps it wants);
 without, the iterator ends after one pass. A run resumed with `start_step` gets the batches
 after the first `start_step` of the same run.
@@ -35,8 +40,11 @@ class Batches:
     """The iterator `jax_batches` returns; `info` is the dataset's (classes, vocabularies,
     moments)."""
 
-    def __init__(self, reader: Reader, index: int, count: int, start_step: int):
+    def __init__(
+        self, reader: Reader, index: int, count: int, start_step: int, sharding: Any = None
+    ):
         self.info = reader.info
+        self.placement = Placement(sharding)
         layout = reader.layout(world_size=count)
         epoch, done = layout.start(start_step)
 
@@ -52,7 +60,7 @@ class Batches:
         read = ahead(serialized(), HOST_AHEAD, "jax-batches-read")
         decoding = parallel_map(reader.decode, read, DECODE_THREADS, "jax-batches-decode")
         decoded = ahead(decoding, HOST_AHEAD, "jax-batches-decoded")
-        self._batches = _on_device(decoded, DEVICE_AHEAD)
+        self._batches = _on_device(decoded, DEVICE_AHEAD, self.placement)
 
     def __iter__(self) -> Batches:
         return self
@@ -61,22 +69,38 @@ class Batches:
         return next(self._batches)
 
 
-def _on_device(batches: Iterator[dict], ahead: int) -> Iterator[dict]:
-    device = jax.local_devices()[0]
+class Placement:
+    """Where a batch's arrays go (the module's doc): `sharding` None, the local devices (split
+    along the batch when there are several); else that sharding."""
+
+    def __init__(self, sharding: Any = None):
+        local = jax.local_devices()
+        self.first = local[0]
+        if sharding is None and len(local) > 1:
+            mesh = jax.sharding.Mesh(np.array(local), ("batch",))
+            sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
+        self.sharding = sharding
+
+    def __call__(self, value: np.ndarray) -> Any:
+        """The array placed; numpy where JAX would change its dtype, and strings."""
+        if value.dtype == object or jax.dtypes.canonicalize_dtype(value.dtype) != value.dtype:
+            return value
+        if self.sharding is not None:
+            try:
+                return jax.make_array_from_process_local_data(self.sharding, value)
+            except ValueError:  # jax's IndivisibleError: the batch does not split evenly
+                pass
+        return jax.device_put(value, self.first)
+
+
+def _on_device(batches: Iterator[dict], ahead: int, place: Placement) -> Iterator[dict]:
     waiting: collections.deque = collections.deque()
     for batch in batches:
-        waiting.append({k: _put(v, device) for k, v in batch.items()})
+        waiting.append({k: place(v) for k, v in batch.items()})
         if len(waiting) > ahead:
             yield waiting.popleft()
     while waiting:
         yield waiting.popleft()
-
-
-def _put(value: np.ndarray, device: Any) -> Any:
-    """The array on `device`, where JAX holds its dtype as it is; else the numpy array."""
-    if value.dtype == object or jax.dtypes.canonicalize_dtype(value.dtype) != value.dtype:
-        return value
-    return jax.device_put(value, device)
 
 
 def jax_batches(
@@ -91,6 +115,7 @@ def jax_batches(
     process_count: int | None = None,
     start_step: int = 0,
     image_dtype: str = "float32",
+    sharding: Any = None,
 ) -> Batches:
     """This process's batches of `split` as dicts of arrays (see trainer.readers)."""
     index = jax.process_index() if process_index is None else process_index
@@ -108,4 +133,4 @@ def jax_batches(
         deterministic=deterministic,
         image_dtype=image_dtype,
     )
-    return Batches(reader, index, count, start_step)
+    return Batches(reader, index, count, start_step, sharding)

@@ -75,3 +75,57 @@ def test_a_linear_model_learns_the_penguins_species(dataset):
         right += int((predicted == np.asarray(batch["species"])).sum())
         total += len(predicted)
     assert total == 60 and right / total > 0.85
+
+
+_ON_TWO_DEVICES = """
+import json, sys
+import jax
+import numpy as np
+from trainer.readers import jax_batches
+
+root, out = sys.argv[1], {"devices": len(jax.local_devices())}
+for size in (8, 7):  # 8 splits in two; 7 does not: each batch goes whole to the first device
+    batches = list(jax_batches(root, "eval", size, shuffle=False, deterministic=True))
+    out[size] = {
+        "ids": [np.asarray(b["id"]).tolist() for b in batches],
+        "flipper": [np.asarray(b["flipper_mm"]).tolist() for b in batches],
+        "rows": [[s.data.shape[0] for s in b["embedding"].addressable_shards] for b in batches],
+    }
+mesh = jax.sharding.Mesh(np.array(jax.local_devices()), ("d",))
+copies = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())  # given: replicated
+batch = next(jax_batches(root, "eval", 7, shuffle=False, sharding=copies))
+out["given"] = [s.data.shape[0] for s in batch["flipper_mm"].addressable_shards]
+print(json.dumps(out))
+"""
+
+
+def test_batches_split_along_the_batch_over_the_local_devices(dataset):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",  # before JAX starts
+        "JAX_PLATFORMS": "cpu",
+        "PYTHONPATH": str(root),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _ON_TWO_DEVICES, str(dataset.root)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["devices"] == 2
+    for size in (8, 7):
+        here = list(jax_batches(str(dataset.root), "eval", size, shuffle=False,
+                                deterministic=True))  # fmt: skip
+        assert got[str(size)]["ids"] == [np.asarray(b["id"]).tolist() for b in here]
+        assert got[str(size)]["flipper"] == [np.asarray(b["flipper_mm"]).tolist() for b in here]
+    # each device holds half of every batch that splits evenly; batches of 7 stay whole
+    assert got["8"]["rows"] == [[4, 4]] * 7 + [[2, 2]]
+    assert got["7"]["rows"] == [[7]] * 8 + [[2, 2]]
+    assert got["given"] == [7, 7]  # a given sharding: each device a whole copy
