@@ -274,10 +274,11 @@ class Packed:
             end += -(-nbytes // cls.ALIGN) * cls.ALIGN
         number, slot, block, new = blocks.take(end)
         memory = block.numpy()
-        for dtype, at, nbytes, members in layout:
+        for dtype, start, _, members in layout:
             for name, shape, count in members:
-                place = memory[at : at + count * dtype.itemsize].view(dtype).reshape(shape)
-                at += count * dtype.itemsize
+                stop = start + count * dtype.itemsize
+                place = memory[start:stop].view(dtype).reshape(shape)
+                start = stop
                 if name in images:
                     assert reader is not None  # images come from a reader
                     reader.images_into(name, batch[name], place)
