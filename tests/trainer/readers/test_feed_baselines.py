@@ -42,28 +42,22 @@ def test_the_per_record_reader_yields_each_record_in_file_order(dataset):
 
 
 def test_cores_counts_a_busy_worker_and_not_an_idle_one():
-    import multiprocessing
+    import subprocess
+    import sys
     import time
 
-    context = multiprocessing.get_context("fork")
-    busy = context.Process(target=_spin, args=(1.5,))
-    idle = context.Process(target=time.sleep, args=(1.5,))
-    busy.start(), idle.start()
-    time.sleep(0.2)  # both started
-    cores = Cores([busy.pid, idle.pid])
-    time.sleep(0.8)
-    spent = cores.since()
-    busy.join(), idle.join()
+    spin = "import time\nend = time.perf_counter() + 2.5\nwhile time.perf_counter() < end: pass"
+    busy = subprocess.Popen([sys.executable, "-c", spin])  # not forked: JAX may hold threads
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2.5)"])
+    try:
+        time.sleep(0.6)  # both started
+        cores = Cores([busy.pid, idle.pid])
+        time.sleep(0.8)
+        spent = cores.since()
+    finally:
+        busy.wait(), idle.wait()
     each = spent["each"]
     assert each[busy.pid] > 0.3  # near 1 core, less on a loaded machine
     assert each[idle.pid] < 0.05
     assert spent["training_process"] < 0.2  # this process slept
     assert 0 < spent["machine_busy"] <= 1
-
-
-def _spin(seconds: float) -> None:
-    import time
-
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
