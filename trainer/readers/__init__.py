@@ -15,89 +15,28 @@ checksums checked), shards dealt to ranks and loader workers, seeded shuffles of
 records, whole batches decoded by tfx-bsl's C++ decoder into the arrays of the tf.data path
 (`trainer.features.dense_inputs`), images decoded and resized as it does, string features with
 a vocabulary as ids and the label as its class index, and resumption after `start_step`
-batches. torch and jax are imported only by the function that needs them.
+batches. torch and jax are imported only when `torch_loader` or `jax_batches` is first taken
+from the package (its `__getattr__`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trainer.readers.jaxfeed import Batches
-    from trainer.readers.pytorch import EpochLoader
+    from trainer.readers.jaxfeed import jax_batches
+    from trainer.readers.pytorch import torch_loader
 
 __all__ = ["jax_batches", "torch_loader"]
 
-
-def torch_loader(
-    data: str | Sequence[str],
-    split: str,
-    batch_size: int,
-    *,
-    shuffle: bool = True,
-    seed: int = 0,
-    deterministic: bool = False,
-    num_workers: int = 0,
-    rank: int = 0,
-    world_size: int = 1,
-    start_step: int = 0,
-    device: Any = None,
-    image_dtype: str = "float32",
-) -> EpochLoader:
-    """A torch DataLoader of `split`'s batches (dicts of tensors; bytes as lists): each
-    iteration the next epoch, resuming after `start_step` batches; rank `rank` of `world_size`
-    reads its own shards, `num_workers` loader processes decode. With `device` (e.g. "cuda")
-    the batches come on it, each moved in one copy; `image_dtype="uint8"` gives images as
-    pixels in [0, 255] instead of floats in [0, 1] (for a model that divides on the GPU)."""
-    from trainer.readers.pytorch import torch_loader as make
-
-    return make(
-        data,
-        split,
-        batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        deterministic=deterministic,
-        num_workers=num_workers,
-        rank=rank,
-        world_size=world_size,
-        start_step=start_step,
-        device=device,
-        image_dtype=image_dtype,
-    )
+_HOMES = {"torch_loader": "trainer.readers.pytorch", "jax_batches": "trainer.readers.jaxfeed"}
 
 
-def jax_batches(
-    data: str | Sequence[str],
-    split: str,
-    batch_size: int,
-    *,
-    shuffle: bool = True,
-    seed: int = 0,
-    deterministic: bool = False,
-    process_index: int | None = None,
-    process_count: int | None = None,
-    start_step: int = 0,
-    image_dtype: str = "float32",
-    sharding: Any = None,
-) -> Batches:
-    """An iterator of this JAX process's batches of `split` (dicts of arrays), after the first
-    `start_step`; endless with `shuffle`, one pass without; `image_dtype` as for
-    torch_loader. The arrays go to the local device, split along the batch over several local
-    devices, or as `sharding` (a jax.sharding.Sharding) says, this process giving its batch."""
-    from trainer.readers.jaxfeed import jax_batches as make
+def __getattr__(name: str) -> Any:
+    """`torch_loader` and `jax_batches`, imported from their modules when first asked for (so
+    importing the package imports neither torch nor JAX)."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-    return make(
-        data,
-        split,
-        batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        deterministic=deterministic,
-        process_index=process_index,
-        process_count=process_count,
-        start_step=start_step,
-        image_dtype=image_dtype,
-        sharding=sharding,
-    )
+    return getattr(importlib.import_module(_HOMES[name]), name)

@@ -117,7 +117,10 @@ def jax_batches(
     image_dtype: str = "float32",
     sharding: Any = None,
 ) -> Batches:
-    """This process's batches of `split` as dicts of arrays (see trainer.readers)."""
+    """An iterator of this JAX process's batches of `split` (dicts of arrays), after the first
+    `start_step`; endless with `shuffle`, one pass without; `image_dtype` as for
+    torch_loader. The arrays go to the local device, split along the batch over several local
+    devices, or as `sharding` (a jax.sharding.Sharding) says, this process giving its batch."""
     index = jax.process_index() if process_index is None else process_index
     count = jax.process_count() if process_count is None else process_count
     if not 0 <= index < count:

@@ -404,7 +404,11 @@ def torch_loader(
     device: Any = None,
     image_dtype: str = "float32",
 ) -> EpochLoader:
-    """A DataLoader of `split`'s batches as dicts of tensors (see trainer.readers)."""
+    """A torch DataLoader of `split`'s batches (dicts of tensors; bytes as lists): each
+    iteration the next epoch, resuming after `start_step` batches; rank `rank` of `world_size`
+    reads its own shards, `num_workers` loader processes decode. With `device` (e.g. "cuda")
+    the batches come on it, each moved in one copy; `image_dtype="uint8"` gives images as
+    pixels in [0, 255] instead of floats in [0, 1] (for a model that divides on the GPU)."""
     if num_workers < 0 or start_step < 0:
         raise ValueError(f"num_workers {num_workers} and start_step {start_step} must be >= 0")
     reader = Reader(
