@@ -1,4 +1,4 @@
-"""`shardflow init`: writes a commented dataset config inferred from samples of the user's files.
+"""`shardflow init`: writes a commented dataset config inferred from the records of a user's files.
 
 This module holds the command line only, and imports nothing heavy, so that `shardflow init
 --help` answers at once; the work is `pipelines.init.write`, imported when the command runs.
@@ -13,14 +13,15 @@ import sys
 
 from transforms.ui.args import ArgumentParser, positive_int
 
-DEFAULT_SAMPLE = 1000
+DEFAULT_SAMPLE = 1_000_000  # records read of a source at most (`--sample`)
+WHOLE_BYTES = 64 << 20  # bytes of a source's files (as stored) read at most: more are sampled
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="shardflow init",
-        description="Writes a dataset config inferred from samples of your files: the format and\n"
-        "its options, each feature's type, shape, whether it may be missing, the values of\n"
+        description="Writes a dataset config inferred from the records of your files: the format\n"
+        "and its options, each feature's type, shape, whether it may be missing, the values of\n"
         "categories, and a likely key and label, each with a comment saying why. Check it, then\n"
         "run `shardflow etl --config CONFIG.yaml --validate-only`.\n"
         "Formats by file name: .csv .tsv .txt (delimiter sniffed), .jsonl .ndjson .json,\n"
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="""examples:
   shardflow init --source 'data/penguins*.csv' --output penguins.yaml
   shardflow init --source data/measurements.csv --source data/islands.jsonl > penguins.yaml
-  shardflow init --source data/events/ --sample 10000 --output events.yaml --force
+  shardflow init --source data/events/ --sample 100000 --output events.yaml --force
   shardflow init --source 'gs://bucket/trips/*.parquet' --name trips --output trips.yaml""",
     )
     parser.add_argument(
@@ -44,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument(
         "--sample", type=positive_int, default=DEFAULT_SAMPLE, metavar="N",
-        help=f"records to read from each source, spread over its files from the start of each "
-        f"(default {DEFAULT_SAMPLE})",
+        help=f"the most records to read of each source (default {DEFAULT_SAMPLE:,}): a source "
+        f"of at most N records and {WHOLE_BYTES >> 20} MB is read whole, a larger one in pieces "
+        "spread over all of its files. A `values:` list is closed only where all was read",
     )  # fmt: skip
     parser.add_argument(
         "--name", help="the dataset's name, [a-z0-9_-]+ (default: from the --output file name, "

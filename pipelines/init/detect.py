@@ -19,6 +19,9 @@ import io
 import re
 from typing import Iterable
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from pipelines.config.fields import MAX_NAME_BYTES, ConfigError
 from transforms.schema import SPACE
 from transforms.sources import registry
@@ -41,6 +44,7 @@ _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(
     r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?inf(?:inity)?", re.IGNORECASE
 )
+_NUMBER_TEXT = f"^(?:{_INT.pattern}|{_FLOAT.pattern})$"  # is_number's syntax, for Arrow (RE2)
 
 
 def file_format(path: str) -> str:
@@ -172,18 +176,50 @@ def is_number(text: str) -> bool:
     return bool(_INT.fullmatch(stripped) or _FLOAT.fullmatch(stripped))
 
 
-def null_markers(columns: Iterable[list]) -> list[str]:
+def null_markers(columns: Iterable[list | pa.ChunkedArray]) -> list[str]:
     """The NULL_MARKERS that stand for missing values: those found in a column whose other
-    values are all numbers (at least one). Columns are a source's text values, None missing."""
-    found = set()
+    values are all numbers (at least one). Columns are a source's text values (None missing),
+    as lists or as Arrow columns (the CSV reader's)."""
+    found: set[str] = set()
     for values in columns:
-        markers = {v for v in values if v in NULL_MARKERS}
-        if not markers:
-            continue
-        others = [v for v in values if v is not None and v not in NULL_MARKERS]
-        if others and all(is_number(v) for v in others):
+        if isinstance(values, pa.ChunkedArray):
+            markers, others, numbers = _arrow_markers(values)
+        else:
+            markers = {v for v in values if v in NULL_MARKERS}
+            rest = [v for v in values if v is not None and v not in NULL_MARKERS] if markers else []
+            others, numbers = bool(rest), all(is_number(v) for v in rest)
+        if markers and others and numbers:
             found |= markers
     return [m for m in NULL_MARKERS if m in found]
+
+
+def _arrow_markers(values: pa.ChunkedArray) -> tuple[set[str], bool, bool]:
+    """(the markers in a column, whether it holds other values, whether those are numbers)."""
+    listed = pc.is_in(values, value_set=pa.array(NULL_MARKERS))
+    markers = set(pc.unique(values.filter(listed)).to_pylist())
+    if not markers:
+        return markers, False, False
+    others = values.filter(pc.invert(listed))  # nulls are dropped by the filter
+    if not len(others):
+        return markers, False, False
+    return markers, True, numbers(others) == len(others)
+
+
+def numbers(values: list | pa.Array) -> int:
+    """How many of the text values are numbers by `is_number`'s syntax."""
+    if isinstance(values, list):
+        return sum(is_number(v) for v in values)
+    trimmed = pc.ascii_trim_whitespace(values)  # ASCII whitespace, as SPACE
+    found = pc.match_substring_regex(trimmed, _NUMBER_TEXT, ignore_case=True)
+    return int(pc.sum(found).as_py() or 0)
+
+
+def holds_any(values: list | pa.ChunkedArray, markers: Iterable[str]) -> bool:
+    """Whether a column (as `null_markers` takes it) holds one of the `markers`."""
+    wanted = set(markers)
+    if isinstance(values, pa.ChunkedArray):
+        return bool(pc.any(pc.is_in(values, value_set=pa.array(sorted(wanted)))).as_py())
+    return any(v in wanted for v in values)
 
 
 def column_names(header: list[str] | None, width: int) -> tuple[list[str], bool]:

@@ -1,16 +1,21 @@
-"""The features of a dataset config inferred from sampled records (what TFDV's `infer_schema` does
-for a schema), and the likely key and label.
+"""The features of a dataset config inferred from the records read (what TFDV's `infer_schema`
+does for a schema), and the likely key and label.
 
-A feature's type is the first of int, float, string, bytes that takes every sampled value by
-the Validator's own rule (`transforms.schema.coerce_scalar`), so the config never rejects a
-value it was inferred from. Three choices are ours, for the data's sake: text is a number only
-where the source is text (CSV cells; a JSON or Parquet string stays a string), a value written
-as a float keeps a feature float (JSON `1.0`), and integers written with leading zeros (`007`,
-codes and zip codes) stay text, which keeps the zeros. Shapes: a field holding lists is a list
-feature, `[n]` when every sampled list holds n values (n > 1), else `[null]`; a TFRecord feature
-whose lists hold one value at most is a scalar (how an Example holds one). A feature named like
-a label that a few sampled records lack (at most `FEW_UNLABELLED` of them) is the label, written
-required: the ETL rejects, and counts, the records without it.
+A feature's type is the first of int, float, string, bytes that takes every value read by the
+ETL's own Validator (`transforms.schema.Validator`, a column at a time, or a slice of one: a type
+that does not fit stops at its first slice), so the config never rejects a value it was inferred
+from. Values are handled as Arrow arrays where they are of one kind (the CSV reader's text, a
+JSON column of numbers), so that a million records cost seconds, not minutes. Three choices
+are ours, for the data's sake: text is a number only where the source is text (CSV cells; a
+JSON or Parquet string stays a string), a value written as a float keeps a feature float (JSON
+`1.0`), and integers written with leading zeros (`007`, codes and zip codes) stay text, which
+keeps the zeros. Shapes: a field holding lists is a list feature, `[n]` when every list read
+holds n values (n > 1), else `[null]`; a TFRecord feature whose lists hold one value at most is a
+scalar (how an Example holds one). A feature named like a label that a few records lack (at most
+`FEW_UNLABELLED` of them) is the label, written required: the ETL rejects, and counts, the
+records without it. A `values:` list (a string's few values; an int label's two classes) is
+written closed only when every record of its sources was read: a value a sample missed would be
+rejected by every run.
 """
 
 from __future__ import annotations
@@ -19,21 +24,34 @@ import collections
 import dataclasses
 import math
 import re
-from typing import Any
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipelines.config.fields import MAX_NAME_BYTES
+from pipelines.init import detect
 from pipelines.init.sample import Sample
 from transforms.contract.config import PRESENT_SUFFIX, FeatureSpec
-from transforms.records import RecordError
-from transforms.schema import SPACE, coerce_scalar
+from transforms.schema import SPACE, SourceColumns, Validator, coerce_scalar
 
 MAX_VALUES = 20  # distinct strings a `values:` list is suggested for
 SURE_VALUES = 100  # sampled values from which `values:` is written uncommented
 MOSTLY = 0.05  # the share of non-numbers in a column of numbers that reads like a data error
 _LEADING_ZERO = re.compile(r"[+-]?0[0-9]+")
+_STEP = 1 << 16  # values validated at a time, from _FIRST_STEP on
+_FIRST_STEP = 1 << 10
+_SOURCE = "init"  # the one source of the Validator a column is checked with
+_ARROW_TYPES = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "string": pa.binary(),
+    "bytes": pa.binary(),
+}
 _KEY_NAMES = ("id", "key", "uid", "uuid", "guid")
 _KEY_SUFFIXES = ("_id", "_key", "_uuid", "-id")
 _LABEL_NAMES = ("label", "labels", "target", "class", "y", "outcome")
+SMALL_CLASSES = (-1, 9)  # an int label of two values within these is suggested as two classes
 FEW_UNLABELLED = 0.1  # a label missing in at most this share of sampled records is required
 _LABEL_SUFFIXES = ("_label", "_target", "_class")
 
@@ -46,15 +64,19 @@ class Feature:
     type: str | None = None
     shape: tuple[int | None, ...] = ()
     required: bool = True
-    values: list[Any] | None = None  # suggested `values:` (strings)
+    values: list[Any] | None = None  # suggested `values:` (strings, or an int label's ints)
     values_doubt: str | None = None  # why `values:` is written commented out (None: it is not)
     min: float | int | None = None
     max: float | int | None = None
-    present: int = 0  # sampled records holding a value
-    records: int = 0  # sampled records of all sources
+    present: int = 0  # records read holding a value
+    records: int = 0  # records read of all sources
+    whole: bool = True  # every record of the sources holding it was read
     notes: list[str] = dataclasses.field(default_factory=list)
     skipped: str | None = None
-    canonical: list[Any] = dataclasses.field(default_factory=list)  # coerced scalar values
+    # the values read, as the feature's type: int64, float64 or binary (strings as UTF-8)
+    canonical: pa.ChunkedArray = dataclasses.field(
+        default_factory=lambda: pa.chunked_array([], pa.null())
+    )
 
 
 @dataclasses.dataclass
@@ -66,10 +88,32 @@ class Guess:
     reason: str
 
 
+@dataclasses.dataclass
+class Part:
+    """The present values of a field in one chunk of records: an Arrow array (the CSV reader's
+    text, or Python values of one kind made one) or a list of Python values; `text` when they
+    are a text source's (CSV cells, lines), `kinds` their Python types."""
+
+    values: Any
+    text: bool
+    kinds: frozenset[type]
+
+
+# Lists of Python values of these kinds become Arrow arrays of this type, which the Validator
+# checks and types a column at a time, as it does a Parquet column.
+_COMPACT = {
+    frozenset({int}): pa.int64(),
+    frozenset({float}): pa.float64(),
+    frozenset({int, float}): pa.float64(),
+    frozenset({str}): pa.string(),
+    frozenset({bytes}): pa.binary(),
+}
+
+
 def infer_features(samples: list[Sample]) -> list[Feature]:
-    """A feature per field of the sampled records, in order of first appearance."""
+    """A feature per field of the records read, in order of first appearance."""
     total = sum(s.records for s in samples)
-    names = list(dict.fromkeys(n for s in samples for n in s.columns))
+    names = list(dict.fromkeys(n for s in samples for n in s.names))
     features = [_feature(name, samples, total) for name in names]
     taken = {f.name for f in features if f.type is not None}
     for f in features:  # the trainer's NAME__present input of a numeric feature NAME
@@ -84,11 +128,13 @@ def _feature(name: str, samples: list[Sample], total: int) -> Feature:
     if not name.isprintable() or len(name.encode("utf-8")) > MAX_NAME_BYTES:
         feature.skipped = "its name cannot name a feature (a control character, or too long)"
         return feature
-    holders = [s for s in samples if name in s.columns]
-    values = [(v, s.text) for s in holders for v in s.columns[name] if v is not None]
+    holders = [s for s in samples if name in s.names]
+    feature.whole = all(s.whole for s in holders)
     if len(holders) < len(samples):
         feature.notes.append(f"only in source(s) {', '.join(s.name for s in holders)}")
-    items = _shape(feature, values, all(s.format == "tfrecord" for s in holders))
+    parts = [_part(values, text) for s in holders for values, text in s.parts(name)]
+    parts = [p for p in parts if len(p.values)]
+    items = _shape(feature, parts, all(s.format == "tfrecord" for s in holders))
     if feature.skipped is not None:
         return feature
     feature.required = feature.present == total
@@ -96,23 +142,49 @@ def _feature(name: str, samples: list[Sample], total: int) -> Feature:
     if feature.type is None:
         return feature
     if feature.type in ("int", "float"):
-        finite = [v for v in feature.canonical if not math.isinf(v)]
-        if finite:
-            feature.min, feature.max = min(finite), max(finite)
+        finite = feature.canonical
+        if feature.type == "float":
+            finite = finite.filter(pc.invert(pc.is_inf(finite)))
+        if len(finite):
+            bounds = pc.min_max(finite)
+            feature.min, feature.max = bounds["min"].as_py(), bounds["max"].as_py()
     if feature.type == "string":
         _values(feature)
     return feature
 
 
-def _shape(feature: Feature, values: list[tuple[Any, bool]], tfrecord: bool):
-    """Sets the feature's shape and `present` count; returns its (value, is text) items."""
-    if any(isinstance(v, dict) for v, _ in values):
+def _part(values: Any, text: bool) -> Part:
+    """A chunk's values of a field, without the missing ones."""
+    if isinstance(values, pa.Array) and pa.types.is_string(values.type):  # the CSV reader's
+        return Part(values.drop_null() if values.null_count else values, text, frozenset({str}))
+    if isinstance(values, pa.Array):
+        values = values.to_pylist()
+    present = [v for v in values if v is not None]
+    return Part(present, text, frozenset(map(type, present)))
+
+
+def _compact(part: Part) -> Part:
+    """The part as an Arrow array, where its values are of one kind that Arrow holds alike."""
+    kind = _COMPACT.get(part.kinds)
+    if isinstance(part.values, pa.Array) or kind is None:
+        return part
+    try:
+        return Part(pa.array(part.values, kind), part.text, part.kinds)
+    except (pa.ArrowException, OverflowError, UnicodeEncodeError):  # beyond int64, surrogates
+        return part
+
+
+def _shape(feature: Feature, parts: list[Part], tfrecord: bool) -> list[Part]:
+    """Sets the feature's shape and `present` count; returns its scalar values, as parts."""
+    present = sum(len(p.values) for p in parts)
+    if any(dict in p.kinds for p in parts):
         feature.skipped = "holds objects (nested fields), which no feature type holds"
         return []
-    lists = [v for v, _ in values if isinstance(v, (list, tuple))]
-    if not lists:
-        feature.present = len(values)
-        return values
+    nested = [p for p in parts if p.kinds & {list, tuple}]
+    if not nested:
+        feature.present = present
+        return [_compact(p) for p in parts]
+    lists = [v for p in nested for v in p.values if isinstance(v, (list, tuple))]
     flat = [x for v in lists for x in v]
     if any(isinstance(x, (list, tuple, dict)) for x in flat):
         feature.skipped = "holds lists of lists or of objects, which no feature shape holds"
@@ -121,15 +193,14 @@ def _shape(feature: Feature, values: list[tuple[Any, bool]], tfrecord: bool):
         feature.skipped = "holds lists with null items, which a list feature rejects"
         return []
     longest = max(len(v) for v in lists)
-    if len(lists) < len(values) or (tfrecord and longest <= 1):
+    if len(lists) < present or (tfrecord and longest <= 1):
         if longest > 1:
             feature.skipped = "holds single values and lists of several values alike"
             return []
         # a one-value list is its value; an empty one is a missing value (Validator's rule)
-        kept = [(v, text) for v, text in values if not _is_empty_list(v)]
-        items = [(v[0] if isinstance(v, (list, tuple)) else v, text) for v, text in kept]
-        feature.present = len(items)
-        return items
+        parts = [_unwrapped(p) for p in parts]
+        feature.present = sum(len(p.values) for p in parts)
+        return [_compact(p) for p in parts if len(p.values)]
     lengths = {len(v) for v in lists}
     n = lengths.pop() if len(lengths) == 1 else None
     if n is not None and n > 1:
@@ -138,42 +209,51 @@ def _shape(feature: Feature, values: list[tuple[Any, bool]], tfrecord: bool):
     else:
         feature.shape = (None,)
     feature.present = len(lists)
-    text = {t for _, t in values}
-    return [(x, text == {True}) for x in flat]
+    text = all(p.text for p in parts)
+    return [_compact(Part(flat, text, frozenset(map(type, flat))))]
+
+
+def _unwrapped(part: Part) -> Part:
+    if not part.kinds & {list, tuple}:
+        return part
+    kept = [v for v in part.values if not _is_empty_list(v)]
+    values = [v[0] if isinstance(v, (list, tuple)) else v for v in kept]
+    return Part(values, part.text, frozenset(map(type, values)))
 
 
 def _is_empty_list(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and not value
 
 
-def _type(feature: Feature, items: list[tuple[Any, bool]]) -> None:
-    """Sets the feature's type: the first that takes every item, and its coerced values."""
-    if not items:
+def _type(feature: Feature, parts: list[Part]) -> None:
+    """Sets the feature's type: the first that takes every value, and its typed values."""
+    parts = [p for p in parts if len(p.values)]
+    if not parts:
         feature.type = "string"
         feature.notes.append("no value in the sampled records: its type is a guess")
         return
     candidates = ["int", "float", "string", "bytes"]
-    if any(isinstance(v, str) and not text for v, text in items):
+    if any(str in p.kinds and not p.text for p in parts):
         candidates = ["string", "bytes"]  # typed sources: text stays text
-    elif any(isinstance(v, float) for v, _ in items):
+    elif any(float in p.kinds for p in parts):
         candidates.remove("int")
-    texts = [v for v, text in items if text and isinstance(v, str)]
-    zeros = [v for v in texts if _LEADING_ZERO.fullmatch(v.strip(SPACE))]
-    if zeros and "int" in candidates:
+    texts = [_texts(p) for p in parts if p.text and str in p.kinds]
+    texts = [t for t in texts if len(t.values)]
+    zero = _first_leading_zero(texts) if "int" in candidates else None
+    if zero is not None:
         candidates = ["string", "bytes"]
-        feature.notes.append(f"integers with leading zeros ({zeros[0]!r}) kept as text")
+        feature.notes.append(f"integers with leading zeros ({zero!r}) kept as text")
     for ftype in candidates:
-        coerced = _coerce_all(feature.name, ftype, [v for v, _ in items])
-        if coerced is not None:
-            feature.type, feature.canonical = ftype, coerced
+        if _rejected(feature.name, ftype, parts)[0] == 0:
+            feature.type, feature.canonical = ftype, _typed(feature.name, ftype, parts)
             break
     else:
         feature.skipped = "no feature type takes all of its sampled values"
         return
     if feature.type in ("string", "bytes") and "float" in candidates:
-        if any(isinstance(v, float) and math.isnan(v) for v, _ in items):
+        if any(float in p.kinds and _holds_nan(p.values) for p in parts):
             feature.notes.append("holds NaN, which a float feature rejects: read as text")
-        elif texts and all(_numeric_text(v) for v in texts):
+        elif texts and all(_numeric_text(v) for v in _each(texts)):
             feature.notes.append("numbers beyond the int64 or float32 range: read as text")
         elif texts:
             _mostly_numbers(feature, texts)
@@ -181,19 +261,122 @@ def _type(feature: Feature, items: list[tuple[Any, bool]]) -> None:
         feature.notes.append("not all UTF-8 text: read as bytes")
 
 
-def _mostly_numbers(feature: Feature, texts: list[str]) -> None:
-    """Notes a text feature whose values are numbers but for a few (a typo in the data)."""
-    spec = FeatureSpec(feature.name, "float", (), True)
-    odd = []
-    for text in texts:
+def _texts(part: Part) -> Part:
+    """The text values of a part of a text source."""
+    if isinstance(part.values, pa.Array):
+        return part
+    values = [v for v in part.values if isinstance(v, str)]
+    return Part(values, True, frozenset({str}))
+
+
+def _holds_nan(values: Any) -> bool:
+    if isinstance(values, pa.Array):
+        return pa.types.is_floating(values.type) and bool(pc.any(pc.is_nan(values)).as_py())
+    return any(isinstance(v, float) and math.isnan(v) for v in values)
+
+
+def _first_leading_zero(texts: list[Part]) -> str | None:
+    """The first text that is an integer written with leading zeros (`007`), if any."""
+    for part in texts:
+        values = part.values
+        if isinstance(values, pa.Array):
+            trimmed = pc.ascii_trim_whitespace(values)  # ASCII whitespace, as SPACE
+            found = values.filter(pc.match_substring_regex(trimmed, f"^{_LEADING_ZERO.pattern}$"))
+            if len(found):
+                return found[0].as_py()
+        else:
+            for v in values:
+                if _LEADING_ZERO.fullmatch(v.strip(SPACE)):
+                    return v
+    return None
+
+
+def _each(parts: list[Part]) -> Iterator[Any]:
+    """The values of parts one by one, Arrow arrays a slice at a time (for an early stop)."""
+    for part in parts:
+        if isinstance(part.values, pa.Array):
+            for start in range(0, len(part.values), _STEP):
+                yield from part.values.slice(start, _STEP).to_pylist()
+        else:
+            yield from part.values
+
+
+def _rejected(name: str, ftype: str, parts: list[Part], most: int = 0) -> tuple[int, Any]:
+    """How many values of `parts` a scalar feature of type `ftype` rejects, by the Validator of
+    the ETL, counted until there are more than `most`; and the first one rejected. Values are
+    validated a slice at a time: a type that does not fit a column stops at its first slice."""
+    validator = Validator([FeatureSpec(name, ftype, (), False)], [_SOURCE])
+    count, first = 0, None
+    for part in parts:
+        for start, stop in _slices(len(part.values)):
+            piece = part.values[start:stop]
+            arrow = isinstance(piece, pa.Array)
+            table = SourceColumns({name: piece}, part.text and arrow)
+            _, reasons = validator.validate(len(piece), {_SOURCE: table})
+            if reasons:
+                if first is None:
+                    first = piece[min(reasons)]
+                    first = first.as_py() if arrow else first
+                count += len(reasons)
+                if count > most:
+                    return count, first
+    return count, first
+
+
+def _slices(n: int) -> Iterator[tuple[int, int]]:
+    """[start, stop) of slices of n values, growing from `_FIRST_STEP` to `_STEP`: a type that
+    does not fit costs the reasons of a few values, each found by Python."""
+    start, step = 0, _FIRST_STEP
+    while start < n:
+        yield start, min(n, start + step)
+        start, step = start + step, min(_STEP, step * 4)
+
+
+def _typed(name: str, ftype: str, parts: list[Part]) -> pa.ChunkedArray:
+    """The values of `parts`, every one taken by type `ftype`, as that type: int64, float64 or
+    binary (text as UTF-8), the Validator's values; vectorized where Arrow reads them alike."""
+    kind = _ARROW_TYPES[ftype]
+    spec = FeatureSpec(name, ftype, (), True)
+    out = []
+    for part in parts:
         try:
-            coerce_scalar(spec, text)
-        except RecordError:
-            odd.append(text)
-    if len(odd) <= len(texts) * MOSTLY:
+            out.append(_typed_fast(ftype, part, kind))
+            continue
+        except (pa.ArrowException, OverflowError, UnicodeEncodeError, TypeError):
+            pass  # text Arrow reads otherwise (`+5`), mixed Python values: one by one
+        values = part.values
+        plain = values.to_pylist() if isinstance(values, pa.Array) else values
+        out.append(pa.array([coerce_scalar(spec, v) for v in plain], kind))
+    return pa.chunked_array(out, kind)
+
+
+def _typed_fast(ftype: str, part: Part, kind: pa.DataType) -> pa.Array:
+    values = part.values
+    if not isinstance(values, pa.Array):
+        raise TypeError("values of several kinds")
+    if part.text and ftype in ("int", "float"):
+        return pc.ascii_trim_whitespace(values).cast(kind)  # the Validator's own cast of text
+    if ftype in ("int", "float") and not (
+        pa.types.is_integer(values.type) or pa.types.is_floating(values.type)
+    ):
+        raise TypeError("not numbers")
+    if ftype in ("string", "bytes") and not (
+        pa.types.is_string(values.type) or pa.types.is_binary(values.type)
+    ):
+        raise TypeError("not text")  # numbers as text: as Python writes them
+    return values.cast(kind)
+
+
+def _mostly_numbers(feature: Feature, texts: list[Part]) -> None:
+    """Notes a text feature whose values are numbers but for a few (a typo in the data)."""
+    n = sum(len(p.values) for p in texts)
+    if n - sum(detect.numbers(p.values) for p in texts) > n * MOSTLY:
+        return  # more text than numbers by their syntax alone: no need to ask the Validator
+    odd, first = _rejected(feature.name, "float", texts, most=int(n * MOSTLY))
+    if odd <= n * MOSTLY:
         feature.notes.append(
-            f"{len(texts) - len(odd)} of {len(texts)} sampled values are numbers; with type "
-            f"float the others ({odd[0]!r}, ...) would be rejected"
+            f"{n - odd:,} of {n:,} sampled values are numbers; with type "
+            f"float the others ({first!r}, ...) would be rejected"
         )
 
 
@@ -205,29 +388,45 @@ def _numeric_text(text: str) -> bool:
     return True
 
 
-def _coerce_all(name: str, ftype: str, values: list[Any]) -> list[Any] | None:
-    spec = FeatureSpec(name, ftype, (), True)
-    try:
-        return [coerce_scalar(spec, v) for v in values]
-    except RecordError:
-        return None
+def _counts(values: pa.ChunkedArray, most: int) -> collections.Counter | None:
+    """The distinct values and their counts; None when there are more than `most`."""
+    counts: collections.Counter = collections.Counter()
+    for chunk in values.chunks:
+        for start in range(0, len(chunk), _STEP):
+            found = pc.value_counts(chunk.slice(start, _STEP))
+            pairs = zip(found.field("values").to_pylist(), found.field("counts").to_pylist())
+            for value, count in pairs:
+                counts[value] += count
+            if len(counts) > most:
+                return None
+    return counts
 
 
 def _values(feature: Feature) -> None:
     """Suggests `values:` for a string feature with few distinct values that repeat."""
-    counts = collections.Counter(v.decode("utf-8") for v in feature.canonical)
+    found = _counts(feature.canonical, MAX_VALUES)
     n = len(feature.canonical)
-    if not 1 <= len(counts) <= MAX_VALUES or len(counts) * 2 > n:
+    if not found or len(found) * 2 > n:
         return
+    counts = collections.Counter({v.decode("utf-8"): c for v, c in found.items()})
     feature.values = sorted(counts)
+    feature.values_doubt = _doubt(feature, counts)
+
+
+def _doubt(feature: Feature, counts: collections.Counter) -> str | None:
+    """Why the `values:` of these counts are to be written commented out; None: they are not."""
+    n = sum(counts.values())
     once = sorted(v for v, c in counts.items() if c == 1)
+    if not feature.whole:
+        return "seen in a sample (not every record read): uncomment when these are all"
     if n < SURE_VALUES:
-        feature.values_doubt = f"only {n} sampled values: uncomment when these are all"
-    elif once:
-        feature.values_doubt = (
-            f"{once[0]!r} is seen once in {n} sampled values (a typo, or one of many rare "
+        return f"only {n} sampled values: uncomment when these are all"
+    if once:
+        return (
+            f"{once[0]!r} is seen once in {n:,} sampled values (a typo, or one of many rare "
             "values?): uncomment when these are all"
         )
+    return None
 
 
 # --- key and label ------------------------------------------------------------------------
@@ -257,13 +456,13 @@ def guess_key(features: list[Feature], samples: list[Sample]) -> Guess:
     named.sort(key=lambda f: f.name.lower() not in _KEY_NAMES)  # id before user_id
     first_reason = None
     for f in named:
-        repeats = len(f.canonical) - len(set(f.canonical))
+        repeats = len(f.canonical) - pc.count_distinct(f.canonical).as_py()
         if not f.required:
-            reason = f"named like a key, but missing in {f.records - f.present} sampled records"
+            reason = f"named like a key, but missing in {f.records - f.present:,} sampled records"
         elif repeats:
             where = " (values repeat across sources)" if _across_sources(f, samples) else ""
             reason = (
-                f"named like a key, but {repeats} of {f.present} sampled records "
+                f"named like a key, but {repeats:,} of {f.present:,} sampled records "
                 f"{'repeats' if repeats == 1 else 'repeat'} an earlier value{where}: a key "
                 "drops duplicate records"
             )
@@ -271,14 +470,14 @@ def guess_key(features: list[Feature], samples: list[Sample]) -> Guess:
             return Guess(
                 f.name,
                 True,
-                f"a different value in each of the {f.present} sampled records: duplicates of a "
+                f"a different value in each of the {f.present:,} sampled records: duplicates of a "
                 "key are dropped, and the split follows the key",
             )
         else:
             return Guess(
                 f.name,
                 False,
-                f"a different value in each of the {f.present} sampled records, but the rest "
+                f"a different value in each of the {f.present:,} sampled records, but the rest "
                 "of the input was not read and a name like this may refer to another table: a "
                 "key drops records sharing a value",
             )
@@ -290,17 +489,41 @@ def guess_key(features: list[Feature], samples: list[Sample]) -> Guess:
 
 def _across_sources(feature: Feature, samples: list[Sample]) -> bool:
     """Whether a feature's values repeat only between sources (each source's are unique)."""
-    holders = [s for s in samples if feature.name in s.columns]
+    holders = [s for s in samples if feature.name in s.names]
     if len(holders) < 2:
         return False
     start = 0
     for s in holders:
-        n = sum(v is not None and not _is_empty_list(v) for v in s.columns[feature.name])
-        own = feature.canonical[start : start + n]
-        if len(set(own)) != len(own):
+        n = sum(_count(values) for values, _ in s.parts(feature.name))
+        own = feature.canonical.slice(start, n)
+        if pc.count_distinct(own).as_py() != len(own):
             return False
         start += n
     return True
+
+
+def _count(values: Any) -> int:
+    """The present values of a part (a scalar feature's: an empty list is a missing value)."""
+    if isinstance(values, pa.Array):
+        return len(values) - values.null_count
+    return sum(v is not None and not _is_empty_list(v) for v in values)
+
+
+def suggest_classes(features: list[Feature], label: Guess) -> None:
+    """Gives a sure int label of two small values (0 and 1, 1 and 2, -1 and 1) `values:`, its
+    classes, so that training treats it as a classification, not a regression; commented out
+    on the rules of a string's values (not every record read, few records, a value seen once)."""
+    found = [f for f in features if f.name == label.name and label.sure]
+    if not found or found[0].type != "int" or found[0].shape != ():
+        return
+    f = found[0]
+    counts = _counts(f.canonical, 2)
+    low, high = SMALL_CLASSES
+    if counts is None or len(counts) != 2 or not all(low <= v <= high for v in counts):
+        return
+    f.values = sorted(counts)
+    f.values_doubt = _doubt(f, counts)
+    f.notes.append("two classes: with `values` training classifies; without, it fits a regression")
 
 
 def guess_label(features: list[Feature], key: Guess) -> Guess:
@@ -317,7 +540,7 @@ def guess_label(features: list[Feature], key: Guess) -> Guess:
         others = f" (so are {', '.join(g.name for g in named[1:])})" if named[1:] else ""
         if not f.required:
             lacking = f.records - f.present
-            missing = f"missing in {lacking} of {f.records} sampled records"
+            missing = f"missing in {lacking:,} of {f.records:,} sampled records"
             if lacking > FEW_UNLABELLED * f.records:
                 return Guess(f.name, False, f"named like a label{others}, but {missing}")
             # a few records without it: the label, required, so that the ETL rejects them

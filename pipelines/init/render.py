@@ -102,21 +102,20 @@ def render(
 def _header(samples, command: str, config_name: str | None, warnings) -> list[str]:
     config = config_name or "CONFIG.yaml"
     lines = [
-        "# A dataset config written by `shardflow init` from samples of its input files:",
+        "# A dataset config written by `shardflow init` from the records of its input files:",
         f"#   {command}",
-        "# Sampled:",
+        "# Read:",
     ]
     for s in samples:
-        files = f"{len(s.files)} file" + ("s" if len(s.files) != 1 else "")
-        if s.whole:
-            what = f"all {s.records} records of its {files}"
-        elif len(s.reads) < len(s.files):
-            what = f"{s.records} records from the start of {len(s.reads)} of its {files}"
-        else:
-            what = f"{s.records} records from the start of its {files}"
-        lines.append(f"#   {s.name} ({s.format}): {what}")
+        lines.append(f"#   {s.name} ({s.format}): {s.describe()}")
+    if all(s.whole for s in samples):
+        lines.append("# Every record was read; new data may hold more. Check before the first run:")
+    else:
+        lines += [
+            "# A sample can miss what the rest of the data holds (a `values:` list from a sample",
+            "# is commented out). Check, before the first run:",
+        ]
     lines += [
-        "# A sample can miss what the rest of the data holds. Check, before the first run:",
         "#   - each feature's type and shape, and `required: false` where a value may be missing;",
         "#   - `values:` (a value not listed is rejected) and the commented-out min/max bounds;",
         "#   - the key and the label at the end.",
@@ -150,7 +149,7 @@ def _feature(f: Feature) -> list[str]:
     if f.shape:
         lines.append(f"    shape: {scalar(list(f.shape))}")
     if not f.required:
-        missing = f"missing in {f.records - f.present} of {f.records} sampled records"
+        missing = f"missing in {f.records - f.present:,} of {f.records:,} sampled records"
         lines.append(_line("    required: false", missing))
     if f.values is not None:
         shown = f"values: {scalar(f.values)}"
@@ -158,14 +157,14 @@ def _feature(f: Feature) -> list[str]:
             lines.append(
                 _line(
                     f"    {shown}",
-                    f"{len(f.values)} distinct in {len(f.canonical)} sampled values; a value "
+                    f"{len(f.values)} distinct in {len(f.canonical):,} sampled values; a value "
                     "not listed is rejected",
                 )
             )
         else:
             lines.append(_line(f"    # {shown}", f.values_doubt))
     if f.min is not None:
-        observed = f"observed in {f.present} sampled records; a bound rejects values beyond it"
+        observed = f"observed in {f.present:,} sampled records; a bound rejects values beyond it"
         lines.append(_line(f"    # min: {scalar(f.min)}", observed))
         lines.append(f"    # max: {scalar(f.max)}")
     return lines

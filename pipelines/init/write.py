@@ -1,8 +1,8 @@
-"""The work of `shardflow init`: sample the sources, infer the config, check it, write it.
+"""The work of `shardflow init`: read the sources, infer the config, check it, write it.
 
 The config is checked before it is written, with the ETL's own code: it must load
-(`pipelines.config.loader.parse_config`), and the sampled records are read, validated and encoded
-against it (`pipelines.examples.encode_files`); a record the config would reject is told, in
+(`pipelines.config.loader.parse_config`), and every record read is validated against it as the
+ETL's prepare step does (`transforms.prepare`); a record the config would reject is told, in
 the config's header and on stderr, instead of being found by the first run.
 """
 
@@ -20,7 +20,7 @@ import yaml
 
 from pipelines.config.fields import ConfigError
 from pipelines.config.loader import NAME_RE, parse_config
-from pipelines.init.infer import guess_key, guess_label, infer_features
+from pipelines.init.infer import guess_key, guess_label, infer_features, suggest_classes
 from pipelines.init.render import render
 from pipelines.init.sample import Sample, find_sources, read_sample
 from transforms.files import is_remote
@@ -40,6 +40,7 @@ def write_config(args: argparse.Namespace, argv: list[str]) -> list[str]:
     features = infer_features(samples)
     key = guess_key(features, samples)
     label = guess_label(features, key)
+    suggest_classes(features, label)
     if to_stdout:
         folder, config_name = os.getcwd(), None
         name = args.name or dataset_name(samples[0].name)
@@ -72,11 +73,27 @@ def write_config(args: argparse.Namespace, argv: list[str]) -> list[str]:
     records = sum(s.records for s in samples)
     where = "stdout" if to_stdout else args.output
     lines = [
-        f"wrote {where}: {len(samples)} source(s), {len(kept)} feature(s) from {records} sampled "
-        f"record(s); check it, then run shardflow etl --config "
+        f"wrote {where}: {len(samples)} source(s), {len(kept)} feature(s) from {records:,} "
+        f"record(s) read; check it, then run shardflow etl --config "
         f"{shlex.quote(config_name or 'CONFIG.yaml')} --validate-only"
     ]
+    lines += [read_line(s) for s in samples]
     return lines + [f"warning: {w}" for w in warnings]
+
+
+def read_line(sample: Sample) -> str:
+    """What init read of a source: `survey: read all 2,700 records of survey.csv`."""
+    count = len(sample.files)
+    if count == 1:
+        where = os.path.basename(sample.files[0])
+    else:
+        where = f"the {count:,} files of {sample.path}"
+    if sample.whole:
+        return f"{sample.name}: read {sample.describe(where)}"
+    return (
+        f"{sample.name}: sampled {sample.describe(where)}; not every record read, so no "
+        "`values:` list is closed"
+    )
 
 
 def dataset_name(text: str) -> str:
@@ -113,26 +130,33 @@ def _write(path: str, text: str) -> None:
 
 
 def rejections(text: str, folder: str, samples: list[Sample]) -> list[str]:
-    """What the config `text` (at `folder`) would reject of the sampled records, a line per
+    """What the config `text` (at `folder`) would reject of the records read, a line per
     reason; also what the sources' parsers rejected. The ETL's own validation does the work."""
-    from pipelines.examples import Examples, encode_files
+    from transforms.keys import KeyMaker
+    from transforms.prepare import Preparer, batch_of_chunk
 
     try:
         dataset = parse_config(yaml.safe_load(text), base_dir=folder)
     except ConfigError as e:  # a bug of inference: its config must load
         raise RuntimeError(f"the inferred config does not load: {e}\n{text}") from None
+    preparer = Preparer(dataset)
+    key_maker = KeyMaker(dataset) if dataset.key is not None else None
     lines = []
-    for source, sample in zip(dataset.sources, samples):
+    for index, (source, sample) in enumerate(zip(dataset.sources, samples)):
         reasons: collections.Counter = collections.Counter()
         first: dict[str, str] = {}
-        for path, count in sample.reads:
-            for item in encode_files(dataset, source, [path], limit=count):
-                if not isinstance(item, Examples):
-                    reasons[item.reason] += 1
-                    first.setdefault(item.reason, item.location)
+        found = list(sample.rejected)
+        for piece, chunk in sample.chunks:
+            batch, rejected = batch_of_chunk(chunk, index, key_maker)
+            rejected += preparer.validate(batch)[1]
+            found += [(piece, r) for r in rejected]
+        for piece, r in found:
+            reasons[r.reason] += 1
+            first.setdefault(r.reason, piece.where(r.location))
+        total = sample.records + len(sample.rejected)
         for reason, n in reasons.most_common(5):
             lines.append(
-                f"{source.name}: {n} of {sample.records} sampled records would be rejected: "
+                f"{source.name}: {n:,} of {total:,} records read would be rejected: "
                 f"{reason} (first at {first[reason]})"
             )
     return lines

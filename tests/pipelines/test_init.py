@@ -434,9 +434,18 @@ def test_without_output_the_config_goes_to_stdout_with_paths_from_here(files, ca
     config = yaml.safe_load(captured.out)
     assert config["name"] == "birds_v2"
     assert config["sources"] == [{"name": "birds", "format": "jsonl", "path": "birds.jsonl"}]
-    assert "#   birds (jsonl): 10 records from the start of its 1 file" in captured.out
+    # 10 of 120 records: in pieces spread over the file, not its first 10
+    assert (
+        "#   birds (jsonl): 10 of about 120 records, in 10 pieces spread over its 1 file"
+        in captured.out
+    )
     assert "# Paths are relative to the folder init ran in." in captured.out
-    assert captured.err.startswith("shardflow init: wrote stdout: 1 source(s), 6 feature(s)")
+    assert captured.err.splitlines()[:2] == [
+        "shardflow init: wrote stdout: 1 source(s), 6 feature(s) from 10 record(s) read; check "
+        "it, then run shardflow etl --config CONFIG.yaml --validate-only",
+        "shardflow init: birds: sampled 10 of about 120 records, in 10 pieces spread over "
+        "birds.jsonl; not every record read, so no `values:` list is closed",
+    ]
 
 
 def test_an_existing_config_is_replaced_only_with_force(files, tmp_path, capsys):
@@ -553,7 +562,7 @@ def test_a_source_of_many_files_samples_evenly_spaced_ones(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     assert _init("--source", "part-*.jsonl", "--output", "c.yaml") == 0
     assert (
-        "#   part (jsonl): 50 records from the start of 50 of its 60 files"
+        "#   part (jsonl): 50 of about 60 records: all of 50 (evenly spaced) of its 60 files"
         in _written(tmp_path / "c.yaml")[1]
     )
 
