@@ -47,6 +47,7 @@ from pipelines.runner.options import (
 from pipelines.runner.process import exit_process
 from pipelines.summary import failure_reason, print_summary, refusal
 from transforms.contract.config import DatasetSpec
+from transforms.facts import AnalyzeFacts
 from transforms.files import CorruptFile, FileError, match_files
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
@@ -98,16 +99,17 @@ def build_etl(
     records = chunks | "MergeSources" >> beam.Flatten()
     counts.append(records | "CountFields" >> beam.ParDo(CountFields(dataset)))
     if dataset.combine == "join":
-        encoded, invalid, join_counts, stats = records | "JoinSources" >> JoinByKey(
+        encoded, invalid, join_counts, stats, facts = records | "JoinSources" >> JoinByKey(
             dataset, tuning.encode_threads
         )
         counts.append(join_counts)
     else:
-        encoded, invalid, stats = records | "PrepareRecords" >> PrepareRecords(
+        encoded, invalid, stats, facts = records | "PrepareRecords" >> PrepareRecords(
             dataset, tuning.encode_threads
         )
     rejected["JoinSources" if dataset.combine == "join" else "PrepareRecords"] = invalid
     statistics = stats | "MergeStatistics" >> beam.CombineGlobally(MergeStats())
+    analyzed = facts | "AnalyzeFacts" >> AnalyzeFacts(dataset.vocabulary_cap)
     transform = None
     if dataset.transform is not None:
         # Imported here: tf.Transform brings TensorFlow (seconds and hundreds of MB), which
@@ -128,6 +130,7 @@ def build_etl(
         "rejected": rejected_files,
         "counts": totals,
         "statistics": statistics,
+        "facts": analyzed,
     }
     if transform is not None:
         inputs["transform"] = transform

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 
 from trainer.config import ModelConfig, TrainConfig
@@ -32,14 +33,17 @@ from trainer.manifest import InputFeature, Manifest, ManifestError, missing_file
 from trainer.model import compute_moments
 from trainer.paths import join
 from trainer.plan import InputPlan
-from trainer.preprocess import HostPreprocessing
+from trainer.preprocess import NUMBER, HostPreprocessing, Moments
+from trainer.readers.facts import DatasetFacts
 from trainer.recipe import Recipe, decide, with_text
 from trainer.transform import Transform, load_transform
 
 logger = logging.getLogger(__name__)
 
-# Normalization moments come from the first SAMPLE_RECORDS train examples, in file order (so a
-# resumed run normalizes exactly as before), the records the recipe's rules looked at.
+# Normalization moments of a number read as it is come from the facts (every train record);
+# those of derived inputs (a log scale, date parts) and of datasets without facts from the
+# first SAMPLE_RECORDS train examples, in file order (so a resumed run normalizes exactly as
+# before), the records the recipe's rules looked at.
 MOMENT_BATCH_SIZE = 1024
 
 
@@ -87,6 +91,7 @@ class Inputs:
     host: HostPreprocessing
     transform: Transform | None = None
     skip_corrupt: bool = False
+    notes: tuple[str, ...] = ()  # what the dataset's facts say a user should know (warnings)
 
     @classmethod
     def of(
@@ -140,8 +145,11 @@ class Inputs:
             host=host,
             transform=transform,
             skip_corrupt=skip_corrupt,
+            notes=tuple(facts.dataset.notes()) if facts.dataset is not None else (),
         )
-        return dataclasses.replace(inputs, recipe=recipe.with_moments(inputs._moments()))
+        return dataclasses.replace(
+            inputs, recipe=recipe.with_moments(inputs._moments(facts.dataset))
+        )
 
     def dataset(
         self,
@@ -177,14 +185,38 @@ class Inputs:
             return 0
         return self.manifest.split_records(split) - self.recipe.label.missing.get(split, 0)
 
-    def _moments(self) -> dict:
-        """Normalization moments of the NUMBER model inputs, over the records the recipe's
-        rules looked at (trainer.facts)."""
+    def _moments(self, known: DatasetFacts | None) -> dict:
+        """Normalization moments of the NUMBER model inputs: of a scalar number read as it is,
+        its train mean and variance from the facts (`known`); of the others, over the records
+        the recipe's rules looked at (trainer.facts)."""
+        exact = {
+            i.name: Moments(
+                mean=np.full(i.shape, known.number_moments[i.name].mean),
+                variance=np.full(i.shape, _variance(known, i.name)),
+            )
+            for i in self.recipe.inputs
+            if known is not None
+            and i.kind == NUMBER
+            and i.scale == "linear"
+            and i.part is None
+            and i.shape == ()
+            and self.transform is None
+            and i.name in known.number_moments
+        }
+        rest = [i for i in self.recipe.inputs if i.name not in exact]
+        if not any(i.kind == NUMBER for i in rest):
+            return exact
         sample = self.dataset(
             "train", MOMENT_BATCH_SIZE, encode_label=False, shuffle=False, deterministic=True
         )
         batches = -(-SAMPLE_RECORDS // MOMENT_BATCH_SIZE)
-        return compute_moments(sample, self.recipe.inputs, batches)
+        return compute_moments(sample, rest, batches) | exact
+
+
+def _variance(known: DatasetFacts, name: str) -> float:
+    """A number's train variance (0 for a constant: its facts' std of 1.0 is the readers')."""
+    low, high = known.bounds[name]
+    return 0.0 if low == high else known.number_moments[name].std ** 2
 
 
 def _then(first: Callable[[dict], dict], host: HostPreprocessing) -> Callable[[dict], dict]:

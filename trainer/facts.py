@@ -1,20 +1,24 @@
 """What the data holds, gathered once per run for the rules of `trainer.recipe`.
 
-Two sources, read before training:
+Three sources, read before training:
 
-- the dataset's statistics (`statistics.json`, counted exactly by the ETL over every record):
-  the records of each split, the records missing each feature (the label too), the distinct
-  values of strings and every value's count while a string has few;
-- one pass over the train split (`SAMPLE_RECORDS` records at most, the first in file order, so
-  a rerun or a resumed run reads the same ones): the values of every number (for its scale,
-  skew and moments), the counts of every string's values (its vocabulary), list tokens and the
-  words of free text; and the sizes of the first `IMAGE_SAMPLE` images of an image feature
-  without `image_size`.
+- the dataset's facts (`facts.json`, counted exactly by the ETL over every record of each
+  split; read through `trainer.readers.facts`, the rule the PyTorch and JAX readers read too):
+  every string's values with the records holding each (its vocabulary, most frequent first),
+  its distinct values, the label's classes and missing records in every split, each number's
+  exact moments, bounds, quantiles and (while it has few) values;
+- the dataset's statistics (`statistics.json`): the records missing each feature;
+- one pass over the train split (`SAMPLE_RECORDS` records at most, the first in file order,
+  which is the order of the records' hashes: a uniform sample of the split, the same on a rerun
+  or a resumed run): what the facts do not hold, the shape of every number's values (its skew,
+  and whether it reads better as a log), the words of free text (`--text-features`), and the
+  sizes of the first `IMAGE_SAMPLE` images of an image feature without `image_size`.
 
-A string label's classes need every train value: they come from the statistics when these list
-every value, else from one pass over the whole train split's labels (`label_counts`); the other
-splits' labels are checked the same way. With `--skip-corrupt`, a read error ends its file, as
-in training (trainer.input).
+A dataset written before facts.json existed is read as before: strings' values counted in the
+same pass, and a string label's classes from the statistics when they list every value, else
+from one pass over the whole train split's labels (`label_counts`); the other splits' labels are
+checked the same way. With `--skip-corrupt`, a read error ends its file, as in training
+(trainer.input).
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.features import dtype_of
-from trainer.manifest import InputFeature, Manifest, load_statistics
+from trainer.manifest import InputFeature, Manifest, load_facts, load_statistics
 from trainer.preprocess import words
+from trainer.readers.dataset import Dataset
+from trainer.readers.facts import DatasetFacts
 from transforms.contract.statistics import FeatureStatistics, Statistics
 
 logger = logging.getLogger(__name__)
@@ -39,6 +45,7 @@ SAMPLE_RECORDS = 100_000  # the first train records, in file order, the rules lo
 IMAGE_SAMPLE = 1_000  # ... and the first ones whose images are decoded for their size
 STATISTICS = "statistics"  # counts taken from statistics.json (metrics.json's "from")
 RECORDS = "records"  # counts taken from a pass over the records
+FACTS = "facts"  # counts taken from facts.json
 _BATCH = 4096
 
 
@@ -63,10 +70,12 @@ class Strings:
     counts: Mapping[str, int]
     records: int  # sampled records
     present: int  # of them, records holding at least one value
+    total: int | None = None  # values (None: those counted); facts count some beyond `counts`
+    distinct: int | None = None  # distinct values (None: those counted)
 
     @property
     def values(self) -> int:
-        return sum(self.counts.values())
+        return sum(self.counts.values()) if self.total is None else self.total
 
     def by_count(self) -> list[str]:
         """The values, most frequent first (ties by value)."""
@@ -76,7 +85,8 @@ class Strings:
 @dataclasses.dataclass(frozen=True)
 class Facts:
     """What the rules of trainer.recipe decide from. `train_records` and `label_missing` are
-    exact (statistics.json, else counted); the rest describes the sampled train records."""
+    exact (facts.json or statistics.json, else counted), and so are `strings` and `dataset`
+    when the dataset has facts; `numbers` describe the sampled train records."""
 
     train_records: int
     sampled: int
@@ -88,10 +98,13 @@ class Facts:
     # a classification label: split -> (its records per value, where they came from); train
     # always, the other splits when the config lists no classes (trainer.recipe checks them)
     label_counts: Mapping[str, tuple[dict[str, int], str]] = dataclasses.field(default_factory=dict)
+    dataset: DatasetFacts | None = None  # the train split's facts (None: a dataset without)
 
     def distinct(self, name: str, split: str = "train") -> tuple[int, bool] | None:
         """The distinct values of a string feature in `split` and whether the count is exact,
-        from the statistics; None without them."""
+        from the facts or the statistics; None without them."""
+        if split == "train" and self.dataset is not None and name in self.dataset.distinct_values:
+            return self.dataset.distinct_values[name], True
         stats = _feature(self.statistics, split, name)
         if stats is None or stats.distinct is None:
             return None
@@ -109,11 +122,20 @@ def gather(
     of its first records. `text`: the scalar strings read as free text (their words are
     counted)."""
     statistics = None if len(manifest.parts) > 1 else load_statistics(manifest.root)
+    known = _dataset_facts(manifest, statistics)
     text = set(text)
     features = [f for f in manifest.features.values() if f.type in ("int", "float", "string")]
     if manifest.transform is not None and manifest.transform.materialize == "transformed":
         # the shards hold the transform's outputs, described by the transform, not these
         features = [f for f in features if f.name == manifest.label]
+    counted: dict[str, Strings] = {}
+    if known is not None:  # the strings' values are known: only free text is counted
+        counted = {
+            f.name: _strings_of(known, f.name)
+            for f in features
+            if f.type == "string" and f.name not in text and f.name != manifest.label
+        }
+        features = [f for f in features if f.name not in counted]
     numbers: dict[str, list[np.ndarray]] = {
         f.name: [] for f in features if f.type != "string" and not f.variable_length
     }
@@ -149,7 +171,12 @@ def gather(
         for split in sorted(manifest.splits):
             needed = split == "train" or manifest.features[label].values is None
             if needed and manifest.has_split(split):
-                counts[split] = label_counts(manifest, split, statistics, skip_corrupt)
+                found = _label_counts_of(manifest, split, known)
+                counts[split] = (
+                    found
+                    if found is not None
+                    else label_counts(manifest, split, statistics, skip_corrupt)
+                )
     return Facts(
         train_records=manifest.split_records("train") if manifest.has_split("train") else 0,
         sampled=sampled,
@@ -159,12 +186,54 @@ def gather(
             )
             for n, v in numbers.items()
         },
-        strings={n: Strings(dict(c), sampled, present[n]) for n, c in strings.items()},
+        strings={n: Strings(dict(c), sampled, present[n]) for n, c in strings.items()} | counted,
         image_sizes={n: frozenset(s) for n, s in sizes.items()},
         label_missing=_label_missing(manifest, statistics, skip_corrupt) if label else {},
         statistics=statistics,
         label_counts=counts,
+        dataset=known,
     )
+
+
+def _dataset_facts(manifest: Manifest, statistics: Statistics | None) -> DatasetFacts | None:
+    """The train split's facts (trainer.readers.facts), None for a dataset without facts (or
+    one of several without)."""
+    parts = load_facts(manifest)
+    if not parts or any(p is None for p in parts) or not manifest.has_split("train"):
+        return None
+    roots = manifest.parts or (manifest.root,)
+    dataset = Dataset(
+        roots=tuple(roots),
+        features=manifest.features,
+        label=manifest.label,
+        compression=manifest.compression,
+        splits={},
+        statistics=statistics,
+        facts=parts,
+    )
+    return DatasetFacts.of(dataset, "train")
+
+
+def _strings_of(known: DatasetFacts, name: str) -> Strings:
+    """A string feature's train values, with the records holding each, from the facts."""
+    ranked = known.ranked.get(name, {})
+    return Strings(
+        dict(ranked),
+        known.records,
+        known.present.get(name, 0),
+        total=known.totals.get(name, 0),
+        distinct=known.distinct_values.get(name, len(ranked)),
+    )
+
+
+def _label_counts_of(
+    manifest: Manifest, split: str, known: DatasetFacts | None
+) -> tuple[dict[str, int], str] | None:
+    """The label's values in `split` with their records, from the facts; None without them."""
+    if known is None or manifest.label is None:
+        return None
+    found = known.label_counts.get(split)
+    return None if found is None else (dict(found), FACTS)
 
 
 def _batches(

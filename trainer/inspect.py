@@ -1,8 +1,9 @@
 """`shardflow inspect DATASET_URI [--split NAME|all] [--take N] [--stats]`: what a dataset holds.
 
 Prints a summary of the manifest (name, label, features, splits with records and files,
-rejected records, duplicates); with --stats, the per-feature statistics of the split that the
-ETL wrote to DATASET/statistics.json (one line saying there are none for a dataset written
+rejected records, duplicates) and of its facts (facts.json: repeated rows, conflicting labels);
+with --stats, the per-feature statistics of the split that the ETL wrote to
+DATASET/statistics.json (one line saying there are none for a dataset written
 without them); then the first N examples of the split in file order, decoded with
 the manifest's parse spec, one JSON object per line. A missing value of an optional feature is
 null; image and bytes values are shown by size, not content. Shards that hold tf.Transform
@@ -23,7 +24,15 @@ from trainer.dataset import mismatch_message
 from trainer.errors import first_line
 from trainer.features import parse_spec
 from trainer.flags import inspect_parser
-from trainer.manifest import InputFeature, Manifest, ManifestError, load_manifest, load_statistics
+from trainer.manifest import (
+    InputFeature,
+    Manifest,
+    ManifestError,
+    load_facts,
+    load_manifest,
+    load_statistics,
+)
+from trainer.readers.facts import REPEATED_SHARE
 from transforms.contract.layout import STATISTICS
 from transforms.contract.statistics import Sizes, Statistics
 
@@ -104,10 +113,33 @@ def summary(manifest: Manifest) -> list[str]:
     for reason, count in sorted(manifest.rejected.reasons.items()):
         lines.append(f"  {reason}: {count}")
     lines.append(f"duplicates: {manifest.duplicates}")
+    lines += _facts_lines(manifest)
     if manifest.transform is not None:
         lines.append(
             f"transform: {manifest.transform.path} "
             f"(shards hold {manifest.transform.materialize} examples)"
+        )
+    return lines
+
+
+def _facts_lines(manifest: Manifest) -> list[str]:
+    """The facts' repeated rows and conflicting labels, and what they suggest (a key, classes
+    for an int label); nothing for a dataset without facts."""
+    (facts,) = load_facts(manifest) or (None,)
+    if facts is None:
+        return []
+    rows = facts.rows
+    lines = [
+        f"repeated rows: {rows.repeated} of {rows.records} records repeat another's features and "
+        f"label ({rows.repeated_rows} distinct rows); {rows.conflicting} share their features "
+        f"with a record of another label; {rows.across_splits} have a copy in another split"
+    ]
+    if facts.label is not None and facts.label.suggested is not None:
+        lines.append(f"label: {facts.label.reason}")
+    if rows.records and rows.repeated >= REPEATED_SHARE * rows.records and manifest.key is None:
+        lines.append(
+            "  where copies are one entity (a person, a respondent), give the config a `key` "
+            "so that they land in one split"
         )
     return lines
 

@@ -40,7 +40,7 @@ class Label:
     weights: tuple[float, ...] | None = None  # --class-weight balanced: per class
     scale: LabelScale | None = None  # regression
     train_mean: float | None = None  # regression: what the baseline predicts
-    classes_from: str | None = None  # classification: config, statistics or records
+    classes_from: str | None = None  # classification: config, facts, statistics or records
     missing: Mapping[str, int] = dataclasses.field(default_factory=dict)  # split -> unlabelled
 
     @property
@@ -121,7 +121,7 @@ def label_scale(values: np.ndarray) -> LabelScale:
 def with_classes(manifest: Manifest, facts: Facts) -> tuple[Manifest, str | None]:
     """The manifest with a string label's classes, when the config lists none, taken from the
     data: its train values, sorted (a value that another split holds and train does not is an
-    error); and where the classes came from (`config`, `statistics`, `records`; None for a
+    error); and where the classes came from (`config`, `facts`, `statistics`, `records`; None for a
     label that has no classes)."""
     name = manifest.label
     label = manifest.features.get(name) if name else None

@@ -23,7 +23,9 @@ from typing import Any
 import tensorflow as tf
 
 from trainer.paths import join, normalize_root
+from trainer.readers.dataset import parse_facts
 from transforms.contract import manifest as contract
+from transforms.contract.facts import Facts
 from transforms.contract.layout import COMPRESSIONS, MANIFEST, STATISTICS
 from transforms.contract.manifest import (
     ManifestError,
@@ -169,6 +171,24 @@ def load_statistics(root: str) -> Statistics | None:
         return Statistics.from_json(read_json(path), where=path)
     except StatisticsError as e:
         raise ManifestError(str(e)) from None
+
+
+def load_facts(manifest: Manifest) -> tuple[Facts | None, ...]:
+    """The facts.json of each dataset read as one (None for one written without facts),
+    checked against the sha256 its manifest lists (trainer.readers.dataset.parse_facts)."""
+    out: list[Facts | None] = []
+    for root in manifest.parts or (manifest.root,):
+        written = (
+            manifest.written
+            if not manifest.parts
+            else contract.Manifest.from_json(_read_bytes(join(root, MANIFEST)))
+        )
+        if written.facts is None:
+            out.append(None)
+            continue
+        path = join(root, written.facts.path)
+        out.append(parse_facts(_read_bytes(path), written.facts.sha256, path))
+    return tuple(out)
 
 
 def read_json(path: str) -> Any:

@@ -272,25 +272,39 @@ def _decide_feature(
 
 def _number(f: InputFeature, facts: Facts, transformed: bool, cfg: ModelConfig) -> tuple:
     numbers = facts.numbers.get(f.name)
+    known = facts.dataset if not transformed else None
     scale, unit = "linear", None
+    if known is not None:  # the whole split's values, from the facts
+        bounds = known.bounds.get(f.name)
+        if bounds is None:
+            return NO_VALUE, []
+        if bounds[0] == bounds[1]:
+            return ONE_VALUE, []
     if numbers is not None and not transformed:
         values = numbers.values
         if len(values) == 0:
             return NO_VALUE, []
-        if np.all(values == values[0]):
+        if np.all(values == values[0]) and known is None:
             return ONE_VALUE, []
-        unit = log_unit(values)
+        unit = log_unit(values)  # the shape of the values: from the sample
         scale = "log" if unit is not None else "linear"
     bins = None
     labelled = facts.train_records - facts.label_missing.get("train", 0)
     if numbers is not None and not transformed and f.size == 1 and labelled >= PIECES_FROM:
-        bins = quantile_edges(np.log1p(numbers.values / unit) if unit else numbers.values)
+        boundaries = known.number_quantiles.get(f.name) if known is not None else None
+        if boundaries:  # the facts' quantiles at every 1/PIECES of the values
+            step = (len(boundaries) - 1) // PIECES
+            at = np.asarray(boundaries[::step], np.float64)
+            bins = edges_of(np.log1p(at / unit) if unit else at)
+        else:
+            bins = quantile_edges(np.log1p(numbers.values / unit) if unit else numbers.values)
     made = [
         ModelInput(f.name, NUMBER, _F32, tuple(f.shape), f, scale=scale, log_unit=unit, bins=bins)
     ]
     if numbers is not None and not transformed and f.type == "int" and f.size == 1:
         if f.always_full:
-            distinct = np.unique(numbers.values)
+            listed = known.number_values.get(f.name) if known is not None else None
+            distinct = np.asarray(listed) if listed is not None else np.unique(numbers.values)
             if CODE_VALUES[0] <= len(distinct) <= CODE_VALUES[1]:
                 # an hour, a month, a count of cylinders: also each value's own id, so that
                 # the model can give every value its own effect
@@ -313,7 +327,12 @@ def _number(f: InputFeature, facts: Facts, transformed: bool, cfg: ModelConfig) 
 def quantile_edges(values: np.ndarray, pieces: int = PIECES) -> tuple[float, ...] | None:
     """The edges of `pieces` pieces of a number holding as many train values each (fewer where
     values repeat); None when fewer than two pieces are left."""
-    edges = np.unique(np.quantile(values.reshape(-1), np.linspace(0.0, 1.0, pieces + 1)))
+    return edges_of(np.quantile(values.reshape(-1), np.linspace(0.0, 1.0, pieces + 1)))
+
+
+def edges_of(quantiles: np.ndarray) -> tuple[float, ...] | None:
+    """The distinct edges of pieces between quantiles; None when fewer than two pieces."""
+    edges = np.unique(quantiles)
     return tuple(float(e) for e in edges) if len(edges) >= 3 else None
 
 

@@ -103,6 +103,8 @@ def run(cfg: TrainConfig, manifest: Manifest) -> dict:
     verify_shards(manifest, cfg.verify)
     inputs = inputs_of(cfg, manifest)
     chief = is_chief(strategy)
+    for note in inputs.notes if chief else ():
+        print(f"shardflow train: warning: {note}", file=sys.stderr)
     earlier = modeldir.claim(cfg, inputs, chief)
     if earlier.complete and (cfg.epochs is None or cfg.epochs <= earlier.epochs_trained):
         print(
@@ -143,7 +145,7 @@ def _write_outputs(cfg: TrainConfig, inputs: Inputs, trained: Trained) -> None:
     # is also the input's position: no input state is saved).
     metrics = trained.metrics
     metrics["checkpoint_bytes"] = _folder_bytes(cfg.checkpoints)
-    metrics["warnings"] = warnings_of(metrics)
+    metrics["warnings"] = [*inputs.notes, *warnings_of(metrics)]
     with tf.io.gfile.GFile(join(out_dir, "metrics.json"), "w") as f:
         f.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     report = write_report(out_dir, metrics, summarize_manifest(inputs.manifest))

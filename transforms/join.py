@@ -28,6 +28,7 @@ from transforms.prepare import (
 )
 from transforms.records import (
     COUNTS,
+    FACTS,
     REJECTED,
     STATS,
     EncodedChunk,
@@ -204,7 +205,8 @@ class _JoinBucketFn(beam.DoFn):
 class JoinByKey(beam.PTransform):
     """Joins chunks of all sources on the key, then validates and encodes the joined records.
 
-    Returns (encoded, rejected, counts, statistics) with counts `duplicates` and `joined`.
+    Returns (encoded, rejected, counts, statistics, facts) with counts `duplicates` and
+    `joined` (statistics and facts as `transforms.prepare.PrepareRecords` returns them).
     `encode_threads`: the helper threads of each worker's `Encoder`.
     """
 
@@ -225,7 +227,7 @@ class JoinByKey(beam.PTransform):
             | "JoinAndEncode"
             >> beam.ParDo(_JoinBucketFn(self._dataset, self._encode_threads))
             .with_output_types(EncodedChunk)
-            .with_outputs(REJECTED, COUNTS, STATS, main="encoded")
+            .with_outputs(REJECTED, COUNTS, STATS, FACTS, main="encoded")
         )
         rejected = (keyed[REJECTED], joined[REJECTED]) | "MergeRejected" >> beam.Flatten()
-        return joined.encoded, rejected, joined[COUNTS], joined[STATS]
+        return joined.encoded, rejected, joined[COUNTS], joined[STATS], joined[FACTS]

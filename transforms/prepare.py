@@ -21,8 +21,10 @@ from apache_beam.transforms.window import GlobalWindows
 import transforms.coders  # noqa: F401 - registers the coders of the chunks made here
 from transforms import encode
 from transforms.contract.config import DatasetSpec
+from transforms.facts import FactCounter, FactParts
 from transforms.keys import KeyMaker, key_columns
 from transforms.records import (
+    FACTS,
     REJECTED,
     STATS,
     EncodedChunk,
@@ -33,7 +35,7 @@ from transforms.records import (
     rejection,
 )
 from transforms.schema import SourceColumns, Validator
-from transforms.split import SplitAssigner, record_hashes
+from transforms.split import SplitAssigner, file_identity, identity_hashes, record_hashes
 from transforms.stats import DatasetStats, chunk_stats
 from transforms.tuning import ENCODE_THREADS
 
@@ -41,7 +43,8 @@ from transforms.tuning import ENCODE_THREADS
 @dataclasses.dataclass
 class Batch:
     """Records ready for validation: each source's fields as columns, plus (keyed datasets)
-    the key and provenance of each record (`transforms.keys.KEYS`).
+    the key and provenance of each record (`transforms.keys.KEYS`), or (datasets without a
+    key) the split and order hashes of each record's identity (`transforms.split`).
 
     `describe(i)` gives (source, location, raw text) of record i, for the rejected output; it is
     called only for rejected records.
@@ -51,23 +54,28 @@ class Batch:
     tables: dict[str, SourceColumns]
     keys: pa.RecordBatch | None
     describe: Callable[[int], tuple[str, str, str]]
+    identity: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclasses.dataclass
 class Valid:
     """The valid records of a batch: one list column per feature, and (keyed datasets) their
-    keys and provenance."""
+    keys and provenance, or (without a key) the hashes of their identity."""
 
     columns: list[pa.Array]
     keys: pa.RecordBatch | None
+    identity: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def batch_of_chunk(
-    chunk: RawChunk, source_index: int, key_maker: KeyMaker | None
+    chunk: RawChunk, source_index: int, key_maker: KeyMaker | None, pattern: str | None = None
 ) -> tuple[Batch, list[Rejected]]:
-    """The batch of one source's chunk (union), and the rejected records that have no key."""
+    """The batch of one source's chunk (union), and the rejected records that have no key.
+    `pattern`: the source's `path` (its records' identity is taken from it without a key)."""
     rejected: list[Rejected] = []
-    keys = None
+    keys = identity = None
+    if key_maker is None:
+        identity = identity_hashes(chunk.source, file_identity(pattern, chunk.path), chunk.lines)
     if key_maker is not None:
         texts, rejected = key_maker.keys(chunk)
         if rejected:
@@ -81,6 +89,7 @@ def batch_of_chunk(
         tables={src: SourceColumns(chunk.columns, chunk.text)},
         keys=keys,
         describe=lambda i: (src, location(path, lines[i]), chunk.raw(i)),
+        identity=identity,
     )
     return batch, rejected
 
@@ -100,6 +109,7 @@ class Preparer:
         self._types = [f.type for f in dataset.features]
         self._assign = SplitAssigner([fraction for _, fraction in dataset.splits])
         self._keyed = dataset.key is not None
+        self._facts = FactCounter(dataset)
 
     def validate(self, batch: Batch) -> tuple[Valid, list[Rejected]]:
         """(the valid records, the rejected ones)."""
@@ -108,14 +118,16 @@ class Preparer:
         for i, reason in sorted(reasons.items()):
             source, where, raw = batch.describe(i)
             rejected.append(rejection(source, where, reason, raw))
-        keys = batch.keys
+        keys, identity = batch.keys, batch.identity
         if reasons:
             keep = np.ones(batch.size, bool)
             keep[list(reasons)] = False
+            if identity is not None:
+                identity = (identity[0][keep], identity[1][keep])
             keep = pa.array(keep)
             columns = [c.filter(keep) for c in columns]
             keys = keys.filter(keep) if keys is not None else None
-        return Valid(columns, keys), rejected
+        return Valid(columns, keys, identity), rejected
 
     def encode(self, valid: Valid) -> EncodedChunk:
         """The valid records encoded, with their splits and order hashes."""
@@ -124,16 +136,21 @@ class Preparer:
             payloads = pa.array([], pa.binary())
             return EncodedChunk(empty.astype(np.int16), empty, valid.keys, payloads)
         payloads = encode.encode_columns(self._names, valid.columns)
-        hashed = payloads
         if self._keyed:
             assert valid.keys is not None  # the records of a keyed dataset carry their keys
-            hashed = valid.keys.column("key")
-        split_hashes, order_hashes = record_hashes(hashed)
+            split_hashes, order_hashes = record_hashes(valid.keys.column("key"))
+        else:
+            assert valid.identity is not None  # ... and the others their identity's hashes
+            split_hashes, order_hashes = valid.identity
         return EncodedChunk(self._assign(split_hashes), order_hashes, valid.keys, payloads)
 
     def statistics(self, columns: list[pa.Array], splits: np.ndarray) -> DatasetStats:
         """The statistics of valid records (their columns) in their splits."""
         return chunk_stats(self._names, self._types, columns, splits)
+
+    def facts(self, columns: list[pa.Array], splits: np.ndarray) -> FactParts:
+        """The facts of valid records (their columns) in their splits (`transforms.facts`)."""
+        return self._facts.count(columns, splits)
 
 
 class _InPlace:
@@ -179,6 +196,7 @@ class Encoder:
         self._counting: Future | None = None
         self._uncounted: list[tuple[list[pa.Array], np.ndarray]] = []
         self.stats = DatasetStats()
+        self.facts = FactParts()
 
     def push(self, valid: Valid) -> Iterator[EncodedChunk]:
         done = self._encoded()
@@ -216,12 +234,17 @@ class Encoder:
 
     def _merge_counted(self) -> None:
         if self._counting is not None:
-            self.stats.merge(self._counting.result())
+            stats, facts = self._counting.result()
+            self.stats.merge(stats)
+            self.facts.merge(facts)
             self._counting = None
 
-    def _statistics(self, parts: list[tuple[list[pa.Array], np.ndarray]]) -> DatasetStats:
+    def _statistics(
+        self, parts: list[tuple[list[pa.Array], np.ndarray]]
+    ) -> tuple[DatasetStats, FactParts]:
         columns = [pa.concat_arrays([p[0][i] for p in parts]) for i in range(len(parts[0][0]))]
-        return self._preparer.statistics(columns, np.concatenate([split for _, split in parts]))
+        splits = np.concatenate([split for _, split in parts])
+        return self._preparer.statistics(columns, splits), self._preparer.facts(columns, splits)
 
 
 class _PrepareChunkFn(beam.DoFn):
@@ -236,6 +259,7 @@ class _PrepareChunkFn(beam.DoFn):
         self._encoder = Encoder(self._preparer, self._threads)
         self._key_maker = KeyMaker(self._dataset) if self._dataset.key is not None else None
         self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
+        self._patterns = {s.name: s.path for s in self._dataset.sources}
 
     def start_bundle(self):
         self._encoder.start()
@@ -243,8 +267,9 @@ class _PrepareChunkFn(beam.DoFn):
     def process(self, chunk: RawChunk):
         with gc_paused():
             batch, rejected = batch_of_chunk(
-                chunk, self._source_index[chunk.source], self._key_maker
-            )
+                chunk, self._source_index[chunk.source], self._key_maker,
+                self._patterns[chunk.source],
+            )  # fmt: skip
             valid, invalid = self._preparer.validate(batch)
         for r in rejected + invalid:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
@@ -259,18 +284,22 @@ class _PrepareChunkFn(beam.DoFn):
 
 def finish_encoding(encoder: Encoder) -> Iterator:
     """The finish_bundle outputs of a step that encodes with `encoder`: its last chunk, then
-    the bundle's merged statistics as the STATS output (once per bundle: far fewer elements
-    than one per chunk)."""
+    the bundle's merged statistics as the STATS output and its facts, cut by hash into
+    (bucket, part) pairs, as the FACTS output (once per bundle: far fewer elements than one
+    per chunk)."""
     for encoded in encoder.flush():
         yield GlobalWindows.windowed_value(encoded)
     if encoder.stats.records:
         yield beam.pvalue.TaggedOutput(STATS, GlobalWindows.windowed_value(encoder.stats))
+        for bucket in encoder.facts.buckets():
+            yield beam.pvalue.TaggedOutput(FACTS, GlobalWindows.windowed_value(bucket))
 
 
 class PrepareRecords(beam.PTransform):
     """Validates, encodes and assigns splits to chunks of records.
 
-    Returns (encoded, rejected, statistics: DatasetStats of bundles, to be merged).
+    Returns (encoded, rejected, statistics: DatasetStats of bundles, to be merged, facts:
+    (bucket, FactParts) of bundles, to be analyzed: `transforms.facts.AnalyzeFacts`).
     `encode_threads`: the helper threads of each worker's `Encoder`."""
 
     def __init__(self, dataset: DatasetSpec, encode_threads: int = ENCODE_THREADS):
@@ -281,5 +310,5 @@ class PrepareRecords(beam.PTransform):
     def expand(self, chunks):
         out = chunks | "ValidateAndEncode" >> beam.ParDo(
             _PrepareChunkFn(self._dataset, self._encode_threads)
-        ).with_output_types(EncodedChunk).with_outputs(REJECTED, STATS, main="encoded")
-        return out.encoded, out[REJECTED], out[STATS]
+        ).with_output_types(EncodedChunk).with_outputs(REJECTED, STATS, FACTS, main="encoded")
+        return out.encoded, out[REJECTED], out[STATS], out[FACTS]

@@ -25,6 +25,7 @@ CHUNK_ROWS = 8192
 REJECTED = "rejected"
 COUNTS = "counts"
 STATS = "statistics"
+FACTS = "facts"
 
 
 class RecordError(ValueError):
@@ -33,6 +34,25 @@ class RecordError(ValueError):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class Reason(str):
+    """A rejection reason that also shows the offending value.
+
+    As text it is the reason alone, the same for every value, so that it is counted as one
+    reason (the manifest's `rejected.reasons`) and compares equal to the plain text; `value` (the
+    value as shown: cut short, escaped) goes only to the rejected record (`Rejected.value`).
+    """
+
+    value: str
+
+    def __new__(cls, text: str, value: str) -> Reason:
+        reason = super().__new__(cls, text)
+        reason.value = value
+        return reason
+
+    def __reduce__(self):
+        return Reason, (str(self), self.value)
 
 
 @dataclasses.dataclass
@@ -221,21 +241,28 @@ def _json_default(value: Any) -> Any:
 
 
 class Rejected(NamedTuple):
-    """A rejected record: its source, where it is (`file:line`, or the file alone), why, and the
-    record as text; one line of rejected/*.jsonl (`to_json`), which `from_json` reads back."""
+    """A rejected record: its source, where it is (`file:line`, or the file alone), why, the
+    record as text, and the offending value where the reason does not name it (`Reason.value`:
+    a value not among a feature's allowed values); one line of rejected/*.jsonl (`to_json`, with
+    `value` only when there is one), which `from_json` reads back."""
 
     source: str
     location: str
     reason: str
     record: str
+    value: str | None = None
 
     def to_json(self) -> dict[str, str]:
-        return self._asdict()
+        out = self._asdict()
+        if self.value is None:
+            del out["value"]
+        return out
 
     @classmethod
     def from_json(cls, raw: Any) -> Rejected:
         """A line of a rejected file, parsed; ValueError when it is not one."""
-        if not isinstance(raw, dict) or set(raw) != set(cls._fields):
+        required = set(cls._fields) - {"value"}
+        if not isinstance(raw, dict) or not required <= set(raw) <= set(cls._fields):
             raise ValueError(f"not a rejected record (keys {', '.join(cls._fields)})")
         if not all(isinstance(v, str) for v in raw.values()):
             raise ValueError("a rejected record's values are strings")
@@ -248,11 +275,12 @@ class Rejected(NamedTuple):
 
 
 def rejection(source: str, location: str, reason: str, record: Any) -> Rejected:
-    """A rejected record, counted in the run's progress."""
+    """A rejected record, counted in the run's progress; a `Reason` gives it its value."""
     progress.add("rejected", 1)
     if not isinstance(record, str):
         record = record_json(record)
-    return Rejected(source, location, reason, printable(record))
+    value = reason.value if isinstance(reason, Reason) else None
+    return Rejected(source, location, str(reason), printable(record), value)
 
 
 def printable(text: str) -> str:

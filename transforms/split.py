@@ -1,10 +1,15 @@
 """Deterministic hashing of records: which split a record belongs to, and its place in a shard.
 
-One 128-bit XXH3 hash of the record's key (of its encoded content when there is no key): the
-high 64 bits choose the split by the configured fractions, the low 64 bits order records within
-a split and choose their shard. XXH3's output is fixed by its specification, so the same record
-lands in the same split and shard on every run, runner and machine; never Python's `hash()`,
-never `random`.
+Two 64-bit hashes of each record: the first chooses the split by the configured fractions, the
+second orders records within a split and chooses their shard. A keyed record's are the two
+halves of the 128-bit XXH3 hash of its key. A record without a key is hashed by its identity
+(`identity_hashes`): its source, its file (from the source's folder: the data may move) and its
+line or number in the file, not by its content, so that copies of one row land in splits
+independently of each other, as any other two records do (hashed by content, every copy went
+to the split of the first, and a test split never held a row that train had). XXH3's and
+SplitMix64's outputs are fixed by their specifications, so the same record lands in the same
+split and shard on every run, runner, worker count and machine; never Python's `hash()`, never
+`random`.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
-from xxhash import xxh3_128_digest, xxh3_128_intdigest
+from xxhash import xxh3_64_intdigest, xxh3_128_digest, xxh3_128_intdigest
 
 _LOW = (1 << 64) - 1
 
@@ -32,6 +37,42 @@ def record_hashes(data: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     values = data.cast(pa.large_binary() if _is_large(data.type) else pa.binary()).to_pylist()
     digests = np.frombuffer(b"".join(map(xxh3_128_digest, values)), ">u8").reshape(-1, 2)
     return digests[:, 0].astype(np.uint64), digests[:, 1].astype(np.uint64)
+
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_ORDER = np.uint64(0xD6E8FEB86659FD93)
+_GLOB_CHARS = "*?[{"
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer, element-wise on uint64 (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def identity_hashes(
+    source: str, file: str, lines: np.ndarray | list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(split hashes, order hashes) of records without a key, by identity: the source's name,
+    the file as `file_identity` gives it, and each record's line (or number) in the file."""
+    base = np.uint64(xxh3_64_intdigest(f"{source}\0{file}".encode("utf-8", "surrogateescape")))
+    placed = np.asarray(lines, np.int64).astype(np.uint64) * _GOLDEN
+    split = _mix(_mix(placed ^ base) + _GOLDEN)
+    return split, _mix(split ^ _ORDER)
+
+
+def file_identity(pattern: str | None, path: str) -> str:
+    """A source file's name for `identity_hashes`: the path from the folder of the source's
+    `path` (up to its first glob character), so that a dataset built again from the same files
+    in another place splits the same; the whole path for a file elsewhere or a query."""
+    if pattern is None:
+        return path
+    cut = min((i for i in (pattern.find(c) for c in _GLOB_CHARS) if i >= 0), default=len(pattern))
+    folder = pattern[: pattern[:cut].rfind("/") + 1]
+    return path[len(folder) :] if folder and path.startswith(folder) else path
 
 
 def _is_large(kind: pa.DataType) -> bool:

@@ -59,6 +59,7 @@ from transforms.contract.config import (
     SourceOptions,
     SourceSpec,
 )
+from transforms.contract.facts import VOCABULARY_CAP
 from transforms.contract.layout import (
     COMPRESSIONS,
     DEFAULT_COMPRESSION,
@@ -499,7 +500,10 @@ def _parse_output(raw: Any, base_dir: str, override: str | None) -> OutputSpec:
         rule = "must be a number from 0 to 1"
         bounded_number(fraction, "output.max_rejected_fraction", rule, low=0, high=1)
     allow = _allowances(value_of(raw, "allow", "output.", []))
+    cap = value_of(raw, "vocabulary_cap", "output.", VOCABULARY_CAP)
+    bounded_number(cap, "output.vocabulary_cap", "must be an integer >= 1", integer=True, low=1)
     return OutputSpec(
+        vocabulary_cap=int(cap),
         allow=allow,
         path=path.rstrip("/"),
         compression=compression,

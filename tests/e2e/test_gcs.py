@@ -187,7 +187,7 @@ def test_manifest_on_gcs_lists_every_object_with_its_checksum(published):
     manifest = json.loads(files["manifest.json"])
     listed = [f for split in manifest["splits"].values() for f in split["files"]]
     assert len(listed) > 2  # several shards: the publish copies many objects
-    listed += manifest["rejected"]["files"] + [manifest["statistics"]]
+    listed += manifest["rejected"]["files"] + [manifest["statistics"], manifest["facts"]]
     listed += [manifest["validation"]["schema"], manifest["validation"]["statistics"]]
     unlisted = {"manifest.json", "report.html"}  # the report is written after publication
     assert sorted(f["path"] for f in listed) == sorted(set(files) - unlisted)

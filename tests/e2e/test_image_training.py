@@ -57,7 +57,7 @@ def test_the_model_learns_from_the_images(trained):
     _, model_dir = trained
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["model_inputs"] == ["image"]
-    assert metrics["classes"] == CLASSES and metrics["classes_from"] == "statistics"
+    assert metrics["classes"] == CLASSES and metrics["classes_from"] == "facts"
     assert metrics["test"]["accuracy"] > 0.9  # three classes: chance is a third
 
 

@@ -168,6 +168,7 @@ def test_manifest_points_to_the_transform_analyzed_on_the_written_train_split(ru
     assert section["features"]["tags"] == {"type": "int", "shape": [None], "required": False}
     assert sorted(os.listdir(dataset)) == [
         "eval",
+        "facts.json",
         "manifest.json",
         "rejected",
         "report.html",

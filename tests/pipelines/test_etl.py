@@ -63,7 +63,7 @@ def test_prepare_records_encodes_valid_records_and_rejects_invalid_ones(tmp_path
     dataset = _config(tmp_path)
     with TestPipeline(runner="FnApiRunner") as p:
         chunks, _, _ = p | ReadSource(dataset.sources[0])
-        encoded, rejected, _ = chunks | PrepareRecords(dataset)
+        encoded, rejected, _, _ = chunks | PrepareRecords(dataset)
         keys = encoded | beam.FlatMap(
             lambda c: list(
                 zip(c.keys.column("key").to_pylist(), [len(p) > 0 for p in c.payload.to_pylist()])
@@ -117,6 +117,7 @@ def test_join_run_publishes_a_balanced_manifest(tmp_path):
     assert not os.path.exists(staging)
     assert sorted(os.listdir(out)) == [
         "eval",
+        "facts.json",
         "manifest.json",
         "rejected",
         "schema.pbtxt",
@@ -260,13 +261,15 @@ def test_too_many_rejected_records_fail_the_run_and_publish_nothing(tmp_path, ca
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == (
         "shardflow etl: job failed: 2 of 5 records rejected (40.00%), more than "
-        "output.max_rejected_fraction (0.3); no dataset published"
+        "output.max_rejected_fraction (0.3); most often: 'csv: expected 3 fields, got 1' (1), "
+        "'score: not a number' (1); no dataset published"
     )
     assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml"]  # no dataset, no staging
 
     assert run(["--config", _config_file(tmp_path, max_rejected=1)]) == 1
     assert capsys.readouterr().err.splitlines()[-1] == (
         "shardflow etl: job failed: 2 of 5 records rejected, more than output.max_rejected (1); "
+        "most often: 'csv: expected 3 fields, got 1' (1), 'score: not a number' (1); "
         "no dataset published"
     )
     assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml"]

@@ -144,7 +144,7 @@ def test_a_flaky_gcs_yields_the_same_dataset_as_a_clean_run(gcs_emulator, client
     manifest = e2e.without_created(flaky["manifest.json"])
     assert manifest == e2e.without_created(clean["manifest.json"])
     listed = [f for split in manifest["splits"].values() for f in split["files"]]
-    listed += manifest["rejected"]["files"] + [manifest["statistics"]]
+    listed += manifest["rejected"]["files"] + [manifest["statistics"], manifest["facts"]]
     listed += [manifest["validation"]["schema"], manifest["validation"]["statistics"]]
     unlisted = {"manifest.json", "report.html"}  # the report is written after publication
     assert sorted(f["path"] for f in listed) == sorted(set(flaky) - unlisted)

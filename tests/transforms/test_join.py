@@ -226,7 +226,7 @@ def test_join_by_key_joins_rejects_and_counts_exactly():
     ]
     rejected_both = json.dumps({"a": "5,eve\n", "b": '{"id": 5, "score": "high"}\n'})
     with TestPipeline(runner="FnApiRunner") as p:
-        encoded, rejected, counts, stats = p | beam.Create(chunks) | JoinByKey(_join_dataset())
+        encoded, rejected, counts, stats, _ = p | beam.Create(chunks) | JoinByKey(_join_dataset())
         assert_that(
             encoded | "Decode" >> beam.FlatMap(_joined_examples),
             equal_to(expected),

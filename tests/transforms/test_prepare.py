@@ -162,7 +162,7 @@ def _chunks():
 
 def test_prepare_records_rejects_invalid_records_where_they_are():
     with TestPipeline(runner="FnApiRunner") as p:
-        _, rejected, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
+        _, rejected, _, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
         assert_that(
             rejected | beam.Map(lambda r: (r.source, r.location, r.reason, r.record)),
             equal_to(EXPECTED_REJECTED),
@@ -172,7 +172,7 @@ def test_prepare_records_rejects_invalid_records_where_they_are():
 def test_prepare_records_encodes_each_valid_record_into_its_split():
     pytest.importorskip("tensorflow")
     with TestPipeline(runner="FnApiRunner") as p:
-        encoded, _, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
+        encoded, _, _, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
         assert_that(encoded | "Decode" >> beam.FlatMap(_decoded), equal_to(_expected_records()))
         per_split = (
             encoded
@@ -199,7 +199,7 @@ def test_prepare_records_statistics_describe_the_records_kept():
         no_tags = sum(1 for f in rows if not f["tags"][1])
         expected.append((split, len(rows), min(scores), max(scores), no_tags))
     with TestPipeline(runner="FnApiRunner") as p:
-        _, _, stats = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
+        _, _, stats, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
         merged = stats | beam.CombineGlobally(MergeStats())
         assert_that(merged | beam.FlatMap(_summary), equal_to(expected))
 

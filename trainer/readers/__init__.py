@@ -10,11 +10,14 @@
     batches = jax_batches("out/penguins", "train", 64)  # endless when shuffling
     batch = next(batches)  # dict of arrays (numbers on the device, strings numpy)
 
+    facts = dataset_facts("out/penguins")  # vocabularies, counts, classes, moments, quantiles
+
 Both read the same core (trainer.readers.stream): the manifest and its shards (sizes and
 checksums checked), shards dealt to ranks and loader workers, seeded shuffles of shards and
 records, whole batches decoded by tfx-bsl's C++ decoder into the arrays of the tf.data path
 (`trainer.features.dense_inputs`), images decoded and resized as it does, string features with
-a vocabulary as ids and the label as its class index, and resumption after `start_step`
+a vocabulary (trainer.readers.facts: the dataset's facts) as ids and the label as its class
+index, and resumption after `start_step`
 batches. torch and jax are imported only when `torch_loader` or `jax_batches` is first taken
 from the package (its `__getattr__`).
 """
@@ -24,17 +27,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from trainer.readers.facts import dataset_facts
     from trainer.readers.jaxfeed import jax_batches
     from trainer.readers.pytorch import torch_loader
 
-__all__ = ["jax_batches", "torch_loader"]
+__all__ = ["dataset_facts", "jax_batches", "torch_loader"]
 
-_HOMES = {"torch_loader": "trainer.readers.pytorch", "jax_batches": "trainer.readers.jaxfeed"}
+_HOMES = {
+    "torch_loader": "trainer.readers.pytorch",
+    "jax_batches": "trainer.readers.jaxfeed",
+    "dataset_facts": "trainer.readers.facts",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """`torch_loader` and `jax_batches`, imported from their modules when first asked for (so
-    importing the package imports neither torch nor JAX)."""
+    """`torch_loader`, `jax_batches` and `dataset_facts`, imported from their modules when first
+    asked for (so importing the package imports neither torch nor JAX)."""
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

@@ -1,7 +1,9 @@
-"""A dataset as the readers see it: its manifest, shards and statistics, read without TensorFlow.
+"""A dataset as the readers see it: its manifest, shards, statistics and facts, read without
+TensorFlow.
 
 `open_dataset(data)` reads DATASET/manifest.json (`transforms.contract.manifest.Manifest`, which
-names the field that is wrong) and statistics.json when there is one; several URIs (as
+names the field that is wrong), statistics.json when there is one and the facts.json that the
+manifest lists (`transforms.contract.facts`); several URIs (as
 `shardflow train --data A B`) are read as one dataset, their features, label and compression
 the same (an error names the first difference) and each split's shards those of all. Shard
 paths are made absolute, with the size and sha256 the manifest lists for them.
@@ -9,11 +11,13 @@ paths are made absolute, with the size and sha256 the manifest lists for them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trainer.paths import expand
 from trainer.readers import storage
+from transforms.contract.facts import Facts, FactsError
 from transforms.contract.layout import COMPRESSIONS, MANIFEST, STATISTICS
 from transforms.contract.manifest import Manifest, ManifestError, ManifestFeature
 from transforms.contract.statistics import Statistics, StatisticsError
@@ -33,7 +37,8 @@ class Shard:
 class Dataset:
     """One or more datasets read as one: `roots` (absolute), their shared features, label and
     compression, each split's shards in manifest order (dataset by dataset), and the first
-    dataset's statistics (None when it has none, or for several datasets)."""
+    dataset's statistics (None when it has none, or for several datasets), and each dataset's
+    facts (None for one written without them)."""
 
     roots: tuple[str, ...]
     features: Mapping[str, ManifestFeature]
@@ -41,6 +46,7 @@ class Dataset:
     compression: str
     splits: Mapping[str, tuple[Shard, ...]]
     statistics: Statistics | None = None
+    facts: tuple[Facts | None, ...] = ()
 
     @property
     def wbits(self) -> int | None:
@@ -89,6 +95,7 @@ def open_dataset(data: str | Sequence[str]) -> Dataset:
         compression=first.compression,
         splits=splits,
         statistics=_load_statistics(roots[0]) if len(roots) == 1 else None,
+        facts=tuple(_load_facts(root, m) for root, m in zip(roots, manifests)),
     )
 
 
@@ -109,6 +116,29 @@ def _load_statistics(root: str) -> Statistics | None:
     try:
         return Statistics.loads(storage.read_bytes(path), where=path)
     except StatisticsError as e:
+        raise ManifestError(str(e)) from None
+
+
+def _load_facts(root: str, manifest: Manifest) -> Facts | None:
+    """The facts.json that the manifest lists (None: it lists none)."""
+    if manifest.facts is None:
+        return None
+    path = storage.join(root, manifest.facts.path)
+    if not storage.exists(path):
+        raise ManifestError(f"{root}: the manifest lists {manifest.facts.path}, which is missing")
+    return parse_facts(storage.read_bytes(path), manifest.facts.sha256, path)
+
+
+def parse_facts(data: bytes, sha256: str | None, path: str) -> Facts:
+    """The facts.json at `path` (its bytes), checked against the sha256 its manifest lists;
+    ManifestError naming the file when it changed or breaks the contract."""
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ManifestError(
+            f"{path}: changed after publication (its sha256 differs from the manifest's)"
+        )
+    try:
+        return Facts.loads(data, where=path)
+    except FactsError as e:
         raise ManifestError(str(e)) from None
 
 

@@ -14,7 +14,7 @@ the tf.data path's `trainer.features.dense_inputs`:
   int64 `NAME__lengths` [batch];
 - int64, float32, and bytes (a numpy object array) for strings, bytes and images.
 
-With `encode`, a string feature with a vocabulary (trainer.readers.vocabulary) becomes int64
+With `encode`, a string feature with a vocabulary (trainer.readers.facts) becomes int64
 ids (1 + its index; 0 for another value, a missing one or padding) and the label the index of
 its class (an unknown class is an error), looked up by Arrow over whole columns. An image with
 an `image_size` is decoded and resized (trainer.readers.images) unless `decode_images` is off,
@@ -34,8 +34,8 @@ import pyarrow.compute as pc
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
+from trainer.readers.facts import DatasetFacts
 from trainer.readers.images import DTYPES, ImageError, decode_images
-from trainer.readers.vocabulary import DatasetInfo
 from transforms.contract.config import PRESENT_SUFFIX
 from transforms.contract.manifest import ManifestError, ManifestFeature
 
@@ -68,7 +68,7 @@ class Decoder:
     def __init__(
         self,
         features: Mapping[str, ManifestFeature],
-        info: DatasetInfo | None = None,
+        info: DatasetFacts | None = None,
         *,
         encode: bool = True,
         decode_images: bool = True,
@@ -169,7 +169,7 @@ class Decoder:
         return ids.to_numpy().astype(np.int64)
 
 
-def _lookups(features: Mapping[str, ManifestFeature], info: DatasetInfo) -> dict[str, pa.Array]:
+def _lookups(features: Mapping[str, ManifestFeature], info: DatasetFacts) -> dict[str, pa.Array]:
     """The values whose index `encode` looks up, per feature: the label's classes and each
     string feature's vocabulary, as Arrow arrays of the columns' types."""
     lookups = {

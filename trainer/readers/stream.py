@@ -20,9 +20,9 @@ import numpy as np
 from trainer.config import DEFAULT_SHUFFLE_BUFFER
 from trainer.readers.dataset import Dataset, open_dataset
 from trainer.readers.decode import Decoder, RecordError
+from trainer.readers.facts import DatasetFacts
 from trainer.readers.framing import read_shard
 from trainer.readers.plan import Assignment, Layout, seeded
-from trainer.readers.vocabulary import DatasetInfo
 
 CYCLE = 4  # shards read at once when not deterministic
 RUN = 64  # records taken from one shard at a time
@@ -62,7 +62,7 @@ class Reader:
         self.shuffle_buffer = max(2, shuffle_buffer)
         self.skip_corrupt = skip_corrupt
         self.check_sha256 = check_sha256
-        self.info = DatasetInfo.of(self.dataset)
+        self.info = DatasetFacts.of(self.dataset)
         self.decoder = Decoder(
             self.dataset.features,
             self.info,

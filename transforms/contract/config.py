@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
+from transforms.contract.facts import VOCABULARY_CAP
 from transforms.contract.layout import (
     DEFAULT_COMPRESSION,
     DEFAULT_COMPRESSION_LEVEL,
@@ -77,6 +78,7 @@ ANOMALY_KINDS = (
     "out_of_range",
     "drift",
     "skew",
+    "rejected_rate",
 )
 DEFAULT_BLOCKING = ("feature_missing", "type_mismatch", "missing_rate", "out_of_range")
 # The limits of `validation:` (and of `validation.features.<name>`): (drift|skew).(measure) and
@@ -160,6 +162,13 @@ class FeatureSpec:
         return self.shape == ()
 
 
+# The limit of rejected / read when a config sets neither output.max_rejected nor
+# output.max_rejected_fraction (`transforms.quality.check_rejections`): more than half the records
+# read rejected is a config that does not fit its data (a wrong delimiter, type or `values`),
+# never a dataset to publish by accident.
+DEFAULT_MAX_REJECTED_FRACTION = 0.5
+
+
 @dataclasses.dataclass(frozen=True)
 class OutputSpec:
     path: str
@@ -168,8 +177,9 @@ class OutputSpec:
     shard_size_mb: float = float(DEFAULT_SHARD_SIZE_MB)
     # Data-quality limits: the run fails, publishing nothing, when more records are rejected.
     max_rejected: int | None = None  # a count of rejected records
-    max_rejected_fraction: float | None = None  # rejected / read, from 0 to 1
+    max_rejected_fraction: float | None = None  # rejected / read, from 0 to 1 (see above)
     allow: tuple[str, ...] = ()
+    vocabulary_cap: int = VOCABULARY_CAP  # values a vocabulary of facts.json keeps at most
 
     @property
     def suffix(self) -> str:
@@ -240,6 +250,10 @@ class DatasetSpec:
     date: str | None = None  # the partition date (YYYY-MM-DD) of a date-templated config
     limit: int | None = None  # records of each source read at most (`etl --limit`): partial
     validation: ValidationSpec = ValidationSpec()
+
+    @property
+    def vocabulary_cap(self) -> int:
+        return self.output.vocabulary_cap
 
     @property
     def source_names(self) -> tuple[str, ...]:

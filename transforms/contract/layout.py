@@ -2,7 +2,8 @@
 
 Written by the ETL and read by the trainer, so defined here once. A dataset is a folder holding
 MANIFEST (written last: its presence means the run is complete), one folder of shards per split
-(`shard_name`), the rejected records (REJECTED_FILE), STATISTICS and, after publication, REPORT.
+(`shard_name`), the rejected records (REJECTED_FILE), STATISTICS, FACTS and, after publication,
+REPORT.
 No Beam and no TensorFlow here: the trainer's image holds this package.
 """
 
@@ -14,9 +15,11 @@ import google_crc32c
 
 FORMAT_VERSION = 1  # of manifest.json
 STATISTICS_FORMAT_VERSION = 1  # of statistics.json
+FACTS_FORMAT_VERSION = 1  # of facts.json
 
 MANIFEST = "manifest.json"
 STATISTICS = "statistics.json"
+FACTS = "facts.json"  # what a model is built from, counted over every record (contract.facts)
 # statistics.json as TFDV's DatasetFeatureStatisticsList (binary), and the schema inferred from
 # the config and the statistics (text format): what `tfdv.load_stats_binary` and
 # `tfdv.load_schema_text` read (transforms.validation).

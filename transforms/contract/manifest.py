@@ -428,8 +428,9 @@ class Manifest:
     """A dataset's manifest.json. The sections after `transform` are written only when set:
     `joined` (records joined into others, with `combine: join`), `date` (of a date-templated
     config), `statistics` (the statistics.json file), `limit` (a partial dataset: at most
-    this many records were read from each source, `shardflow etl --limit`) and `validation`
-    (the schema, statistics.pb and anomalies of data validation)."""
+    this many records were read from each source, `shardflow etl --limit`), `validation`
+    (the schema, statistics.pb and anomalies of data validation) and `facts` (the facts.json
+    file: `transforms.contract.facts`)."""
 
     name: str
     features: Mapping[str, ManifestFeature]
@@ -450,10 +451,14 @@ class Manifest:
     statistics: FileEntry | None = None
     limit: int | None = None
     validation: ValidationEntry | None = None
+    facts: FileEntry | None = None
     format_version: int = FORMAT_VERSION
 
     def with_statistics(self, entry: FileEntry) -> Manifest:
         return replace(self, statistics=entry)
+
+    def with_facts(self, entry: FileEntry) -> Manifest:
+        return replace(self, facts=entry)
 
     def with_validation(self, entry: ValidationEntry) -> Manifest:
         return replace(self, validation=entry)
@@ -483,6 +488,8 @@ class Manifest:
             out["date"] = self.date
         if self.statistics is not None:
             out["statistics"] = self.statistics.to_dict()
+        if self.facts is not None:
+            out["facts"] = self.facts.to_dict()
         if self.limit is not None:
             out["limit"] = self.limit
         if self.validation is not None:
@@ -546,6 +553,7 @@ class Manifest:
         rejected = RejectedEntry.from_dict(raw.get("rejected"), where)
         joined = raw.get("joined")
         statistics = raw.get("statistics")
+        facts = raw.get("facts")
         limit = raw.get("limit")
         _check(
             limit is None or (type(limit) is int and limit > 0),
@@ -576,6 +584,7 @@ class Manifest:
             else FileEntry.from_dict(statistics, where, "statistics", records=False),
             limit=limit,
             validation=ValidationEntry.from_dict(raw.get("validation"), where),
+            facts=None if facts is None else FileEntry.from_dict(facts, where, "facts", False),
         )
 
 

@@ -13,9 +13,10 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 
 from transforms.contract.config import DatasetSpec
-from transforms.contract.layout import SCHEMA, STATISTICS, STATISTICS_PROTO, shard_name
+from transforms.contract.layout import FACTS, SCHEMA, STATISTICS, STATISTICS_PROTO, shard_name
 from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
 from transforms.contract.statistics import Statistics
+from transforms.facts import facts_of
 from transforms.progress import timed
 from transforms.quality import QualityError, check_dataset, check_rejections
 from transforms.sink.manifest import build_manifest
@@ -85,6 +86,7 @@ class _PublishFn(beam.DoFn):
         counts,
         transform=None,
         statistics=None,
+        facts=None,
     ):
         out = self._dataset.output
         shards = list(shards)
@@ -109,6 +111,12 @@ class _PublishFn(beam.DoFn):
                 data = result.dumps().encode("utf-8")
                 entry = write_bytes(self._staging, STATISTICS, data, "application/json")
             manifest = manifest.with_statistics(FileEntry(**entry))
+            if facts is not None:
+                with timed("facts"):
+                    made = facts_of(self._dataset, facts, statistics, self._dataset.vocabulary_cap)
+                    data = made.dumps().encode("utf-8")
+                    entry = write_bytes(self._staging, FACTS, data, "application/json")
+                manifest = manifest.with_facts(FileEntry(**entry))
         with timed("manifest and checks"):
             check_dataset(self._dataset, manifest, counts, rejected.counts)
             check_rejections(self._dataset, manifest)
@@ -136,6 +144,8 @@ class PublishDataset(beam.PTransform):
       transform     optional, one element: the manifest's `transform` section, when the dataset
                     has a tf.Transform (written under the staging folder and published with it)
       statistics    optional, one element: the merged statistics (`transforms.stats`)
+      facts         optional, one element: the analyzed facts (`transforms.facts`), written
+                    as facts.json with the statistics
     Returns a one-element PCollection holding the published manifest. `expected` is what
     publication may replace at OUTPUT (`transforms.sink.publish.expect`, taken when the run
     started; by default nothing); `baseline` the dataset (URI) the statistics are compared with;
@@ -167,8 +177,9 @@ class PublishDataset(beam.PTransform):
         if inputs.get("transform") is not None:
             side_inputs.append(beam.pvalue.AsSingleton(inputs["transform"]))
         extra = {}
-        if inputs.get("statistics") is not None:
-            extra["statistics"] = beam.pvalue.AsSingleton(inputs["statistics"])
+        for name in ("statistics", "facts"):
+            if inputs.get(name) is not None:
+                extra[name] = beam.pvalue.AsSingleton(inputs[name])
         pipeline = inputs["shards"].pipeline
         expected = self._expected
         if pipeline.options.view_as(GoogleCloudOptions).template_location:

@@ -67,8 +67,10 @@ def test_file_names_and_versions_are_defined_once():
     constants = _top_level_constants()
     assert constants["'manifest.json'"] == ["transforms/contract/layout.py:MANIFEST"]
     assert constants["'statistics.json'"] == ["transforms/contract/layout.py:STATISTICS"]
+    assert constants["'facts.json'"] == ["transforms/contract/layout.py:FACTS"]
     versions = [w for w in constants["1"] if w.split(":")[1].endswith("FORMAT_VERSION")]
-    assert versions == [
+    assert sorted(versions) == [
+        "transforms/contract/layout.py:FACTS_FORMAT_VERSION",
         "transforms/contract/layout.py:FORMAT_VERSION",
         "transforms/contract/layout.py:STATISTICS_FORMAT_VERSION",
     ]

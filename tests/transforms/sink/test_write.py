@@ -271,7 +271,9 @@ def _keyed_shards(folder: Path, key: str) -> dict[str, str]:
     staging = folder / "staging"
     with TestPipeline(runner="FnApiRunner") as p:
         read = [p | f"Read {s.name}" >> ReadSource(s) for s in dataset.sources]
-        encoded, _, _ = [chunks for chunks, _, _ in read] | beam.Flatten() | PrepareRecords(dataset)
+        encoded, _, _, _ = (
+            [chunks for chunks, _, _ in read] | beam.Flatten() | PrepareRecords(dataset)
+        )
         _ = encoded | WriteShards(dataset, str(staging), 1)
     return {
         path.removesuffix(".tfrecord.gz"): hashlib.sha256(gzip.decompress(data)).hexdigest()[:16]

@@ -1,5 +1,6 @@
-"""The label's classes, the vocabularies and the moments, from the manifest and statistics.json
-by the trainer's rules; string columns looked up as ids over whole batches."""
+"""The label's classes, the vocabularies and the moments, from the manifest and facts.json (or
+statistics.json, for a dataset written without facts) by the trainer's rules; string columns
+looked up as ids over whole batches."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 from tests.trainer.datasets import make_rows, to_example
 from trainer.readers.dataset import Dataset
 from trainer.readers.decode import Decoder, RecordError
+from trainer.readers.facts import DatasetFacts, Moments
 from trainer.readers.stream import Reader
-from trainer.readers.vocabulary import DatasetInfo, Moments
 from transforms.contract.manifest import ManifestFeature
 from transforms.contract.statistics import Statistics
 
@@ -54,18 +55,18 @@ def _dataset(statistics: Statistics | None) -> Dataset:
     return Dataset(("/d",), FEATURES, "species", "none", {}, statistics)
 
 
-def test_vocabularies_classes_and_moments_follow_the_trainers_rules():
+def test_without_facts_vocabularies_classes_and_moments_come_from_the_statistics():
     counts = [{"value": "male", "count": 3}, {"value": "female", "count": 5},
               {"value": "", "count": 2}]  # fmt: skip
-    info = DatasetInfo.of(_dataset(_stats(counts)))
+    info = DatasetFacts.of(_dataset(_stats(counts)))
     assert info.classes == ("Adelie", "Gentoo")  # sorted train values
     assert info.vocabularies == {"sex": ("female", "male"), "island": FEATURES["island"].values}
-    assert info.moments == {"flipper_mm": Moments(200.0, 12.5)}
+    assert info.number_moments == {"flipper_mm": Moments(200.0, 12.5)}
 
 
 def test_without_statistics_only_declared_values_are_known():
-    info = DatasetInfo.of(_dataset(None))
-    assert info.classes is None and info.moments == {}
+    info = DatasetFacts.of(_dataset(None))
+    assert info.classes is None and info.number_moments == {}
     assert list(info.vocabularies) == ["island"]
 
 
@@ -75,7 +76,7 @@ def _records(rows: list[dict]) -> list[bytes]:
 
 
 def test_strings_become_ids_and_the_label_its_class_index():
-    info = DatasetInfo.of(_dataset(_stats([{"value": "male", "count": 1}])))
+    info = DatasetFacts.of(_dataset(_stats([{"value": "male", "count": 1}])))
     rows = [dict(r, species=s) for r, s in zip(make_rows(4), ["Adelie", "Gentoo"] * 2)]
     rows[1]["sex"], rows[2]["sex"], rows[3]["sex"] = None, "male", "unknown"
     batch = Decoder(FEATURES, info)(_records(rows))
@@ -89,7 +90,7 @@ def test_strings_become_ids_and_the_label_its_class_index():
 
 
 def test_a_label_outside_its_classes_is_an_error_naming_it():
-    info = DatasetInfo.of(_dataset(_stats([])))
+    info = DatasetFacts.of(_dataset(_stats([])))
     rows = [dict(make_rows(1)[0], species="Chinstrap")]
     with pytest.raises(RecordError, match="label 'species': b'Chinstrap' is not one of"):
         Decoder(FEATURES, info)(_records(rows))
