@@ -1,18 +1,29 @@
 """What `shardflow etl` prints when a run ends: the summary of the published dataset, or the
-one line of why the job failed."""
+one line of why the job failed.
+
+The summary lists the most frequent rejection reasons of the manifest; under a reason whose
+records show their value (a value outside a feature's `values`: `Rejected.value`), the most
+frequent values with their counts, read back from the rejected files (the first
+_VALUES_READ records at most, said when there are more)."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections import Counter
 
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.config import DatasetSpec
 from transforms.contract.layout import MANIFEST
 from transforms.contract.manifest import Manifest
+from transforms.records import Rejected
 from transforms.validation.check import describe
 
 _TOP_REASONS = 5
+_TOP_VALUES = 5  # values shown under a reason
+_VALUES_READ = 1_000_000  # rejected records read back for their values, at most
 
 
 # Refusals of the data or of OUTPUT: their message says all there is to say. A worker process
@@ -49,6 +60,35 @@ def _short(text: str, most: int = 120) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
+def rejected_values(output: str, manifest: Manifest) -> tuple[dict[str, Counter], bool]:
+    """The values shown by the rejected records of a dataset (`Rejected.value`), counted per
+    reason, and whether every rejected record was read (the first _VALUES_READ are)."""
+    values: dict[str, Counter] = {}
+    read = 0
+    for entry in manifest.rejected.files or ():
+        path = f"{output}/{entry.path}"
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            for line in f:
+                if read == _VALUES_READ:
+                    return values, False
+                read += 1
+                if b'"value": ' not in line:  # the key, as json_line writes it; most lack it
+                    continue
+                record = Rejected.from_json(json.loads(line))
+                if record.value is not None:
+                    values.setdefault(record.reason, Counter())[record.value] += 1
+    return values, True
+
+
+def _values(counts: Counter, complete: bool) -> str:
+    """`'SA' (700), 'M' (360)`: the most frequent values (ties by value), then how many more."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{_short(value, 60)} ({n})" for value, n in ranked[:_TOP_VALUES])
+    more = f", and {len(ranked) - _TOP_VALUES} more" if len(ranked) > _TOP_VALUES else ""
+    where = "" if complete else f" (in the first {_VALUES_READ} rejected records)"
+    return f"{shown}{more}{where}"
+
+
 def print_summary(dataset: DatasetSpec, seconds: float) -> None:
     with FileSystems.open(f"{dataset.output.path}/{MANIFEST}") as f:
         manifest = Manifest.from_json(f.read())
@@ -58,8 +98,11 @@ def print_summary(dataset: DatasetSpec, seconds: float) -> None:
         print(f"  {name:<10} {split.records:>9} records in {len(split.files)} shard(s)")
     print(f"  {'rejected':<10} {manifest.rejected.records:>9} records")
     reasons = sorted(manifest.rejected.reasons.items(), key=lambda item: (-item[1], item[0]))
+    values, complete = rejected_values(dataset.output.path, manifest)
     for reason, n in reasons[:_TOP_REASONS]:
         print(f"      {n:>7}  {_short(reason)}")
+        if reason in values:
+            print(f"               values: {_values(values[reason], complete)}")
     if len(reasons) > _TOP_REASONS:
         rest = sum(n for _, n in reasons[_TOP_REASONS:])
         print(f"      {rest:>7}  ({len(reasons) - _TOP_REASONS} more reasons: see the manifest)")

@@ -5,8 +5,9 @@ The schema is `--schema`, else the config's `validation.schema` (`--config`), el
 dataset's config with what the baseline's schema learned from data, else the dataset's own
 schema.pbtxt; the baseline is `--baseline`, else the config's, else the one the run compared
 with; the limits and the anomaly kinds that block are the config's `validation:` section
-(defaults without `--config`). Prints one line per
-anomaly; exit 1 when one of them blocks, 0 otherwise, 2 for a bad command line or dataset.
+(defaults without `--config`). The dataset's share of rejected records (its manifest's) is
+checked too (`rejected_rate`). Prints one line per anomaly; exit 1 when one of them blocks, 0
+otherwise, 2 for a bad command line or dataset.
 This module holds the command line only: `--help` imports neither Beam nor TensorFlow.
 """
 

@@ -8,7 +8,8 @@ that no source has at all (a misspelled optional feature, published as all defau
 these fails the run with one line naming the cause and the fix, unless the config allows it
 explicitly in `output.allow` (`empty_source`, `empty_split`, `missing_field`). The
 rejected-record limits (`output.max_rejected[_fraction]`) are checked here too
-(`check_rejections`).
+(`check_rejections`); a config that sets neither gets DEFAULT_MAX_REJECTED_FRACTION, so that a
+run rejecting most of its input never publishes quietly.
 
 Field presence is counted while the records flow (`CountFields`): per source and field, the
 records holding a value. Fields that nothing reads are the manifest's `ignored_fields`; fields
@@ -25,9 +26,11 @@ from typing import Mapping
 import apache_beam as beam
 import pyarrow as pa
 
-from transforms.contract.config import DatasetSpec
+from transforms.contract.config import DEFAULT_MAX_REJECTED_FRACTION, DatasetSpec
 from transforms.contract.manifest import Manifest
 from transforms.records import RawChunk, ignored_counter
+
+TOP_REASONS = 3  # rejection reasons a refusal names
 
 
 class QualityError(RuntimeError):
@@ -36,22 +39,48 @@ class QualityError(RuntimeError):
 
 
 def check_rejections(dataset: DatasetSpec, manifest: Manifest) -> None:
-    """Raises QualityError when the rejected records exceed the output's limits."""
+    """Raises QualityError when the rejected records exceed the output's limits (without
+    either, more than DEFAULT_MAX_REJECTED_FRACTION of the records read); the message names
+    the most frequent reasons."""
     out = dataset.output
     read = sum(s.records for s in manifest.sources.values())
     rejected = manifest.rejected.records
     fraction = rejected / read if read else 0.0
+    top = top_reasons(manifest.rejected.reasons)
     if out.max_rejected is not None and rejected > out.max_rejected:
         raise QualityError(
             f"{rejected} of {read} records rejected, more than output.max_rejected "
-            f"({out.max_rejected}); no dataset published"
+            f"({out.max_rejected}){top}; no dataset published"
         )
     if out.max_rejected_fraction is not None and fraction > out.max_rejected_fraction:
         raise QualityError(
             f"{rejected} of {read} records rejected ({fraction:.2%}), more than "
-            f"output.max_rejected_fraction ({out.max_rejected_fraction:g}); "
+            f"output.max_rejected_fraction ({out.max_rejected_fraction:g}){top}; "
             "no dataset published"
         )
+    unset = out.max_rejected is None and out.max_rejected_fraction is None
+    if unset and fraction > DEFAULT_MAX_REJECTED_FRACTION:
+        raise QualityError(
+            f"{rejected} of {read} records rejected ({fraction:.2%}), more than the default "
+            f"output.max_rejected_fraction ({DEFAULT_MAX_REJECTED_FRACTION:g}){top}; fix the "
+            "input or the features, or set output.max_rejected_fraction: 1 to accept any share; "
+            "no dataset published"
+        )
+
+
+def top_reasons(reasons: Mapping[str, int], most: int = TOP_REASONS) -> str:
+    """`; most often: 'REASON' (N), ...`, the `most` most frequent reasons (ties by reason),
+    each cut at 120 characters; "" without any."""
+    if not reasons:
+        return ""
+    ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    listed = ", ".join(f"{_cut(reason)!r} ({n})" for reason, n in ranked[:most])
+    more = f" and {len(ranked) - most} more" if len(ranked) > most else ""
+    return f"; most often: {listed}{more}"
+
+
+def _cut(text: str, most: int = 120) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def present_counter(source_name: str, field: str) -> str:

@@ -3,7 +3,11 @@
 A record is a mapping of source name to that source's fields (one entry for a union, one per
 joined source for a join). `Validator.validate` returns the typed value list of every feature or
 raises `RecordError` whose `reason` names the feature and what is wrong, without the offending
-value, so that reasons aggregate into the manifest's `rejected.reasons` counts.
+value, so that reasons aggregate into the manifest's `rejected.reasons` counts. A value outside
+a feature's `values` is the one reason that shows it: the reason's text names the allowed values
+(the first MAX_ALLOWED_SHOWN, then `… N more`), the same for every value, and the value itself,
+as `shown_value` writes it (cut at MAX_VALUE_CHARS, escaped like a Python literal: safe to print
+on a terminal), travels beside it (`transforms.records.Reason`) to the rejected record's `value`.
 
 Numbers given as text have one syntax, whichever path (Python or Arrow) reads them, with
 optional ASCII whitespace (space, tab, CR, LF, VT, FF) around them:
@@ -36,7 +40,7 @@ import pyarrow.compute as pc
 
 from transforms.contract.config import FeatureSpec
 from transforms.encode import ARROW_TYPES
-from transforms.records import RecordError
+from transforms.records import Reason, RecordError
 
 
 class SourceColumns(NamedTuple):
@@ -58,6 +62,9 @@ _INT64_DIGITS = 19  # more significant digits than this is beyond int64 (and int
 # value becomes infinity; at or below half its smallest subnormal (2**-149), zero.
 FLOAT32_OVERFLOW = 3.4028235677973366e38
 FLOAT32_UNDERFLOW = 2.0**-150
+MAX_VALUE_CHARS = 40  # of a value shown in a reason or beside it: values come from data
+MAX_ALLOWED_SHOWN = 8  # allowed values a reason lists; the rest are counted
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.+-]+")  # an allowed value listed without quotes
 
 
 def coerce_scalar(feature: FeatureSpec, value: Any) -> Any:
@@ -192,9 +199,39 @@ def coerce_feature(
         raise RecordError(f"{feature.name}: above max {feature.max:g}")
     if feature.values is not None:
         allowed = _allowed(feature)
-        if any(v not in allowed for v in items):
-            raise RecordError(f"{feature.name}: not one of the allowed values")
+        for v in items:
+            if v not in allowed:
+                raise RecordError(Reason(not_allowed(feature), shown_value(v)))
     return items
+
+
+def not_allowed(feature: FeatureSpec) -> str:
+    """The reason of a value outside the feature's `values`, naming them (the first
+    MAX_ALLOWED_SHOWN, then how many more): `species: not one of the allowed values [Adelie,
+    Chinstrap, Gentoo]`. A value is listed as it is when plain (letters, digits, `_.+-`), else
+    as `shown_value` writes it."""
+    values = feature.values or ()
+    listed = [_listed(v) for v in values[:MAX_ALLOWED_SHOWN]]
+    if len(values) > MAX_ALLOWED_SHOWN:
+        listed.append(f"… {len(values) - MAX_ALLOWED_SHOWN} more")
+    return f"{feature.name}: not one of the allowed values [{', '.join(listed)}]"
+
+
+def _listed(value: Any) -> str:
+    text = str(value)
+    plain = _PLAIN_VALUE.fullmatch(text) is not None and len(text) <= MAX_VALUE_CHARS
+    return text if plain else shown_value(value)
+
+
+def shown_value(value: Any) -> str:
+    """A typed value as a rejection shows it: text (bytes as UTF-8) cut at MAX_VALUE_CHARS
+    (ending in `…`) and written as a Python literal, which escapes what a terminal would act on
+    (control characters, direction marks); a number as it is."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "backslashreplace")
+    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+        value = value[: MAX_VALUE_CHARS - 1] + "…"
+    return repr(value)
 
 
 def _allowed(feature: FeatureSpec) -> frozenset:
@@ -480,15 +517,23 @@ def _check_ranges(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str]
     if feature.max is not None:
         high = bound(feature.max)
         checks.append((pc.greater(array, high), f"{feature.name}: above max {feature.max:g}"))
-    if feature.values is not None:
-        allowed = pa.array(sorted(_allowed(feature)), array.type)
-        bad = pc.and_(pc.is_valid(array), pc.invert(pc.is_in(array, value_set=allowed)))
-        checks.append((bad, f"{feature.name}: not one of the allowed values"))
     for mask, reason in checks:
         mask = pc.fill_null(mask, False)
         if pc.any(mask).as_py():
             for i in pc.indices_nonzero(mask).to_pylist():
                 reasons.setdefault(i, reason)
+    if feature.values is not None:
+        allowed = pa.array(sorted(_allowed(feature)), array.type)
+        outside = pc.invert(pc.is_in(array, value_set=allowed))
+        bad = pc.fill_null(pc.and_(pc.is_valid(array), outside), False)
+        if pc.any(bad).as_py():
+            text = not_allowed(feature)
+            shown: dict[Any, Reason] = {}  # one Reason per distinct value
+            for i, value in zip(pc.indices_nonzero(bad).to_pylist(), array.filter(bad).to_pylist()):
+                if i not in reasons:
+                    if value not in shown:
+                        shown[value] = Reason(text, shown_value(value))
+                    reasons[i] = shown[value]
 
 
 def _as_lists(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str]) -> pa.Array:

@@ -33,9 +33,11 @@ from transforms.contract.config import (
     ALLOWANCES,
     ANOMALY_KINDS,
     DEFAULT_BLOCKING,
+    DEFAULT_MAX_REJECTED_FRACTION,
     FEATURE_TYPES,
     SOURCE_FORMATS,
 )
+from transforms.contract.facts import VOCABULARY_CAP
 from transforms.contract.layout import (
     COMPRESSIONS,
     DEFAULT_COMPRESSION,
@@ -77,7 +79,8 @@ TOP = Part(
             "key",
             "string",
             "The field that identifies a record: it drops duplicates, drives the split hash and "
-            "joins sources. Without it a record's split comes from its content.",
+            "joins sources. Without it a record's split comes from its identity: its source, "
+            "its file and its line (or number) in the file.",
             "id",
         ),
         Key(
@@ -307,7 +310,7 @@ SPLITS = Part(
     intro=(
         "Each key of `splits` is a split's name, its value the fraction of the records it "
         "gets; the fractions sum to 1. A record's split is a stable hash of its `key` (of its "
-        "content without one)."
+        "identity, its source, file and line, without one)."
     ),
     keys=(
         Key(
@@ -370,7 +373,8 @@ OUTPUT = Part(
         Key(
             "max_rejected",
             "integer",
-            "Fail the run, publishing nothing, when more records than this are rejected.",
+            "Fail the run, publishing nothing, when more records than this are rejected. Set "
+            "alone, it replaces the default limit of `max_rejected_fraction`.",
             100,
             default_text="no limit",
             minimum=0,
@@ -379,9 +383,12 @@ OUTPUT = Part(
             "max_rejected_fraction",
             "number",
             "Fail the run, publishing nothing, when more than this fraction of the records "
-            "read are rejected.",
+            "read are rejected (the message names the most frequent reasons). When neither "
+            f"this nor `max_rejected` is set, the limit is {DEFAULT_MAX_REJECTED_FRACTION:g}: "
+            "a run that rejects most of its input never publishes quietly; `1` accepts any "
+            "share.",
             0.01,
-            default_text="no limit",
+            default_text=f"{DEFAULT_MAX_REJECTED_FRACTION:g} if `max_rejected` is not set",
             minimum=0,
             maximum=1,
         ),
@@ -394,6 +401,16 @@ OUTPUT = Part(
             ["empty_split"],
             default=[],
             allowed=ALLOWANCES,
+        ),
+        Key(
+            "vocabulary_cap",
+            "integer",
+            "The most values a string feature's vocabulary keeps in facts.json (the most "
+            "frequent first); the distinct values and the records outside it are counted "
+            "whatever it is.",
+            20000,
+            default=VOCABULARY_CAP,
+            minimum=1,
         ),
     ),
     example="""\

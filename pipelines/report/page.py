@@ -135,10 +135,11 @@ def _warnings(manifest: Manifest, found: list[Shift]) -> str:
     for i, anomaly in enumerate(validation.anomalies if validation is not None else ()):
         feature = str(anomaly.get("feature", ""))
         link = f'<a href="#{make_id("feature", feature)}">{escape(clip(feature))}</a>'
+        # an anomaly of no feature (rejected_rate) is the run's own: its records read
+        of = f"{link} in {escape(str(anomaly.get('split', '')))}" if feature else "the run"
         items.append(
             f'<span class="anomaly" id="anomaly-{i}" data-kind="{escape(str(anomaly["kind"]))}">'
-            f"Anomaly of {link} in {escape(str(anomaly.get('split', '')))}: "
-            f"{escape(clip(describe(anomaly)))}</span>"
+            f"Anomaly of {of}: {escape(clip(describe(anomaly)))}</span>"
         )
     if not written:
         items.append("No record was written: the dataset is empty.")

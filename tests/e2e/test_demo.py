@@ -213,10 +213,10 @@ def test_manifest_ledger_files_and_rejections(dataset):
         "clutch_size: below min 0": 2,
         "csv: expected 9 fields, got 10": 1,
         "csv: expected 9 fields, got 8": 1,
-        "island: not one of the allowed values": 1,
+        "island: not one of the allowed values [Biscoe, Dream, Torgersen]": 1,
         "json: invalid JSON": 1,
         "species: missing required value": 2 + 3,
-        "species: not one of the allowed values": 1,
+        "species: not one of the allowed values [Adelie, Chinstrap, Gentoo]": 1,
         "tags: expected a list": 1,
         "year: missing required value": 1,
         "year: not an integer": 1,
@@ -235,6 +235,7 @@ def test_manifest_ledger_files_and_rejections(dataset):
     assert "137,Adelie,Dream,abc" in bad_bill["record"]
     assert sorted(os.listdir(dataset)) == [
         "eval",
+        "facts.json",
         "manifest.json",
         "rejected",
         "report.html",

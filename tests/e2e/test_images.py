@@ -182,7 +182,7 @@ def test_every_image_is_written_with_its_label_size_and_pixels(tree):
     _check_ledger(manifest, read=len(IMAGES) + len(BAD))
     assert manifest["rejected"]["reasons"] == {
         UNDECODABLE: 2,
-        "label: not one of the allowed values": 1,
+        "label: not one of the allowed values [bird, cat, dog]": 1,
     }
     rejected = {json.loads(r["record"])["filename"]: r for r in rejected_records(out, manifest)}
     assert sorted(rejected) == ["bird/2024/b3.png", "cat/broken.jpg", "dog/notes.png"]

@@ -137,7 +137,7 @@ def test_sqlite_table_partitioned_read_every_value_and_rejections(tmp_path):
     assert manifest["rejected"]["reasons"] == {
         "count: not an integer": 1,
         "name: not valid UTF-8": 1,
-        "species: not one of the allowed values": 1,
+        "species: not one of the allowed values [Adelie, Chinstrap, Gentoo]": 1,
         "id: missing required value": 1,
     }
     _check_ledger(manifest)

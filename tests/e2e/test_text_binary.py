@@ -92,7 +92,7 @@ def test_text_with_a_regex_writes_every_matching_line_and_rejects_the_rest(tmp_p
             bad[len(lines) + 1] = ("text: line does not match regex", "-- log rotated --")
             lines.append("-- log rotated --")
     bad[len(lines) + 1] = (
-        "level: not one of the allowed values",
+        "level: not one of the allowed values [INFO, WARN, ERROR]",
         "2024-05-01T11:00:00 TRACE req=900 took=1ms",
     )
     lines.append(bad[len(lines) + 1][1])

@@ -37,7 +37,8 @@ CONFIG = {
     },
     "label": "species",
     "splits": {"train": 0.5, "eval": 0.5},
-    "output": {"path": "out", "compression": "none"},
+    # 4 of 7 records rejected: the point
+    "output": {"path": "out", "compression": "none", "max_rejected_fraction": 1},
 }
 
 
@@ -96,7 +97,7 @@ def test_the_rejected_records_are_those_of_the_dataset(published):
         "bill: not a number",
         "csv: expected 4 fields, got 3",
         "id: missing key",
-        "species: not one of the allowed values",
+        "species: not one of the allowed values [Adelie, Chinstrap, Gentoo]",
     ]
 
 
@@ -125,7 +126,8 @@ def test_validate_only_reads_a_sample_of_each_source_and_writes_nothing(publishe
         f"    csv: expected 4 fields, got 3: 1 (first at {path}:8)",
         f"    id: missing key: 1 (first at {path}:5)",
         f"    bill: not a number: 1 (first at {path}:3)",
-        f"    species: not one of the allowed values: 1 (first at {path}:6)",
+        f"    species: not one of the allowed values [Adelie, Chinstrap, Gentoo]: 1 (first at "
+        f"{path}:6)",
     ]
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
 

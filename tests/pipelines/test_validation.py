@@ -305,3 +305,37 @@ def test_a_named_baseline_that_is_not_a_dataset_is_refused_before_the_run(tmp_pa
         f"shardflow etl: error: --baseline: {tmp_path}/no: no manifest.json: not a dataset "
         "(or not complete)\n"
     )
+
+
+def test_a_fifth_of_the_records_rejected_is_a_warning_unless_it_blocks(tmp_path, capsys):
+    """More than MAX_REJECTED_RATE (0.1) of the records read rejected: an anomaly of the run
+    (no feature, no split) that does not block by default; `validation.block` can make it."""
+    rows = "".join(f"{i},{'x' if i % 5 == 0 else i}\n" for i in range(100))
+    (tmp_path / "a.csv").write_text("id,n\n" + rows)
+    config = {
+        "name": "r",
+        "sources": [{"name": "a", "format": "csv", "path": "a.csv"}],
+        "features": {"id": {"type": "int"}, "n": {"type": "int"}},
+        "output": {"path": "out"},
+    }
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(config))
+    capsys.readouterr()
+    assert run(["--config", str(tmp_path / "r.yaml")]) == 0
+    line = (
+        "rejected_rate: rejected_rate 0.2 (threshold 0.1): Rejected records: 20 of 100 records "
+        "read were rejected (0.2 > 0.1); most often: 'n: not an integer' (20)"
+    )
+    out = capsys.readouterr().out
+    assert f"  validation: 1 anomaly (schema: inferred)\n      {line}\n" in out
+    anomalies = _manifest(tmp_path, "out").validation.anomalies
+    assert [(a["feature"], a["split"], a["kind"], a["blocking"]) for a in anomalies] == [
+        ("", "", "rejected_rate", False)
+    ]
+    assert validate_main([str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [f"  {line}"]
+    config["validation"] = {"block": ["rejected_rate"]}
+    config["output"]["path"] = "blocked"
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(config))
+    assert run(["--config", str(tmp_path / "r.yaml")]) == 1
+    assert capsys.readouterr().err.startswith(f"shardflow etl: job failed: validation: {line}")
+    assert not (tmp_path / "blocked").exists()

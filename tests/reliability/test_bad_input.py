@@ -99,8 +99,12 @@ def _config(d: Path, sources: list[dict], features: dict, name: str = "bad", key
         "key": key,
         "features": features,
         "splits": {"train": 0.5, "eval": 0.5},
-        # sources of empty files or of only bad records are the point of these tests
-        "output": {"path": "out", "allow": ["empty_source", "empty_split"]},
+        # sources of empty files or of (mostly) bad records are the point of these tests
+        "output": {
+            "path": "out",
+            "allow": ["empty_source", "empty_split"],
+            "max_rejected_fraction": 1,
+        },
     }
     path = d / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -224,8 +228,11 @@ def test_csv_out_of_range_and_not_in_values_are_rejected(tabular):
     assert (lines[8], lines[9], lines[10]) == (
         "id: above max 1000",
         "id: below min 0",
-        "kind: not one of the allowed values",
+        "kind: not one of the allowed values [a, b]",
     )
+    # the value is beside the reason, which stays the same for every value (it is counted)
+    assert rejected["rows", "rows.csv:10"]["value"] == "'c'"
+    assert "value" not in rejected["rows", "rows.csv:9"]
 
 
 def test_nan_is_rejected_and_inf_is_a_float(tabular):

@@ -114,7 +114,8 @@ def _huge_image(d: Path):
         f.truncate((64 << 20) + 10)
     return _etl(d, [{"name": "p", "format": "images", "path": "photos"}],
                 {"image": {"type": "image"}, "label": {"type": "string"}},
-                output={"path": "out", "allow": ["empty_source", "empty_split"]})  # fmt: skip
+                output={"path": "out", "allow": ["empty_source", "empty_split"],
+                        "max_rejected_fraction": 1})  # fmt: skip
 
 
 INPUTS = [
@@ -227,7 +228,13 @@ def _json_case(name: str, value: str, ftype: str, reason: str | None, written=No
         else:
             assert _rejected(d) == {reason: 1}
 
-    allow = {"output": {"path": "out", "allow": ["empty_split", "empty_source"]}}
+    allow = {
+        "output": {
+            "path": "out",
+            "allow": ["empty_split", "empty_source"],
+            "max_rejected_fraction": 1,
+        }
+    }  # its one record may be rejected: the point
     return Case(name, "values", _json_allowing(value, ftype, allow), 0, check=check)
 
 
@@ -244,7 +251,8 @@ def _csv_value(value: str, ftype: str, reason: str):
     def setup(d: Path):
         return _etl(d, [csv_source(d, f"id,x\n1,{value}\n")],
                     {"id": {"type": "int"}, "x": {"type": ftype}},
-                    output={"path": "out", "allow": ["empty_split", "empty_source"]})  # fmt: skip
+                    output={"path": "out", "allow": ["empty_split", "empty_source"],
+                            "max_rejected_fraction": 1})  # fmt: skip
 
     return setup
 

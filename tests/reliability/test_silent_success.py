@@ -226,6 +226,7 @@ def test_the_summary_prints_ignored_fields_and_the_top_rejection_reasons(tmp_pat
         [{"name": "a", "format": "csv", "path": "a.csv"}],
         features={"id": {"type": "int"}, "name": {"type": "string"},
                   "v": {"type": "int", "max": 0}},
+        output={"path": "out", "max_rejected_fraction": 1},  # 10 of 14 rejected: the point
     )  # fmt: skip
     capsys.readouterr()
     assert run(["--config", str(config)]) == 0
@@ -348,6 +349,73 @@ def test_a_refusal_from_a_worker_process_reads_as_the_same_one_line(tmp_path, ca
     err = capsys.readouterr().err.splitlines()
     assert err[-1] == (
         "shardflow etl: job failed: 1 of 3 records rejected, more than output.max_rejected (0); "
-        "no dataset published"
+        "most often: 'id: not an integer' (1); no dataset published"
     )
     assert not (tmp_path / "out").exists()
+
+
+# 95% of the rows outside `values`: 'SA' and 'M' are not regions
+REGIONS_CSV = b"id,region\n" + b"".join(
+    b"%d,%s\n" % (i, b"C" if i % 20 == 0 else b"SA" if i % 20 < 12 else b"M") for i in range(200)
+)
+REGIONS = {"id": {"type": "int"}, "region": {"type": "string", "values": ["C", "N", "S"]}}
+
+
+def test_a_run_rejecting_most_of_its_records_fails_without_a_limit_set(tmp_path, capsys):
+    (tmp_path / "a.csv").write_bytes(REGIONS_CSV)
+    config = _config(tmp_path, [{"name": "a", "format": "csv", "path": "a.csv"}], features=REGIONS)
+    assert _refused(tmp_path, config, capsys) == (
+        "shardflow etl: job failed: 190 of 200 records rejected (95.00%), more than the default "
+        "output.max_rejected_fraction (0.5); most often: 'region: not one of the allowed values "
+        "[C, N, S]' (190); fix the input or the features, or set output.max_rejected_fraction: 1 "
+        "to accept any share; no dataset published"
+    )
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_limit_set_replaces_the_default_one(tmp_path, capsys):
+    (tmp_path / "a.csv").write_bytes(REGIONS_CSV)
+    source = [{"name": "a", "format": "csv", "path": "a.csv"}]
+    # the same run with a count limit: it alone applies
+    config = _config(tmp_path, source, features=REGIONS, output={"path": "out", "max_rejected": 5})
+    assert _refused(tmp_path, config, capsys).startswith(
+        "shardflow etl: job failed: 190 of 200 records rejected, more than output.max_rejected "
+        "(5); most often: 'region: not one of the allowed values [C, N, S]' (190); "
+    )
+    config = _config(
+        tmp_path, source, features=REGIONS, output={"path": "out", "max_rejected": 1000}
+    )
+    capsys.readouterr()
+    assert run(["--config", str(config)]) == 0, capsys.readouterr().err
+
+
+def test_a_value_outside_values_is_named_by_its_rejected_record_and_the_summary(tmp_path, capsys):
+    (tmp_path / "a.csv").write_bytes(REGIONS_CSV)
+    config = _config(
+        tmp_path,
+        [{"name": "a", "format": "csv", "path": "a.csv"}],
+        features=REGIONS,
+        output={"path": "out", "max_rejected_fraction": 1},  # accepts any share rejected
+    )
+    capsys.readouterr()
+    assert run(["--config", str(config)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    start = out.index(next(line for line in out if line.startswith("  rejected")))
+    assert out[start : start + 3] == [
+        "  rejected         190 records",
+        "          190  region: not one of the allowed values [C, N, S]",
+        "               values: 'SA' (110), 'M' (80)",
+    ]
+    manifest = readback.manifest(tmp_path / "out")
+    # counted as one reason, whatever the values
+    reason = "region: not one of the allowed values [C, N, S]"
+    assert manifest["rejected"]["reasons"] == {reason: 190}
+    rejected = {r["location"].rsplit("/", 1)[1]: r for r in readback.rejected(tmp_path / "out")}
+    assert rejected["a.csv:3"] == {
+        "source": "a",
+        "location": str(tmp_path / "a.csv") + ":3",
+        "reason": reason,
+        "record": "1,SA\n",
+        "value": "'SA'",
+    }
+    assert rejected["a.csv:14"]["value"] == "'M'"

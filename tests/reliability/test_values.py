@@ -564,7 +564,7 @@ def values(tmp_path_factory):
             "a_b": {"type": "string", "required": False},
         },
         "splits": {"train": 0.5, "eval": 0.5},
-        "output": {"path": "out"},
+        "output": {"path": "out", "max_rejected_fraction": 1},  # bad values are the point
     }
     (d / "values.yaml").write_text(yaml.safe_dump(config, allow_unicode=True))
     assert run(["--config", str(d / "values.yaml"), "--output", str(d / "out")]) == 0

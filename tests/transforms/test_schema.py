@@ -54,7 +54,8 @@ def test_coerce_accepts(feature, value, expected):
         (F(type="string", shape=(None,)), 3, "x: expected a list"),
         (F(type="float", min=0), "-0.5", "x: below min 0"),
         (F(type="int", max=10), 11, "x: above max 10"),
-        (F(type="string", values=("A", "B")), "C", "x: not one of the allowed values"),
+        (F(type="string", values=("A", "B")), "C", "x: not one of the allowed values [A, B]"),
+        (F(type="int", values=(1, 2)), 3, "x: not one of the allowed values [1, 2]"),
         (F(type="image"), b"not an image", "x: not a decodable image"),
     ],
 )
@@ -62,6 +63,37 @@ def test_coerce_rejects_with_reason(feature, value, reason):
     with pytest.raises(RecordError) as e:
         coerce_feature(feature, value)
     assert e.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    "feature, value, reason, shown",
+    [
+        (F("region", "string", values=("C", "N", "S")), "SA", "[C, N, S]", "'SA'"),
+        (F(type="int", values=(1, 2)), "7", "[1, 2]", "7"),
+        (F(type="string", shape=(None,), values=("a", "b")), ["a", "z", "y"], "[a, b]", "'z'"),
+        # a value is cut at 40 characters; what a terminal would act on is escaped
+        (F(type="string", values=("A",)), "é" * 50, "[A]", repr("é" * 39 + "…")),
+        (F(type="string", values=("A",)), "\x1b[31mred\u202e", "[A]", "'\\x1b[31mred\\u202e'"),
+        # allowed values: plain ones as they are, others quoted; the first 8, then a count
+        (F(type="string", values=("a b", "", "x'y")), "c", "['a b', '', \"x'y\"]", "'c'"),
+        (
+            F(type="int", values=tuple(range(20))),
+            "99",
+            "[0, 1, 2, 3, 4, 5, 6, 7, … 12 more]",
+            "99",
+        ),
+    ],
+)
+def test_a_value_outside_values_is_shown_beside_a_reason_naming_the_allowed(
+    feature, value, reason, shown
+):
+    with pytest.raises(RecordError) as e:
+        coerce_feature(feature, value)
+    assert e.value.reason == f"{feature.name}: not one of the allowed values {reason}"
+    assert e.value.reason.value == shown
+    columns = {feature.name: [value, value]}  # the batch path: the same reason and value
+    _, reasons = Validator([feature], ["s"]).validate(2, {"s": SourceColumns(columns)})
+    assert [(r, r.value) for r in reasons.values()] == [(e.value.reason, shown)] * 2
 
 
 def test_csv_list_cells_split_on_the_list_delimiter():
@@ -181,6 +213,8 @@ def test_batch_validation_agrees_with_per_value_coercion(ftype, extra):
     if ftype == "string":
         kw.pop("min", None), kw.pop("max", None)
         kw["values"] = ("Adelie", "42", "7") if extra.get("min") is not None else None
+    if ftype == "int" and extra.get("min") is not None:
+        kw["values"] = (0, 7, 42, 2**62)
     feature = F("x", ftype, **kw)
     texts = [v for v in ODD_VALUES if isinstance(v, str) or v is None]
     cases = [(ODD_VALUES, False), (texts, True), (texts, False), ([1, 2, None, 3], False)]
@@ -201,10 +235,12 @@ def test_batch_validation_agrees_with_per_value_coercion(ftype, extra):
                     expected = (None, [coerce_feature(feature, value)])
                 except RecordError as e:
                     expected = (e.reason, None)
-            got = (reasons.get(i), rows[i])
-            if ftype == "float" and expected[1] and expected[1][0]:
+            # a value outside `values` is shown beside the reason, alike on both paths
+            got = (reasons.get(i), getattr(reasons.get(i), "value", None), rows[i])
+            expected = (expected[0], getattr(expected[0], "value", None), expected[1])
+            if ftype == "float" and expected[2] and expected[2][0]:
                 import struct
 
-                f32 = struct.unpack("f", struct.pack("f", expected[1][0][0]))[0]
-                expected = (None, [[f32]])
+                f32 = struct.unpack("f", struct.pack("f", expected[2][0][0]))[0]
+                expected = (None, None, [[f32]])
             assert got == expected, (value, column is ODD_VALUES)

@@ -3,7 +3,7 @@
 
   statistics_proto  statistics.json as a `DatasetFeatureStatisticsList` (`statistics.pb`)
   schema            a `Schema` inferred from the config and the statistics (`schema.pbtxt`)
-  anomalies         statistics checked against a schema
+  anomalies         statistics checked against a schema; a run's share of rejected records
   measures          comparisons of statistics
 
 Pure Python, numpy and the protos: no Beam and no TensorFlow here (a test checks it).

@@ -25,7 +25,10 @@ measure):
   distance of string value counts, Jensen-Shannon divergence of number histograms ("High Linfty
   distance between current and previous", "High approximate Jensen-Shannon divergence ...");
 - `skew`: each split but `train` against `train`, with the same measures ("... between training
-  and serving").
+  and serving");
+- `rejected_rate`: more than MAX_REJECTED_RATE of the records read were rejected
+  (`rejected_anomaly`, from the manifest's counts: no feature, no split; not in TFDV, whose
+  input holds no rejected records).
 
 Distribution thresholds come, for each feature, from `Thresholds.features`, else from the
 schema's `drift_comparator` / `skew_comparator` (`infinity_norm`, `jensen_shannon_divergence`),
@@ -63,6 +66,9 @@ KINDS = ANOMALY_KINDS
 DEFAULT_BLOCKING = frozenset(CONTRACT_BLOCKING)
 TRAIN = "train"  # the split the others are compared with for skew
 MAX_EXAMPLES = 20  # out-of-domain values listed in an anomaly
+# Rejecting more than this share of the records read is worth a look even where the run's limit
+# (output.max_rejected_fraction, by default 0.5) lets it publish.
+MAX_REJECTED_RATE = 0.1
 
 _SCHEMA_TYPES = {
     "int": "INT",
@@ -241,6 +247,28 @@ def find_anomalies(
                 control = splits[TRAIN].features.get(name)
                 _compare(add, name, split, "skew", feature, mine, control, thresholds)
     return sorted(found, key=Anomaly.sort_key)
+
+
+def rejected_anomaly(
+    read: int, reasons: Mapping[str, int], thresholds: Thresholds | None = None
+) -> Anomaly | None:
+    """The `rejected_rate` anomaly of a run that read `read` records and rejected these
+    (records per reason), when more than MAX_REJECTED_RATE of them were rejected; else None.
+    It names no feature and no split (""), and the three most frequent reasons."""
+    rejected = sum(reasons.values())
+    rate = rejected / read if read else 0.0
+    if rate <= MAX_REJECTED_RATE:
+        return None
+    ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))[:3]
+    top = ", ".join(f"{reason!r} ({n})" for reason, n in ranked)
+    message = (
+        f"Rejected records: {rejected} of {read} records read were rejected "
+        f"({rate:.6g} > {MAX_REJECTED_RATE:g}); most often: {top}"
+    )
+    blocking = "rejected_rate" in (thresholds or Thresholds()).blocking
+    return Anomaly(
+        "", "", "rejected_rate", "rejected_rate", rate, MAX_REJECTED_RATE, blocking, message
+    )
 
 
 def _deprecated(feature: schema_pb2.Feature) -> bool:

@@ -6,7 +6,8 @@ The schema is the config's curated one (`validation.schema`), else this dataset'
 what the baseline's schema learned from the data (`schema.carry_over`: its string domains carry
 on from run to run, as with TFX's SchemaGen and ExampleValidator), else one inferred from this
 dataset. `validate` returns what a dataset
-publishes: the schema, the statistics in TFDV's format and the anomalies, sorted.
+publishes: the schema, the statistics in TFDV's format and the anomalies, sorted: the run's own
+(`rejected_rate`, from the manifest's counts) first, then those of the features.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from transforms.contract.layout import MANIFEST, SCHEMA, STATISTICS
 from transforms.contract.manifest import Manifest
 from transforms.contract.statistics import Statistics
 from transforms.validation import statistics_proto
-from transforms.validation.anomalies import Anomaly, FeatureThresholds, Thresholds, find_anomalies
+from transforms.validation.anomalies import (
+    Anomaly,
+    FeatureThresholds,
+    Thresholds,
+    find_anomalies,
+    rejected_anomaly,
+)
 from transforms.validation.schema import carry_over, infer_schema, read_schema, schema_text
 
 
@@ -78,15 +85,21 @@ def validate(
     else:
         schema, whose = infer_schema(statistics, manifest), "inferred"
         published = schema
+    limits = thresholds(spec)
     anomalies = find_anomalies(
-        statistics, schema, thresholds(spec), baseline.statistics if baseline is not None else None
+        statistics, schema, limits, baseline.statistics if baseline is not None else None
     )
+    read = sum(s.records for s in manifest.sources.values())
+    rejected = rejected_anomaly(read, manifest.rejected.reasons, limits)
+    if rejected is not None:  # of no feature: before those of features
+        anomalies.insert(0, rejected)
     proto = statistics_proto.serialize(statistics_proto.to_proto(statistics, manifest))
     return Validated(schema_text(published), whose, proto, tuple(anomalies))
 
 
 def describe(anomaly: Anomaly | Mapping[str, Any]) -> str:
-    """One line: `FEATURE (SPLIT): KIND: MEASURE VALUE (threshold THRESHOLD): DESCRIPTION`."""
+    """One line: `FEATURE (SPLIT): KIND: MEASURE VALUE (threshold THRESHOLD): DESCRIPTION`
+    (without `FEATURE (SPLIT): ` for an anomaly of no feature, `rejected_rate`)."""
     a = anomaly.to_dict() if isinstance(anomaly, Anomaly) else anomaly
     measure = ""
     if a.get("measure") and isinstance(a.get("value"), (int, float)):
@@ -94,7 +107,8 @@ def describe(anomaly: Anomaly | Mapping[str, Any]) -> str:
         if isinstance(a.get("threshold"), (int, float)):
             measure += f" (threshold {_number(a['threshold'])})"
         measure += ": "
-    return f"{a['feature']} ({a['split']}): {a['kind']}: {measure}{a['description']}"
+    where = f"{a['feature']} ({a['split']}): " if a.get("feature") else ""
+    return f"{where}{a['kind']}: {measure}{a['description']}"
 
 
 def _number(value: float) -> str:

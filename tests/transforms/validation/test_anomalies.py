@@ -444,3 +444,23 @@ def test_numbers_with_few_values_drift_as_exact_masses():
         {float(v): c for v, c in moved.items()}, {float(v): c for v, c in codes.items()}
     )
     assert (found.kind, found.measure, found.value) == ("drift", "jensen_shannon", expected)
+
+
+def test_rejecting_more_than_a_tenth_of_the_records_read_is_a_warning():
+    from transforms.validation.anomalies import MAX_REJECTED_RATE, rejected_anomaly
+
+    assert MAX_REJECTED_RATE == 0.1
+    # at the threshold: nothing; no record read: nothing
+    assert rejected_anomaly(1000, {"x: not a number": 100}) is None
+    assert rejected_anomaly(0, {}) is None
+    reasons = {"x: not a number": 5, "region: not one of the allowed values [C, N, S]": 90}
+    reasons |= {"y: missing required value": 5, "z: below min 0": 1}
+    found = rejected_anomaly(1000, reasons)
+    assert found == Anomaly(
+        "", "", "rejected_rate", "rejected_rate", 0.101, 0.1, False,
+        "Rejected records: 101 of 1000 records read were rejected (0.101 > 0.1); most often: "
+        "'region: not one of the allowed values [C, N, S]' (90), 'x: not a number' (5), "
+        "'y: missing required value' (5)",
+    )  # fmt: skip
+    blocking = Thresholds(blocking=frozenset({"rejected_rate"}))
+    assert rejected_anomaly(1000, reasons, blocking).blocking
