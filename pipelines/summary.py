@@ -16,6 +16,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.config import DatasetSpec
+from transforms.contract.facts import REPEATED_SHARE, Facts
 from transforms.contract.layout import MANIFEST
 from transforms.contract.manifest import Manifest
 from transforms.records import Rejected
@@ -89,6 +90,28 @@ def _values(counts: Counter, complete: bool) -> str:
     return f"{shown}{more}{where}"
 
 
+def _repeated_rows(dataset: DatasetSpec, manifest: Manifest) -> list[str]:
+    """The facts' repeated rows and conflicting labels, when 1% of the records or more repeat,
+    with the suggestion of a key for a dataset without one."""
+    if manifest.facts is None:
+        return []
+    with FileSystems.open(f"{dataset.output.path}/{manifest.facts.path}") as f:
+        rows = Facts.loads(f.read()).rows
+    if not rows.records or rows.repeated < REPEATED_SHARE * rows.records:
+        return []
+    lines = [
+        f"  {'repeated':<10} {rows.repeated:>9} records repeat another's features and label "
+        f"({rows.repeated_rows} distinct rows); {rows.conflicting} share their features with a "
+        f"record of another label; {rows.across_splits} have a copy in another split"
+    ]
+    if dataset.key is None:
+        lines.append(
+            "             where copies are one entity (a person, a respondent), give the "
+            "config a `key` so that they land in one split"
+        )
+    return lines
+
+
 def print_summary(dataset: DatasetSpec, seconds: float) -> None:
     with FileSystems.open(f"{dataset.output.path}/{MANIFEST}") as f:
         manifest = Manifest.from_json(f.read())
@@ -114,6 +137,8 @@ def print_summary(dataset: DatasetSpec, seconds: float) -> None:
             more = f" and {rest} more" if rest > 0 else ""
             print(f"  ignored fields of {name} (records holding a value): {fields}{more}")
     print(f"  {'duplicates':<10} {manifest.duplicates:>9} records")
+    for line in _repeated_rows(dataset, manifest):
+        print(line)
     if manifest.joined is not None:
         print(f"  {'joined':<10} {manifest.joined:>9} records merged into another source's")
     transform = manifest.transform

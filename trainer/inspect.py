@@ -32,7 +32,7 @@ from trainer.manifest import (
     load_manifest,
     load_statistics,
 )
-from trainer.readers.facts import REPEATED_SHARE
+from transforms.contract.facts import REPEATED_SHARE
 from transforms.contract.layout import STATISTICS
 from transforms.contract.statistics import Sizes, Statistics
 

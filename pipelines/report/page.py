@@ -51,6 +51,7 @@ from pipelines.report.svg import (
     fmt_int,
     graph_svg,
 )
+from transforms.contract.facts import REPEATED_SHARE, Facts
 from transforms.contract.manifest import Manifest
 from transforms.contract.statistics import Statistics
 from transforms.ui.style import in_split_order, page, split_class
@@ -68,8 +69,9 @@ def render(
     graph: dict[str, Any] | None = None,
     timings: dict[str, Any] | None = None,
     rejected_examples: dict[str, list[dict[str, Any]]] | None = None,
+    facts: Facts | None = None,
 ) -> str:
-    """The run report as one HTML page.
+    """The run report as one HTML page (`facts`: facts.json, for its repeated rows).
 
     Sections (element ids): `summary`, `sources`, `splits`, `rejected`, `shards`, `features`
     and `label-balance` (with statistics), `timings` (with timings), `graph` (with a graph).
@@ -98,7 +100,7 @@ def render(
     title = f"{manifest.name} — {date}" if date else manifest.name
     found = found_shifts(statistics) if statistics is not None else []
     sections = [
-        _warnings(manifest, found),
+        _warnings(manifest, found, facts),
         _summary(manifest, timings),
         _sources(manifest),
         _splits(manifest, statistics),
@@ -118,10 +120,11 @@ def render(
 # --- sections ------------------------------------------------------------------------------
 
 
-def _warnings(manifest: Manifest, found: list[Shift]) -> str:
+def _warnings(manifest: Manifest, found: list[Shift], facts: Facts | None = None) -> str:
     """A banner of what a reader should not miss: a partial dataset, the anomalies of data
-    validation, rejected records, an empty dataset or split, fields no feature reads, splits
-    whose features differ a lot from train's (`found`). Empty when there is none."""
+    validation, rejected records, an empty dataset or split, rows that repeat (the facts), fields
+    no feature reads, splits whose features differ a lot from train's (`found`). Empty when there
+    is none."""
     read = sum(s.records for s in manifest.sources.values())
     written = sum(s.records for s in manifest.splits.values())
     rejected = manifest.rejected.records
@@ -152,6 +155,26 @@ def _warnings(manifest: Manifest, found: list[Shift]) -> str:
     for name in in_split_order(manifest.splits):
         if written and not manifest.splits[name].records:
             items.append(f"Split {escape(name)} holds no record.")
+    repeated = facts.rows if facts is not None else None
+    if (
+        repeated is not None
+        and repeated.records
+        and (repeated.repeated >= REPEATED_SHARE * repeated.records)
+    ):
+        key = (
+            ""
+            if manifest.key is not None
+            else " Where copies are one entity (a person, a respondent), give the config a "
+            "<code>key</code> so that they land in one split."
+        )
+        n, total = repeated.repeated, repeated.records
+        items.append(
+            f'<span id="repeated-rows" data-value="{n}">{fmt_int(n)} records '
+            f"({100 * n / total:.1f} %) repeat another's features and label "
+            f"({fmt_int(repeated.repeated_rows)} distinct rows); "
+            f"{fmt_int(repeated.conflicting)} share their features with a record of another "
+            f"label; {fmt_int(repeated.across_splits)} have a copy in another split.{key}</span>"
+        )
     by_split: dict[str, list[str]] = {}
     for shift in found:
         features = by_split.setdefault(shift.split, [])

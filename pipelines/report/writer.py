@@ -1,5 +1,5 @@
 """report.html written next to a published dataset, from what it holds (its manifest,
-statistics and rejected records) and the job's graph and timings."""
+statistics, facts and rejected records) and the job's graph and timings."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.contract.facts import Facts
 from transforms.contract.layout import MANIFEST, REPORT
 from transforms.contract.manifest import Manifest
 from transforms.contract.statistics import Statistics
@@ -37,11 +38,15 @@ def write_report(output: str, graph: dict, timings: dict) -> None:
         if entry is not None:
             path = f"{output}/{entry.path}"
             statistics = Statistics.loads(_read(path), path)
+        facts = None
+        if manifest.facts is not None:
+            path = f"{output}/{manifest.facts.path}"
+            facts = Facts.loads(_read(path), path)
         examples = rejected_examples(output, manifest)
         seconds = round(time.monotonic() - started, 3)
         read_back = {"name": "report: read the dataset back", "seconds": seconds}
         timings = dict(timings, steps=[*timings.get("steps", []), read_back])
-        page = render(manifest, statistics, graph, timings, examples).encode("utf-8")
+        page = render(manifest, statistics, graph, timings, examples, facts).encode("utf-8")
         write_atomically(f"{output}/{REPORT}", page, "text/html")
     except Exception as e:  # noqa: BLE001 - see above
         logger.warning("the run report was not written: %s: %s", type(e).__name__, e)

@@ -67,6 +67,7 @@ def _etl(base: Path, out: Path, *flags: str) -> dict:
         timeout=400,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    (out.parent / f"{out.name}.etl.out").write_text(proc.stdout)
     return json.loads((out / "manifest.json").read_text())
 
 
@@ -132,6 +133,12 @@ def test_repeated_rows_are_counted_and_spread_over_the_splits(made):
     most = max(seen, key=lambda r: seen[r])
     assert (most[0].encode(),) in eval_rows
     assert 0.15 < manifest["splits"]["eval"]["records"] / ROWS < 0.25
+    # the run's summary and report say so, and suggest a key
+    said = (base / "out.etl.out").read_text()
+    assert f"{'repeated':<10} {ROWS - len(seen):>9} records repeat another's" in said
+    assert "give the config a `key`" in said
+    report = (base / "out" / "report.html").read_text()
+    assert f'id="repeated-rows" data-value="{ROWS - len(seen)}"' in report
 
 
 def test_the_same_files_elsewhere_and_two_workers_give_the_same_bytes(made, tmp_path):

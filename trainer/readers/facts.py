@@ -41,6 +41,7 @@ from transforms.contract.facts import (
     CLASSIFICATION,
     QUANTILES,
     REGRESSION,
+    REPEATED_SHARE,
     Facts,
     FeatureFacts,
     RowFacts,
@@ -51,7 +52,6 @@ from transforms.contract.statistics import FeatureStatistics
 TRAIN = "train"
 NUMBERS = ("int", "float")
 STRINGS = ("string",)
-REPEATED_SHARE = 0.01  # rows repeating this share of the records or more are worth a warning
 
 
 class Moments(NamedTuple):

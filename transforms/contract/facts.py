@@ -41,6 +41,7 @@ QUANTILES = 200  # quantile boundaries at every 0.5% of the values
 QUANTILE_ERROR = 0.005  # relative error of a sketched quantile
 COUNTED_NUMBERS = 100  # a number's value counts are listed while it has at most this many
 CLASSIFICATION, REGRESSION = "classification", "regression"
+REPEATED_SHARE = 0.01  # repeated rows of this share of the records or more are told to users
 
 
 class FactsError(ValueError):
