@@ -421,7 +421,8 @@ class FactCounter:
             if kind in _STRINGS:
                 hashes = self._strings(out, name, flat, lengths, split, splits)
             elif kind in _NUMBERS:
-                values = flat.to_numpy(zero_copy_only=False).astype(np.float64)
+                raw = flat.to_numpy(zero_copy_only=False)
+                values = raw.astype(np.float64)
                 value_split = np.repeat(split, lengths)
                 for s in splits:
                     picked = values[value_split == s]
@@ -429,7 +430,9 @@ class FactCounter:
                         sketch = Sketch.of(picked)
                         found = out.sketches.get((s, name))
                         out.sketches[(s, name)] = sketch if found is None else found.merge(sketch)
-                hashes = mix(values.view(np.uint64))
+                # an int's own bits (beyond 2**53 a float64 would merge neighbours)
+                bits = raw.astype(np.int64) if kind == "int" else values
+                hashes = mix(bits.view(np.uint64))
             else:  # bytes, images
                 data = flat.cast(pa.binary()).to_pylist()
                 hashes = np.fromiter(map(xxh3_64_intdigest, data), np.uint64, len(data))

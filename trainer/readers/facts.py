@@ -173,7 +173,9 @@ def dataset_facts(data: str | Sequence[str] | Dataset, split: str = TRAIN) -> Da
 
 
 def _of_facts(dataset: Dataset, split: str, parts: list[Facts]) -> DatasetFacts:
-    vocabularies, counts, moments, quantiles, distinct = {}, {}, {}, {}, {}
+    vocabularies: dict[str, tuple[str, ...]] = {}
+    counts: dict[str, tuple[int, ...]] = {}
+    moments, quantiles, distinct = {}, {}, {}
     all_ranked, present, totals, bounds, number_values = {}, {}, {}, {}, {}
     found = [p.splits.get(split) for p in parts]
     splits = [s for s in found if s is not None]
@@ -185,14 +187,7 @@ def _of_facts(dataset: Dataset, split: str, parts: list[Facts]) -> DatasetFacts:
             ranked = _added(facts)
             if name != dataset.label:
                 all_ranked[name] = {w: c for w, c in ranked.items() if w != ""}
-                words = (
-                    tuple(str(v) for v in feature.values if v != "")
-                    if feature.values is not None
-                    else tuple(w for w in ranked if w != "")
-                )
-                if words:  # without one, a feature reads as its strings
-                    vocabularies[name] = words
-                    counts[name] = tuple(ranked.get(w, 0) for w in words)
+                _add_vocabulary(name, feature, ranked, vocabularies, counts)
             distinct[name] = len(ranked)
         elif feature.type in NUMBERS:
             numbers = [f for f in facts if f.finite]
@@ -249,6 +244,26 @@ def _label_counts(dataset: Dataset, parts: list[Facts]) -> dict[str, dict[str, i
             for value, count in pairs:
                 counted[value] = counted.get(value, 0) + count
     return {split: counts for split, counts in out.items() if split not in unknown}
+
+
+def _add_vocabulary(
+    name: str,
+    feature: ManifestFeature,
+    ranked: Mapping[str, int],
+    vocabularies: dict[str, tuple[str, ...]],
+    counts: dict[str, tuple[int, ...]],
+) -> None:
+    """A string feature's vocabulary (its `values`, else its counted values, most first; never
+    "") and counts, added to `vocabularies` and `counts` when it has one (without one, a feature
+    reads as its strings)."""
+    words = (
+        tuple(str(v) for v in feature.values if v != "")
+        if feature.values is not None
+        else tuple(w for w in ranked if w != "")
+    )
+    if words:
+        vocabularies[name] = words
+        counts[name] = tuple(ranked.get(w, 0) for w in words)
 
 
 def _added(facts: list[FeatureFacts]) -> dict[str, int]:
@@ -326,19 +341,13 @@ def task_of(facts: DatasetFacts) -> str | None:
 
 
 def _of_statistics(dataset: Dataset, split: str) -> DatasetFacts:
-    vocabularies, counts, moments = {}, {}, {}
+    vocabularies: dict[str, tuple[str, ...]] = {}
+    counts: dict[str, tuple[int, ...]] = {}
+    moments = {}
     for name, feature in dataset.features.items():
         stats = _stats(dataset, split, name)
         if feature.type in STRINGS and name != dataset.label:
-            listed = _listed(stats)
-            words = (
-                tuple(str(v) for v in feature.values if v != "")
-                if feature.values is not None
-                else tuple(w for w in listed if w != "")
-            )
-            if words:
-                vocabularies[name] = words
-                counts[name] = tuple(listed.get(w, 0) for w in words)
+            _add_vocabulary(name, feature, _listed(stats), vocabularies, counts)
         elif feature.type in NUMBERS and stats is not None and stats.mean is not None:
             moments[name] = Moments(float(stats.mean), float(stats.std) if stats.std else 1.0)
     classes = None

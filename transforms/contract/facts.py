@@ -35,6 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from transforms.contract.layout import FACTS, FACTS_FORMAT_VERSION
+from transforms.contract.statistics import StatisticsError
+from transforms.contract.statistics import check as _check
+from transforms.contract.statistics import count as _count
+from transforms.contract.statistics import number as _number
+from transforms.contract.statistics import optional as _optional
 
 VOCABULARY_CAP = 100_000  # values a vocabulary keeps, by default
 QUANTILES = 200  # quantile boundaries at every 0.5% of the values
@@ -45,7 +50,8 @@ REPEATED_SHARE = 0.01  # repeated rows of this share of the records or more are 
 
 
 class FactsError(ValueError):
-    """A facts.json that breaks the contract."""
+    """A facts.json that breaks the contract (its checks are statistics.json's, whose
+    StatisticsError `Facts.from_json` gives as this)."""
 
 
 @dataclass(frozen=True)
@@ -299,7 +305,7 @@ class Facts:
                 rows=RowFacts.from_json(raw.get("rows", {}), "rows"),
                 format_version=version,
             )
-        except FactsError as e:
+        except StatisticsError as e:
             raise FactsError(f"{where}: {e}") from None
 
     @classmethod
@@ -309,27 +315,6 @@ class Facts:
         except (ValueError, RecursionError) as e:
             raise FactsError(f"{where}: not JSON ({e})") from None
         return cls.from_json(raw, where)
-
-
-def _check(ok: bool, at: str, problem: str) -> None:
-    if not ok:
-        raise FactsError(f"{at}: {problem}" if at else problem)
-
-
-def _count(value: Any, at: str) -> int:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    _check(ok, at, f"{value!r} is not a non-negative integer")
-    return value
-
-
-def _number(value: Any, at: str) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    _check(ok, at, f"{value!r} is not a number")
-    return value
-
-
-def _optional(read, value: Any, at: str):
-    return None if value is None else read(value, at)
 
 
 def _texts(raw: Any, at: str) -> tuple[str, ...]:

@@ -48,11 +48,11 @@ class Bar:
 
     @classmethod
     def from_json(cls, raw: Any, at: str) -> Bar:
-        _check(isinstance(raw, dict), at, "must be an object")
+        check(isinstance(raw, dict), at, "must be an object")
         return cls(
-            low=_number(raw.get("low"), f"{at}.low"),
-            high=_number(raw.get("high"), f"{at}.high"),
-            count=_count(raw.get("count"), f"{at}.count"),
+            low=number(raw.get("low"), f"{at}.low"),
+            high=number(raw.get("high"), f"{at}.high"),
+            count=count(raw.get("count"), f"{at}.count"),
         )
 
 
@@ -68,14 +68,14 @@ class ValueCount:
 
     @classmethod
     def from_json(cls, raw: Any, at: str) -> ValueCount:
-        _check(isinstance(raw, dict) and "value" in raw, at, "must be a {value, count} object")
+        check(isinstance(raw, dict) and "value" in raw, at, "must be a {value, count} object")
         value = raw["value"]
-        _check(
+        check(
             isinstance(value, (str, int, float)) and not isinstance(value, bool),
             f"{at}.value",
             f"{value!r} is not a number or a text",
         )
-        return cls(value=value, count=_count(raw.get("count"), f"{at}.count"))
+        return cls(value=value, count=count(raw.get("count"), f"{at}.count"))
 
 
 @dataclass(frozen=True)
@@ -91,11 +91,11 @@ class Sizes:
 
     @classmethod
     def from_json(cls, raw: Any, at: str) -> Sizes:
-        _check(isinstance(raw, dict), at, "must be an object")
+        check(isinstance(raw, dict), at, "must be an object")
         return cls(
-            min=_optional(_count, raw.get("min"), f"{at}.min"),
-            max=_optional(_count, raw.get("max"), f"{at}.max"),
-            mean=_optional(_number, raw.get("mean"), f"{at}.mean"),
+            min=optional(count, raw.get("min"), f"{at}.min"),
+            max=optional(count, raw.get("max"), f"{at}.max"),
+            mean=optional(number, raw.get("mean"), f"{at}.mean"),
         )
 
 
@@ -171,33 +171,33 @@ class FeatureStatistics:
 
     @classmethod
     def from_json(cls, raw: Any, at: str) -> FeatureStatistics:
-        _check(isinstance(raw, dict), at, "must be an object")
+        check(isinstance(raw, dict), at, "must be an object")
         kind = raw.get("type")
-        _check(isinstance(kind, str), f"{at}.type", f"{kind!r} is not a feature type")
+        check(isinstance(kind, str), f"{at}.type", f"{kind!r} is not a feature type")
         common = cls(
             type=kind,
-            records=_count(raw.get("records"), f"{at}.records"),
-            missing=_count(raw.get("missing"), f"{at}.missing"),
-            missing_rate=_number(raw.get("missing_rate"), f"{at}.missing_rate"),
-            values=_count(raw.get("values"), f"{at}.values"),
-            counts=_optional(_value_counts, raw.get("counts"), f"{at}.counts"),
+            records=count(raw.get("records"), f"{at}.records"),
+            missing=count(raw.get("missing"), f"{at}.missing"),
+            missing_rate=number(raw.get("missing_rate"), f"{at}.missing_rate"),
+            values=count(raw.get("values"), f"{at}.values"),
+            counts=optional(_value_counts, raw.get("counts"), f"{at}.counts"),
         )
         if kind in NUMBER_TYPES:
             return replace(
                 common,
-                min=_optional(_number, raw.get("min"), f"{at}.min"),
-                max=_optional(_number, raw.get("max"), f"{at}.max"),
-                mean=_optional(_number, raw.get("mean"), f"{at}.mean"),
-                std=_optional(_number, raw.get("std"), f"{at}.std"),
+                min=optional(number, raw.get("min"), f"{at}.min"),
+                max=optional(number, raw.get("max"), f"{at}.max"),
+                mean=optional(number, raw.get("mean"), f"{at}.mean"),
+                std=optional(number, raw.get("std"), f"{at}.std"),
                 histogram=_bars(raw.get("histogram", []), f"{at}.histogram"),
-                distinct=_optional(_count, raw.get("distinct"), f"{at}.distinct"),
+                distinct=optional(count, raw.get("distinct"), f"{at}.distinct"),
             )
         if kind in TEXT_TYPES:
             exact = raw.get("distinct_exact")
-            _check(isinstance(exact, bool), f"{at}.distinct_exact", f"{exact!r} is not a boolean")
+            check(isinstance(exact, bool), f"{at}.distinct_exact", f"{exact!r} is not a boolean")
             return replace(
                 common,
-                distinct=_count(raw.get("distinct"), f"{at}.distinct"),
+                distinct=count(raw.get("distinct"), f"{at}.distinct"),
                 distinct_exact=exact,
                 top=_value_counts(raw.get("top", []), f"{at}.top"),
                 length=Sizes.from_json(raw.get("length", {}), f"{at}.length"),
@@ -220,11 +220,11 @@ class SplitStatistics:
 
     @classmethod
     def from_json(cls, raw: Any, at: str) -> SplitStatistics:
-        _check(isinstance(raw, dict), at, "must be an object")
+        check(isinstance(raw, dict), at, "must be an object")
         features = raw.get("features", {})
-        _check(isinstance(features, dict), f"{at}.features", "must be an object")
+        check(isinstance(features, dict), f"{at}.features", "must be an object")
         return cls(
-            records=_count(raw.get("records"), f"{at}.records"),
+            records=count(raw.get("records"), f"{at}.records"),
             features={
                 name: FeatureStatistics.from_json(s, f"{at}.features.{name}")
                 for name, s in features.items()
@@ -259,15 +259,15 @@ class Statistics:
         """Checks a decoded statistics.json; raises StatisticsError naming `where` and the
         field that is wrong."""
         try:
-            _check(isinstance(raw, dict), "", "must be a JSON object")
+            check(isinstance(raw, dict), "", "must be a JSON object")
             version = raw.get("format_version")
-            _check(
+            check(
                 type(version) is int and version == STATISTICS_FORMAT_VERSION,
                 "format_version",
                 f"{version!r}, not {STATISTICS_FORMAT_VERSION}",
             )
             splits = raw.get("splits")
-            _check(isinstance(splits, dict), "splits", "must be an object")
+            check(isinstance(splits, dict), "splits", "must be an object")
             return cls(
                 splits={
                     name: SplitStatistics.from_json(s, f"splits.{name}")
@@ -289,32 +289,32 @@ class Statistics:
         return cls.from_json(raw, where)
 
 
-def _check(ok: bool, at: str, problem: str) -> None:
+def check(ok: bool, at: str, problem: str) -> None:
     if not ok:
         raise StatisticsError(f"{at}: {problem}" if at else problem)
 
 
-def _count(value: Any, at: str) -> int:
+def count(value: Any, at: str) -> int:
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    _check(ok, at, f"{value!r} is not a non-negative integer")
+    check(ok, at, f"{value!r} is not a non-negative integer")
     return value
 
 
-def _number(value: Any, at: str) -> float:
+def number(value: Any, at: str) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    _check(ok, at, f"{value!r} is not a number")
+    check(ok, at, f"{value!r} is not a number")
     return value
 
 
-def _optional(read, value: Any, at: str):
+def optional(read, value: Any, at: str):
     return None if value is None else read(value, at)
 
 
 def _value_counts(raw: Any, at: str) -> tuple[ValueCount, ...]:
-    _check(isinstance(raw, list), at, "must be a list")
+    check(isinstance(raw, list), at, "must be a list")
     return tuple(ValueCount.from_json(v, f"{at}[{i}]") for i, v in enumerate(raw))
 
 
 def _bars(raw: Any, at: str) -> tuple[Bar, ...]:
-    _check(isinstance(raw, list), at, "must be a list")
+    check(isinstance(raw, list), at, "must be a list")
     return tuple(Bar.from_json(b, f"{at}[{i}]") for i, b in enumerate(raw))
