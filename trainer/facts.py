@@ -71,7 +71,6 @@ class Strings:
     records: int  # sampled records
     present: int  # of them, records holding at least one value
     total: int | None = None  # values (None: those counted); facts count some beyond `counts`
-    distinct: int | None = None  # distinct values (None: those counted)
 
     @property
     def values(self) -> int:
@@ -222,7 +221,6 @@ def _strings_of(known: DatasetFacts, name: str) -> Strings:
         known.records,
         known.present.get(name, 0),
         total=known.totals.get(name, 0),
-        distinct=known.distinct_values.get(name, len(ranked)),
     )
 
 

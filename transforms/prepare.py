@@ -76,7 +76,7 @@ def batch_of_chunk(
     keys = identity = None
     if key_maker is None:
         identity = identity_hashes(chunk.source, file_identity(pattern, chunk.path), chunk.lines)
-    if key_maker is not None:
+    else:
         texts, rejected = key_maker.keys(chunk)
         if rejected:
             valid = texts.is_valid()
