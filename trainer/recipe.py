@@ -287,6 +287,8 @@ def _number(f: InputFeature, facts: Facts, transformed: bool, cfg: ModelConfig) 
         if np.all(values == values[0]) and known is None:
             return ONE_VALUE, []
         unit = log_unit(values)  # the shape of the values: from the sample
+        if known is not None and known.bounds[f.name][0] < 0:
+            unit = None  # a negative value the sample missed: no log scale
         scale = "log" if unit is not None else "linear"
     bins = None
     labelled = facts.train_records - facts.label_missing.get("train", 0)

@@ -55,6 +55,10 @@ def ahead(items: Iterator[T], size: int, name: str = "ahead") -> Iterator[T]:
             yield item
     finally:
         stop.set()
+        # The thread ends at its next offer: wait for it, so that no reading or decoding is
+        # left running in native code (ISA-L, tfx-bsl, Arrow) while the process exits.
+        if thread is not threading.current_thread():
+            thread.join()
 
 
 def parallel_map(
