@@ -96,7 +96,7 @@ def child_no_facts(argv: list[str]) -> int:
     """`shardflow etl ARGV` with the analyze step counting nothing (the graph as it is)."""
     from pipelines import etl as etl_module
     from transforms import prepare
-    from transforms.facts import FactParts
+    from transforms.facts.parts import FactParts
 
     prepare.Preparer.facts = lambda self, columns, splits: FactParts()  # type: ignore[method-assign]
     return etl_module.run(argv)

@@ -47,7 +47,7 @@ from pipelines.runner.options import (
 from pipelines.runner.process import exit_process
 from pipelines.summary import failure_reason, print_summary, refusal
 from transforms.contract.config import DatasetSpec
-from transforms.facts import AnalyzeFacts
+from transforms.facts.merge import AnalyzeFacts
 from transforms.files import CorruptFile, FileError, match_files
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords

@@ -26,7 +26,7 @@ from trainer.config import ModelConfig, TrainConfig
 from trainer.errors import first_line
 from trainer.facts import SAMPLE_RECORDS, gather
 from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
-from trainer.input import make_dataset
+from trainer.input import input_batches
 from trainer.integrity import CorruptShard, find_corrupt
 from trainer.label import with_classes
 from trainer.manifest import InputFeature, Manifest, ManifestError, missing_files
@@ -162,9 +162,9 @@ class Inputs:
     ) -> tf.data.Dataset:
         """Batches of (model inputs, label) of `split` (with `weighted` and class weights:
         (model inputs, label, weight)); records without the label are left out; `options` go to
-        make_dataset."""
+        input_batches."""
         label = self.recipe.label
-        return make_dataset(
+        return input_batches(
             self.manifest.split_files(split),
             self.spec,
             self.manifest.compression_type,
@@ -293,7 +293,7 @@ def train_dataset(
 ) -> tf.data.Dataset:
     """The repeated, shuffled training input, as configured by the flags; `skip_batches`:
     the steps a resumed run has already trained on (`resume_step`); `holdout`: the records
-    left out for validation (trainer.input.make_dataset)."""
+    left out for validation (trainer.input.input_batches)."""
     return inputs.dataset(
         "train",
         batch_size,

@@ -50,7 +50,7 @@ _BATCH = 4096
 
 
 @dataclasses.dataclass(frozen=True)
-class Numbers:
+class NumberSample:
     """The values of a numeric feature in the sampled train records that hold one:
     float64 [records with a value, size]."""
 
@@ -89,7 +89,7 @@ class Facts:
 
     train_records: int
     sampled: int
-    numbers: Mapping[str, Numbers]
+    numbers: Mapping[str, NumberSample]
     strings: Mapping[str, Strings]
     image_sizes: Mapping[str, frozenset]  # image feature -> the (height, width, channels) seen
     label_missing: Mapping[str, int]  # split -> its records without the label
@@ -180,7 +180,7 @@ def gather(
         train_records=manifest.split_records("train") if manifest.has_split("train") else 0,
         sampled=sampled,
         numbers={
-            n: Numbers(
+            n: NumberSample(
                 np.concatenate(v) if v else np.zeros((0, manifest.features[n].size)), sampled
             )
             for n, v in numbers.items()

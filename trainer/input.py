@@ -39,7 +39,7 @@ def default_cycle_length(files: int) -> int:
     return max(1, min(files, MAX_CYCLE_LENGTH, max(4, os.cpu_count() or 1)))
 
 
-def make_dataset(
+def input_batches(
     files: Sequence[str],
     spec: Mapping[str, tf.io.FixedLenFeature | tf.io.RaggedFeature],
     compression: str,

@@ -13,7 +13,7 @@ tf.data checks the CRC-32C of every TFRecord length and payload and the zlib che
 compressed shards; a flipped byte or a truncation fails the read with DataLossError. That error
 does not name the file, so the trainer scans the split here, file by file, to say which shards
 are corrupt and how many of their listed records are lost. A reader that skips errors
-(`make_dataset(..., skip_corrupt=True)`) cannot resynchronize after a bad record: it loses the
+(`input_batches(..., skip_corrupt=True)`) cannot resynchronize after a bad record: it loses the
 rest of that file, and for a compressed shard the decompressor may fail before the first record,
 losing the whole file. The scan counts exactly what such a reader keeps.
 """

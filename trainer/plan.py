@@ -42,7 +42,7 @@ _FRAMING_BYTES = 16  # a TFRecord's length, its CRC and the data's CRC
 
 @dataclasses.dataclass(frozen=True)
 class InputPlan:
-    """The resolved knobs of the training input (trainer.input.make_dataset's arguments)."""
+    """The resolved knobs of the training input (trainer.input.input_batches's arguments)."""
 
     shuffle_buffer: int
     read_batch: int

@@ -39,7 +39,7 @@ MODULE_NAME = "shardflow_user_model"
 
 
 @dataclass(frozen=True)
-class Label:
+class LabelSpec:
     """What the model predicts."""
 
     name: str
@@ -60,7 +60,7 @@ class ModelSpec:
     inputs: dict[str, tf.Tensor]
     features: dict[str, ModelInput]
     moments: Mapping[str, object]
-    label: Label
+    label: LabelSpec
     keras: types.ModuleType
 
 
@@ -77,7 +77,7 @@ def user_spec(
         inputs={i.name: i.keras_input(LayerNames.base(i.name)) for i in inputs},
         features={i.name: i for i in inputs},
         moments={i.name: i.moments for i in inputs if i.moments is not None},
-        label=Label(label, task, tuple(classes) if classes is not None else None, scale),
+        label=LabelSpec(label, task, tuple(classes) if classes is not None else None, scale),
         keras=tf_keras,
     )
 

@@ -21,7 +21,8 @@ from apache_beam.transforms.window import GlobalWindows
 import transforms.coders  # noqa: F401 - registers the coders of the chunks made here
 from transforms import encode
 from transforms.contract.config import DatasetSpec
-from transforms.facts import FactCounter, FactParts
+from transforms.facts.count import FactCounter
+from transforms.facts.parts import FactParts
 from transforms.keys import KeyMaker, key_columns
 from transforms.records import (
     FACTS,

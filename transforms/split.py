@@ -41,13 +41,14 @@ def record_hashes(data: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / the golden ratio: spreads consecutive ints
 _ORDER = np.uint64(0xD6E8FEB86659FD93)
 _GLOB_CHARS = "*?[{"
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer, element-wise on uint64 (wrapping arithmetic)."""
+def mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer, element-wise on uint64 (wrapping arithmetic): the 64-bit mix of
+    identity hashes and of the facts' values and rows."""
     x = (x ^ (x >> np.uint64(30))) * _M1
     x = (x ^ (x >> np.uint64(27))) * _M2
     return x ^ (x >> np.uint64(31))
@@ -59,9 +60,9 @@ def identity_hashes(
     """(split hashes, order hashes) of records without a key, by identity: the source's name,
     the file as `file_identity` gives it, and each record's line (or number) in the file."""
     base = np.uint64(xxh3_64_intdigest(f"{source}\0{file}".encode("utf-8", "surrogateescape")))
-    placed = np.asarray(lines, np.int64).astype(np.uint64) * _GOLDEN
-    split = _mix(_mix(placed ^ base) + _GOLDEN)
-    return split, _mix(split ^ _ORDER)
+    placed = np.asarray(lines, np.int64).astype(np.uint64) * GOLDEN
+    split = mix(mix(placed ^ base) + GOLDEN)
+    return split, mix(split ^ _ORDER)
 
 
 def file_identity(pattern: str | None, path: str) -> str:

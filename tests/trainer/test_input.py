@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from tests.trainer.datasets import make_rows, write_dataset
 from trainer.features import dense_inputs, label_encoder, parse_spec
-from trainer.input import make_dataset
+from trainer.input import input_batches
 from trainer.manifest import load_manifest
 
 
@@ -18,12 +18,12 @@ def _ids(ds: tf.data.Dataset) -> list[int]:
 
 def _read(m, split="train", **options) -> tf.data.Dataset:
     spec = parse_spec(m, include_label=False, only=["id"])
-    return make_dataset(m.split_files(split), spec, m.compression_type, 32, split=split, **options)
+    return input_batches(m.split_files(split), spec, m.compression_type, 32, split=split, **options)
 
 
 def test_batches_are_dense_features_and_class_indices(dataset):
     m = load_manifest(str(dataset.root))
-    ds = make_dataset(
+    ds = input_batches(
         m.split_files("train"),
         parse_spec(m),
         m.compression_type,
@@ -89,7 +89,7 @@ def test_unshuffled_cached_repeated_reading_yields_every_record_once_per_epoch(d
 def test_empty_file_list_raises_naming_the_split(dataset):
     m = load_manifest(str(dataset.root))
     with pytest.raises(ValueError, match=r"^split 'eval': no files to read$"):
-        make_dataset([], parse_spec(m), m.compression_type, 32, split="eval")
+        input_batches([], parse_spec(m), m.compression_type, 32, split="eval")
 
 
 @pytest.mark.parametrize("split", ["train", "eval"])  # 2 files, and 1 file for 2 workers

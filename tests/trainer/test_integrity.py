@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from tests.trainer.datasets import make_rows, write_dataset
 from trainer.features import parse_spec
-from trainer.input import make_dataset
+from trainer.input import input_batches
 from trainer.integrity import CorruptShard, find_corrupt
 from trainer.manifest import load_manifest
 
@@ -45,7 +45,7 @@ def test_find_corrupt_finds_nothing_in_clean_shards(dataset):
 
 def test_reader_fails_on_a_corrupt_shard_without_skip_corrupt(corrupt):
     m, _ = corrupt
-    ds = make_dataset(m.split_files("train"), parse_spec(m, only=["id"]), "", 8, shuffle=False)
+    ds = input_batches(m.split_files("train"), parse_spec(m, only=["id"]), "", 8, shuffle=False)
 
     with pytest.raises(tf.errors.DataLossError, match="corrupted record"):
         list(ds)
@@ -53,7 +53,7 @@ def test_reader_fails_on_a_corrupt_shard_without_skip_corrupt(corrupt):
 
 def test_skip_corrupt_reader_keeps_every_record_before_the_bad_one(corrupt):
     m, _ = corrupt
-    ds = make_dataset(
+    ds = input_batches(
         m.split_files("train"), parse_spec(m, only=["id"]), "", 8, shuffle=False,
         deterministic=True, skip_corrupt=True,
     )  # fmt: skip

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from trainer.config import ModelConfig
-from trainer.facts import Facts, Numbers, Strings, skewness
+from trainer.facts import Facts, NumberSample, Strings, skewness
 from trainer.features import label_encoder
 from trainer.label import label_scale
 from trainer.manifest import InputFeature, Manifest, ManifestError
@@ -39,7 +39,7 @@ def _facts(numbers=None, strings=None, counts=None) -> Facts:
         train_records=N,
         sampled=N,
         numbers={
-            k: Numbers(np.asarray(v, np.float64).reshape(-1, 1), N)
+            k: NumberSample(np.asarray(v, np.float64).reshape(-1, 1), N)
             for k, v in (numbers or {}).items()
         },  # fmt: skip
         strings={k: Strings(c, N, N) for k, c in (strings or {}).items()},

@@ -1,4 +1,4 @@
-"""The facts of transforms/facts.py: exact counts, whatever the grouping and merge order; ranked
+"""The facts of transforms/facts/: exact counts, whatever the grouping and merge order; ranked
 and cut vocabularies; quantiles exact or within the sketch's error; repeated rows and
 conflicting labels; and facts.json as the contract types it."""
 
@@ -17,18 +17,10 @@ from apache_beam.testing.util import assert_that
 
 from pipelines.config.loader import parse_config
 from transforms.contract.facts import QUANTILE_ERROR, Facts, FactsError
-from transforms.facts import (
-    KMV,
-    AnalyzeFacts,
-    FactCounter,
-    FactParts,
-    MergeFactParts,
-    RankedFacts,
-    Sketch,
-    facts_of,
-    quantiles,
-    row_hashes,
-)
+from transforms.facts.count import FactCounter, row_hashes
+from transforms.facts.merge import AnalyzeFacts, MergeFactParts
+from transforms.facts.parts import KMV, FactParts, RankedFacts, Sketch
+from transforms.facts.written import facts_of, quantiles
 from transforms.stats import DatasetStats, chunk_stats
 
 RNG = np.random.default_rng(7)

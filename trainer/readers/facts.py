@@ -54,7 +54,7 @@ NUMBERS = ("int", "float")
 STRINGS = ("string",)
 
 
-class Moments(NamedTuple):
+class MeanStd(NamedTuple):
     """A number's mean and standard deviation over a split (std 1.0 for a constant)."""
 
     mean: float
@@ -71,7 +71,7 @@ class DatasetFacts:
     classes: tuple[str | int, ...] | None
     vocabularies: Mapping[str, tuple[str, ...]]
     value_counts: Mapping[str, tuple[int, ...]]
-    number_moments: Mapping[str, Moments]
+    number_moments: Mapping[str, MeanStd]
     number_quantiles: Mapping[str, tuple[float, ...]]
     rows: RowFacts | None = None  # repeated rows and conflicting labels (one dataset's)
     suggested_task: str | None = None  # what the label's values suggest, when not its task
@@ -131,7 +131,7 @@ class DatasetFacts:
         """The records of the split holding each value of `vocabulary(name)`."""
         return self.value_counts.get(self._string(name), ())
 
-    def moments(self, name: str) -> Moments:
+    def moments(self, name: str) -> MeanStd:
         """A number's (mean, std) over the split."""
         self._number(name)
         if name not in self.number_moments:
@@ -277,13 +277,13 @@ def _added(facts: list[FeatureFacts]) -> dict[str, int]:
     return dict(sorted(total.items(), key=lambda item: (-item[1], item[0].encode())))
 
 
-def _pooled(facts: list[FeatureFacts]) -> Moments:
+def _pooled(facts: list[FeatureFacts]) -> MeanStd:
     """The mean and standard deviation of the parts' finite values together."""
     n = sum(f.finite or 0 for f in facts)
     mean = sum((f.finite or 0) * (f.mean or 0.0) for f in facts) / n
     second = sum((f.finite or 0) * ((f.std or 0.0) ** 2 + (f.mean or 0.0) ** 2) for f in facts)
     std = math.sqrt(max(second / n - mean * mean, 0.0))
-    return Moments(float(mean), float(std) if std > 0 else 1.0)
+    return MeanStd(float(mean), float(std) if std > 0 else 1.0)
 
 
 def _mixed(facts: list[FeatureFacts]) -> tuple[float, ...]:
@@ -349,7 +349,7 @@ def _of_statistics(dataset: Dataset, split: str) -> DatasetFacts:
         if feature.type in STRINGS and name != dataset.label:
             _add_vocabulary(name, feature, _listed(stats), vocabularies, counts)
         elif feature.type in NUMBERS and stats is not None and stats.mean is not None:
-            moments[name] = Moments(float(stats.mean), float(stats.std) if stats.std else 1.0)
+            moments[name] = MeanStd(float(stats.mean), float(stats.std) if stats.std else 1.0)
     classes = None
     if dataset.label is not None:
         feature = dataset.features[dataset.label]

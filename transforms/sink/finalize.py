@@ -16,7 +16,7 @@ from transforms.contract.config import DatasetSpec
 from transforms.contract.layout import FACTS, SCHEMA, STATISTICS, STATISTICS_PROTO, shard_name
 from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
 from transforms.contract.statistics import Statistics
-from transforms.facts import facts_of
+from transforms.facts.written import facts_of
 from transforms.progress import timed
 from transforms.quality import QualityError, check_dataset, check_rejections
 from transforms.sink.manifest import build_manifest

@@ -13,7 +13,7 @@ import pytest
 from tests.trainer.datasets import make_rows, to_example
 from trainer.readers.dataset import Dataset
 from trainer.readers.decode import Decoder, RecordError
-from trainer.readers.facts import DatasetFacts, Moments
+from trainer.readers.facts import DatasetFacts, MeanStd
 from trainer.readers.stream import Reader
 from transforms.contract.manifest import ManifestFeature
 from transforms.contract.statistics import Statistics
@@ -61,7 +61,7 @@ def test_without_facts_vocabularies_classes_and_moments_come_from_the_statistics
     info = DatasetFacts.of(_dataset(_stats(counts)))
     assert info.classes == ("Adelie", "Gentoo")  # sorted train values
     assert info.vocabularies == {"sex": ("female", "male"), "island": FEATURES["island"].values}
-    assert info.number_moments == {"flipper_mm": Moments(200.0, 12.5)}
+    assert info.number_moments == {"flipper_mm": MeanStd(200.0, 12.5)}
 
 
 def test_without_statistics_only_declared_values_are_known():

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from trainer.features import dense_inputs, label_encoder, parse_spec
-from trainer.input import make_dataset
+from trainer.input import input_batches
 from trainer.manifest import load_manifest
 from trainer.preprocess import DecodeImages
 from trainer.readers import jax_batches, torch_loader
@@ -22,7 +22,7 @@ BATCH = 32
 
 def _tf_batches(root: str, split: str, **options) -> list[dict[str, np.ndarray]]:
     manifest = load_manifest(root)
-    ds = make_dataset(
+    ds = input_batches(
         manifest.split_files(split),
         parse_spec(manifest),
         manifest.compression_type,
