@@ -52,7 +52,7 @@ from transforms.files import CorruptFile, FileError, match_files
 from transforms.join import JoinByKey
 from transforms.prepare import PrepareRecords
 from transforms.quality import CountFields
-from transforms.sink.finalize import PublishDataset
+from transforms.sink.finalize import PublishDataset, WriteFactsFn
 from transforms.sink.output import Expected, holds_dataset
 from transforms.sink.rejected import WriteRejected
 from transforms.sink.storage import discard, staging_path
@@ -100,16 +100,21 @@ def build_etl(
     counts.append(records | "CountFields" >> beam.ParDo(CountFields(dataset)))
     if dataset.combine == "join":
         encoded, invalid, join_counts, stats, facts = records | "JoinSources" >> JoinByKey(
-            dataset, tuning.encode_threads
+            dataset, staging, tuning.encode_threads
         )
         counts.append(join_counts)
     else:
         encoded, invalid, stats, facts = records | "PrepareRecords" >> PrepareRecords(
-            dataset, tuning.encode_threads
+            dataset, staging, tuning.encode_threads
         )
     rejected["JoinSources" if dataset.combine == "join" else "PrepareRecords"] = invalid
     statistics = stats | "MergeStatistics" >> beam.CombineGlobally(MergeStats())
-    analyzed = facts | "AnalyzeFacts" >> AnalyzeFacts(dataset.vocabulary_cap)
+    analyzed = (
+        facts
+        | "AnalyzeFacts" >> AnalyzeFacts(dataset.vocabulary_cap)
+        | "WriteFacts"
+        >> beam.ParDo(WriteFactsFn(dataset, staging), beam.pvalue.AsSingleton(statistics))
+    )
     transform = None
     if dataset.transform is not None:
         # Imported here: tf.Transform brings TensorFlow (seconds and hundreds of MB), which

@@ -173,13 +173,14 @@ class _BucketRowsFn(beam.DoFn):
 
 
 class _JoinBucketFn(beam.DoFn):
-    def __init__(self, dataset: DatasetSpec, threads: int):
+    def __init__(self, dataset: DatasetSpec, staging: str, threads: int):
         self._dataset = dataset
+        self._staging = staging
         self._threads = threads
 
     def setup(self):
         self._preparer = Preparer(self._dataset)
-        self._encoder = Encoder(self._preparer, self._threads)
+        self._encoder = Encoder(self._preparer, self._threads, self._staging)
 
     def start_bundle(self):
         self._encoder.start()
@@ -206,13 +207,15 @@ class JoinByKey(beam.PTransform):
     """Joins chunks of all sources on the key, then validates and encodes the joined records.
 
     Returns (encoded, rejected, counts, statistics, facts) with counts `duplicates` and
-    `joined` (statistics and facts as `transforms.prepare.PrepareRecords` returns them).
-    `encode_threads`: the helper threads of each worker's `Encoder`.
+    `joined` (statistics and facts as `transforms.prepare.PrepareRecords` returns them, the
+    facts spilled under `staging`). `encode_threads`: the helper threads of each worker's
+    `Encoder`.
     """
 
-    def __init__(self, dataset: DatasetSpec, encode_threads: int = ENCODE_THREADS):
+    def __init__(self, dataset: DatasetSpec, staging: str, encode_threads: int = ENCODE_THREADS):
         super().__init__()
         self._dataset = dataset
+        self._staging = staging
         self._encode_threads = encode_threads
 
     def expand(self, chunks):
@@ -225,7 +228,7 @@ class JoinByKey(beam.PTransform):
             keyed.keyed
             | "GroupBuckets" >> beam.GroupByKey()
             | "JoinAndEncode"
-            >> beam.ParDo(_JoinBucketFn(self._dataset, self._encode_threads))
+            >> beam.ParDo(_JoinBucketFn(self._dataset, self._staging, self._encode_threads))
             .with_output_types(EncodedChunk)
             .with_outputs(REJECTED, COUNTS, STATS, FACTS, main="encoded")
         )

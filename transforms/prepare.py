@@ -23,6 +23,7 @@ from transforms import encode
 from transforms.contract.config import DatasetSpec
 from transforms.facts.count import FactCounter
 from transforms.facts.parts import FactParts
+from transforms.facts.spill import FactsPiece, write_facts
 from transforms.keys import KeyMaker, key_columns
 from transforms.records import (
     FACTS,
@@ -36,9 +37,10 @@ from transforms.records import (
     rejection,
 )
 from transforms.schema import SourceColumns, Validator
+from transforms.sink.spill import spill_folder
 from transforms.split import SplitAssigner, file_identity, identity_hashes, record_hashes
 from transforms.stats import DatasetStats, chunk_stats
-from transforms.tuning import ENCODE_THREADS
+from transforms.tuning import ENCODE_THREADS, FACTS_SPILL_BYTES
 
 
 @dataclasses.dataclass
@@ -181,14 +183,24 @@ class Encoder:
     records): they do not depend on how records are grouped, and fewer, larger groups spend less
     on the per-call work of numpy and Arrow. At most one chunk waits to be encoded and one group
     to be counted, and the output is that of encoding and counting in turn. After `flush`,
-    `stats` holds the statistics of every chunk pushed.
+    `stats` holds the statistics of every chunk pushed, and `facts` their facts, but for those
+    spilled already: with a `staging` folder, the facts are written to spill files whenever
+    they hold `facts_bytes` (`transforms.facts.spill`), and `spilled_facts` names them all.
     """
 
     STATS_ROWS = 1 << 16
 
-    def __init__(self, preparer: Preparer, threads: int = ENCODE_THREADS):
+    def __init__(
+        self,
+        preparer: Preparer,
+        threads: int = ENCODE_THREADS,
+        staging: str | None = None,
+        facts_bytes: int = FACTS_SPILL_BYTES,
+    ):
         self._preparer = preparer
         self._pool = ThreadPoolExecutor(max_workers=threads) if threads else _InPlace()
+        self._facts_folder = None if staging is None else spill_folder(staging)
+        self._facts_bytes = facts_bytes
         self.start()
 
     def start(self) -> None:
@@ -198,6 +210,7 @@ class Encoder:
         self._uncounted: list[tuple[list[pa.Array], np.ndarray]] = []
         self.stats = DatasetStats()
         self.facts = FactParts()
+        self._spilled: list[tuple[int, FactsPiece]] = []
 
     def push(self, valid: Valid) -> Iterator[EncodedChunk]:
         done = self._encoded()
@@ -211,6 +224,20 @@ class Encoder:
 
     def close(self) -> None:
         self._pool.shutdown()
+
+    def spilled_facts(self) -> list[tuple[int, FactsPiece]]:
+        """After `flush`: the (bucket, piece) pairs of every facts spill file of the bundle,
+        the facts not spilled yet written first."""
+        self._spill_facts()
+        spilled, self._spilled = self._spilled, []
+        return spilled
+
+    def _spill_facts(self) -> None:
+        if self._facts_folder is None:
+            raise ValueError("an Encoder without a staging folder cannot spill its facts")
+        if self.facts:
+            facts, self.facts = self.facts, FactParts()
+            self._spilled.extend(write_facts(facts, self._facts_folder))
 
     def _encoded(self) -> list[EncodedChunk]:
         """The chunk being encoded, once it is (none if it has no record)."""
@@ -235,29 +262,32 @@ class Encoder:
 
     def _merge_counted(self) -> None:
         if self._counting is not None:
-            stats, facts = self._counting.result()
-            self.stats.merge(stats)
-            self.facts.merge(facts)
+            self.stats.merge(self._counting.result())
             self._counting = None
 
-    def _statistics(
-        self, parts: list[tuple[list[pa.Array], np.ndarray]]
-    ) -> tuple[DatasetStats, FactParts]:
+    def _statistics(self, parts: list[tuple[list[pa.Array], np.ndarray]]) -> DatasetStats:
+        """The statistics of a group of chunks; their facts merged into `facts` (spilled when
+        they reach the budget) here, on the counting thread, the one that touches them while
+        a group is counted."""
         columns = [pa.concat_arrays([p[0][i] for p in parts]) for i in range(len(parts[0][0]))]
         splits = np.concatenate([split for _, split in parts])
-        return self._preparer.statistics(columns, splits), self._preparer.facts(columns, splits)
+        self.facts.merge(self._preparer.facts(columns, splits))
+        if self._facts_folder is not None and self.facts.approx_bytes() >= self._facts_bytes:
+            self._spill_facts()
+        return self._preparer.statistics(columns, splits)
 
 
 class _PrepareChunkFn(beam.DoFn):
     """Union: validates and encodes each chunk of one source."""
 
-    def __init__(self, dataset: DatasetSpec, threads: int):
+    def __init__(self, dataset: DatasetSpec, staging: str, threads: int):
         self._dataset = dataset
+        self._staging = staging
         self._threads = threads
 
     def setup(self):
         self._preparer = Preparer(self._dataset)
-        self._encoder = Encoder(self._preparer, self._threads)
+        self._encoder = Encoder(self._preparer, self._threads, self._staging)
         self._key_maker = KeyMaker(self._dataset) if self._dataset.key is not None else None
         self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
         self._patterns = {s.name: s.path for s in self._dataset.sources}
@@ -285,31 +315,33 @@ class _PrepareChunkFn(beam.DoFn):
 
 def finish_encoding(encoder: Encoder) -> Iterator:
     """The finish_bundle outputs of a step that encodes with `encoder`: its last chunk, then
-    the bundle's merged statistics as the STATS output and its facts, cut by hash into
-    (bucket, part) pairs, as the FACTS output (once per bundle: far fewer elements than one
-    per chunk)."""
+    the bundle's merged statistics as the STATS output and the (bucket, piece) pairs of its
+    facts spill files (`transforms.facts.spill`) as the FACTS output (once per bundle: far
+    fewer elements than one per chunk)."""
     for encoded in encoder.flush():
         yield GlobalWindows.windowed_value(encoded)
     if encoder.stats.records:
         yield beam.pvalue.TaggedOutput(STATS, GlobalWindows.windowed_value(encoder.stats))
-        for bucket in encoder.facts.buckets():
-            yield beam.pvalue.TaggedOutput(FACTS, GlobalWindows.windowed_value(bucket))
+    for piece in encoder.spilled_facts():
+        yield beam.pvalue.TaggedOutput(FACTS, GlobalWindows.windowed_value(piece))
 
 
 class PrepareRecords(beam.PTransform):
     """Validates, encodes and assigns splits to chunks of records.
 
     Returns (encoded, rejected, statistics: DatasetStats of bundles, to be merged, facts:
-    (bucket, FactParts) of bundles, to be analyzed: `transforms.facts.AnalyzeFacts`).
-    `encode_threads`: the helper threads of each worker's `Encoder`."""
+    (bucket, FactsPiece) of the facts spill files written under `staging`, to be analyzed:
+    `transforms.facts.AnalyzeFacts`). `encode_threads`: the helper threads of each worker's
+    `Encoder`."""
 
-    def __init__(self, dataset: DatasetSpec, encode_threads: int = ENCODE_THREADS):
+    def __init__(self, dataset: DatasetSpec, staging: str, encode_threads: int = ENCODE_THREADS):
         super().__init__()
         self._dataset = dataset
+        self._staging = staging
         self._encode_threads = encode_threads
 
     def expand(self, chunks):
         out = chunks | "ValidateAndEncode" >> beam.ParDo(
-            _PrepareChunkFn(self._dataset, self._encode_threads)
+            _PrepareChunkFn(self._dataset, self._staging, self._encode_threads)
         ).with_output_types(EncodedChunk).with_outputs(REJECTED, STATS, FACTS, main="encoded")
         return out.encoded, out[REJECTED], out[STATS], out[FACTS]

@@ -63,7 +63,7 @@ def test_prepare_records_encodes_valid_records_and_rejects_invalid_ones(tmp_path
     dataset = _config(tmp_path)
     with TestPipeline(runner="FnApiRunner") as p:
         chunks, _, _ = p | ReadSource(dataset.sources[0])
-        encoded, rejected, _, _ = chunks | PrepareRecords(dataset)
+        encoded, rejected, _, _ = chunks | PrepareRecords(dataset, str(tmp_path / "staging"))
         keys = encoded | beam.FlatMap(
             lambda c: list(
                 zip(c.keys.column("key").to_pylist(), [len(p) > 0 for p in c.payload.to_pylist()])

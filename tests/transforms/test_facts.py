@@ -18,8 +18,9 @@ from apache_beam.testing.util import assert_that
 from pipelines.config.loader import parse_config
 from transforms.contract.facts import QUANTILE_ERROR, Facts, FactsError
 from transforms.facts.count import FactCounter, row_hashes
-from transforms.facts.merge import AnalyzeFacts, MergeFactParts
-from transforms.facts.parts import KMV, FactParts, RankedFacts, Sketch
+from transforms.facts.merge import AnalyzeFacts, rank_bucket
+from transforms.facts.parts import KMV, FactParts, Ranked, RankedFacts, Sketch, Vocabulary
+from transforms.facts.spill import read_facts, write_facts
 from transforms.facts.written import facts_of, quantiles
 from transforms.stats import DatasetStats, chunk_stats
 
@@ -95,16 +96,9 @@ def _facts(dataset, groups: list[tuple[list[dict], np.ndarray]], order=None) -> 
     by_bucket: dict[int, list[FactParts]] = collections.defaultdict(list)
     for bucket, part in pieces:
         by_bucket[bucket].append(part)
-    combine = MergeFactParts(dataset.vocabulary_cap)
     ranked = RankedFacts()
     for bucket in sorted(by_bucket, reverse=order is not None):
-        accumulators = [
-            combine.add_input(combine.create_accumulator(), p) for p in by_bucket[bucket]
-        ]
-        ranked.merge(
-            combine.extract_output(combine.merge_accumulators(accumulators)),
-            dataset.vocabulary_cap,
-        )
+        ranked.merge(rank_bucket(by_bucket[bucket], dataset.vocabulary_cap), dataset.vocabulary_cap)
     return facts_of(dataset, ranked, stats, dataset.vocabulary_cap)
 
 
@@ -245,27 +239,101 @@ def test_facts_json_reads_back_equal_and_names_a_wrong_field():
         Facts.from_json(raw)
 
 
-def test_analyze_facts_merges_bucketed_parts_on_the_runner():
+def test_analyze_facts_merges_the_spilled_pieces_of_every_bucket_on_the_runner(tmp_path):
     dataset = _dataset()
     rows = _rows(500)
     split = np.zeros(500, np.int16)
     counter = FactCounter(dataset)
-    parts = [
+    pieces = [
         piece
         for chunk, s in _cut(rows, [250, 250], split)
-        for piece in counter.count(_columns(chunk), s).buckets()
+        for piece in write_facts(counter.count(_columns(chunk), s), str(tmp_path))
     ]
+    assert len(list(tmp_path.glob("facts/*.facts"))) == 2  # a file a spill
     expected = collections.Counter(r["city"] for r in rows)
 
     def check(outputs):
         (ranked,) = outputs
-        found = ranked.vocabularies[(0, "city")]
+        found = ranked.vocabulary((0, "city"), dataset.vocabulary_cap)
         got = dict(zip((w.decode() for w in found.words.to_pylist()), found.counts.tolist()))
         assert got == dict(expected) and found.distinct == len(expected)
 
     with TestPipeline() as p:
-        out = p | beam.Create(parts) | AnalyzeFacts()
+        out = p | beam.Create(pieces) | AnalyzeFacts()
         assert_that(out, check)
+
+
+def test_a_spill_file_holds_each_bucket_apart_and_reads_back_equal(tmp_path):
+    dataset = _dataset()
+    part = FactCounter(dataset).count(_columns(_rows(400)), np.zeros(400, np.int16))
+    pieces = write_facts(part, str(tmp_path))
+    assert [b for b, _ in pieces] == [b for b, _ in part.buckets()]
+    (path,) = {piece.path for _, piece in pieces}
+    for (bucket, piece), (_, expected) in zip(pieces, part.buckets()):
+        got = read_facts(piece)
+        assert got.vocabularies.keys() == expected.vocabularies.keys()
+        for key, (vocabulary,) in got.vocabularies.items():
+            assert vocabulary.words.equals(expected.vocabularies[key][0].words)
+            assert vocabulary.counts.tolist() == expected.vocabularies[key][0].counts.tolist()
+    with open(path, "r+b") as f:  # cut short: the last bucket's piece names what is missing
+        f.truncate(pieces[-1][1].stop - 1)
+    with pytest.raises(OSError, match="facts spill file is truncated"):
+        read_facts(pieces[-1][1])
+
+
+def _vocabulary(words: list[bytes], counts: list[int], high=None, low=None) -> Vocabulary:
+    from xxhash import xxh3_128_digest
+
+    digests = np.frombuffer(b"".join(map(xxh3_128_digest, words)), ">u8").reshape(-1, 2)
+    return Vocabulary.of(
+        np.asarray(high, np.uint64) if high is not None else digests[:, 0].astype(np.uint64),
+        np.asarray(low, np.uint64) if low is not None else digests[:, 1].astype(np.uint64),
+        np.asarray(counts, np.int64),
+        pa.array(words, pa.binary()),
+    )
+
+
+def test_vocabularies_merge_by_value_whatever_the_runs_and_their_order():
+    words = [f"w{i}".encode() for i in range(300)]
+    expected = collections.Counter()
+    runs = []
+    for _ in range(12):
+        picked = sorted(set(RNG.choice(300, RNG.integers(1, 120)).tolist()))
+        counts = RNG.integers(1, 9, len(picked)).tolist()
+        expected.update(dict(zip((words[i] for i in picked), counts)))
+        runs.append(_vocabulary([words[i] for i in picked], counts))
+    for order in (runs, runs[::-1], [runs[i] for i in RNG.permutation(12)]):
+        parts = FactParts()
+        for run in order:
+            parts.merge(FactParts(vocabularies={(0, "w"): [run]}))
+        merged = Vocabulary.merged(parts.vocabularies[(0, "w")])
+        assert dict(zip(merged.words.to_pylist(), merged.counts.tolist())) == dict(expected)
+        assert np.all(np.diff(merged.high.astype(np.float64)) >= 0)
+
+
+def test_values_whose_high_hash_bits_collide_stay_apart():
+    # the same 64 high bits, other low bits: a sort by the high bits alone would leave the
+    # pairs out of order and count b and c as one
+    one = _vocabulary([b"a", b"c"], [1, 2], high=[5, 7], low=[0, 9])
+    two = _vocabulary([b"b", b"c"], [4, 8], high=[7, 7], low=[3, 9])
+    merged = Vocabulary.merged([one, two])
+    assert dict(zip(merged.words.to_pylist(), merged.counts.tolist())) == {
+        b"a": 1, b"b": 4, b"c": 10,
+    }  # fmt: skip
+    assert merged.low.tolist() == [0, 3, 9]
+
+
+def test_a_cut_keeps_the_most_records_then_the_smallest_values_whatever_the_parts():
+    words = [f"v{i:03d}".encode() for i in range(200)]
+    counts = RNG.integers(1, 6, 200)
+    vocabulary = _vocabulary(words, counts.tolist())
+    want = sorted(zip(words, counts.tolist()), key=lambda wc: (-wc[1], wc[0]))[:37]
+    one = Ranked.of(vocabulary, 37).ranked(37)
+    assert list(zip(one.words.to_pylist(), one.counts.tolist())) == want
+    pieces = [Ranked.of(_vocabulary(words[i::3], counts[i::3].tolist()), 37) for i in range(3)]
+    merged = Ranked.merged(pieces, 37).ranked(37)
+    assert list(zip(merged.words.to_pylist(), merged.counts.tolist())) == want
+    assert (merged.distinct, merged.total) == (200, int(counts.sum()))
 
 
 def test_every_bucket_of_a_part_holds_only_its_own_values():

@@ -192,7 +192,7 @@ def _joined_examples(chunk) -> list[tuple]:
     return out
 
 
-def test_join_by_key_joins_rejects_and_counts_exactly():
+def test_join_by_key_joins_rejects_and_counts_exactly(tmp_path):
     pytest.importorskip("tensorflow")
     chunks = [
         _lines("a", "a.csv", 2, A_ITEMS, text=True),
@@ -226,7 +226,9 @@ def test_join_by_key_joins_rejects_and_counts_exactly():
     ]
     rejected_both = json.dumps({"a": "5,eve\n", "b": '{"id": 5, "score": "high"}\n'})
     with TestPipeline(runner="FnApiRunner") as p:
-        encoded, rejected, counts, stats, _ = p | beam.Create(chunks) | JoinByKey(_join_dataset())
+        encoded, rejected, counts, stats, _ = (
+            p | beam.Create(chunks) | JoinByKey(_join_dataset(), str(tmp_path))
+        )
         assert_that(
             encoded | "Decode" >> beam.FlatMap(_joined_examples),
             equal_to(expected),

@@ -3,6 +3,7 @@ each encoded record goes to, what its example holds, and the statistics of what 
 
 from __future__ import annotations
 
+import collections
 import json
 
 import apache_beam as beam
@@ -14,6 +15,10 @@ from xxhash import xxh3_128_intdigest
 from pipelines.config.loader import parse_config
 from tests.readback import values
 from tests.transforms.keyed import key_rows
+from transforms.contract.facts import VOCABULARY_CAP
+from transforms.facts.merge import rank_bucket
+from transforms.facts.parts import RankedFacts
+from transforms.facts.spill import read_facts
 from transforms.keys import KeyMaker
 from transforms.prepare import Encoder, Preparer, PrepareRecords, batch_of_chunk
 from transforms.records import RawChunk, one_line_records
@@ -160,19 +165,19 @@ def _chunks():
     ]
 
 
-def test_prepare_records_rejects_invalid_records_where_they_are():
+def test_prepare_records_rejects_invalid_records_where_they_are(tmp_path):
     with TestPipeline(runner="FnApiRunner") as p:
-        _, rejected, _, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
+        _, rejected, _, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset(), str(tmp_path))
         assert_that(
             rejected | beam.Map(lambda r: (r.source, r.location, r.reason, r.record)),
             equal_to(EXPECTED_REJECTED),
         )
 
 
-def test_prepare_records_encodes_each_valid_record_into_its_split():
+def test_prepare_records_encodes_each_valid_record_into_its_split(tmp_path):
     pytest.importorskip("tensorflow")
     with TestPipeline(runner="FnApiRunner") as p:
-        encoded, _, _, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
+        encoded, _, _, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset(), str(tmp_path))
         assert_that(encoded | "Decode" >> beam.FlatMap(_decoded), equal_to(_expected_records()))
         per_split = (
             encoded
@@ -191,7 +196,7 @@ def _summary(stats) -> list[tuple]:
     return out
 
 
-def test_prepare_records_statistics_describe_the_records_kept():
+def test_prepare_records_statistics_describe_the_records_kept(tmp_path):
     expected = []
     for split in SPLITS:
         rows = [dict(f) for s, _, _, _, f in _expected_records() if s == split]
@@ -199,7 +204,7 @@ def test_prepare_records_statistics_describe_the_records_kept():
         no_tags = sum(1 for f in rows if not f["tags"][1])
         expected.append((split, len(rows), min(scores), max(scores), no_tags))
     with TestPipeline(runner="FnApiRunner") as p:
-        _, _, stats, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset())
+        _, _, stats, _ = p | beam.Create(_chunks()) | PrepareRecords(_dataset(), str(tmp_path))
         merged = stats | beam.CombineGlobally(MergeStats())
         assert_that(merged | beam.FlatMap(_summary), equal_to(expected))
 
@@ -236,3 +241,38 @@ def _facts(encoded) -> tuple:
         key_rows(encoded.keys),
         encoded.payload.to_pylist(),
     )
+
+
+def test_the_encoder_spills_its_facts_at_its_budget_and_they_merge_to_the_same(tmp_path):
+    dataset = _dataset()
+    preparer, maker = Preparer(dataset), KeyMaker(dataset)
+    valids = [
+        preparer.validate(batch_of_chunk(chunk, i % 2, maker)[0])[0]
+        for i, chunk in enumerate(_chunks() * 3)
+    ]
+    ranked = {}
+    for budget in (1, 1 << 30):  # a spill a counted group, or one at the bundle's end
+        staging = tmp_path / str(budget)
+        encoder = Encoder(preparer, 0, str(staging), facts_bytes=budget)
+        encoder.STATS_ROWS = 7
+        encoder.start()
+        for valid in valids:
+            list(encoder.push(valid))
+        list(encoder.flush())
+        pieces = encoder.spilled_facts()
+        encoder.close()
+        files = {piece.path for _, piece in pieces}
+        assert len(files) == len(list(staging.glob("_spill/facts/*.facts")))
+        assert (len(files) > 3) == (budget == 1)
+        buckets = collections.defaultdict(list)
+        for bucket, piece in pieces:
+            buckets[bucket].append(read_facts(piece))
+        merged = RankedFacts()
+        for parts in buckets.values():
+            merged.merge(rank_bucket(parts), VOCABULARY_CAP)
+        ranked[budget] = {
+            key: (r.words.to_pylist(), r.counts.tolist())
+            for key in merged.vocabularies
+            if (r := merged.vocabulary(key, VOCABULARY_CAP)) is not None
+        }
+    assert ranked[1] == ranked[1 << 30] and ranked[1]

@@ -14,14 +14,17 @@ bytes:
   record rather than describes it) and one of its label (`Rows`), from which repeated rows and
   conflicting labels (the same content, another label) are counted.
 
-A bundle's parts are cut into `BUCKETS` parts by hash (`FactParts.buckets`), merged exactly per
-bucket (`MergeFactParts`, a `CombinePerKey`: a bucket's distinct values meet on one worker, a
-sixteenth of them), ranked and cut to the vocabulary cap there (`FactParts.ranked`), and the
-buckets' ranked parts merged into one (`MergeRanked`), never holding more than twice the cap of
-a feature's values. `facts_of` builds facts.json from that and the statistics, whose exact
-moments, bounds and (while a number has few) value counts it takes.
+A worker's parts are cut into `BUCKETS` parts by hash (`FactParts.buckets`) whenever they hold
+about `FACTS_SPILL_BYTES` (and at the end of a bundle) and written to a spill file in the
+staging folder (`spill`), a bucket after the other; only the pieces' names travel on. A bucket's
+pieces, from every spill file, are grouped (a `GroupByKey`), read one at a time and merged
+exactly (`rank_bucket`: a bucket's distinct values meet on one worker, a sixteenth of them),
+cut to the vocabulary cap (`FactParts.ranked`), and the buckets' parts merged into one
+(`MergeRanked`), holding at most a few times the cap of a feature's values. `facts_of` builds
+facts.json from that and the statistics, whose exact moments, bounds and (while a number has
+few) value counts it takes; `transforms.sink.finalize.WriteFactsFn` writes it.
 
 The package, a module a stage: `parts` (the mergeable counts and their cut by bucket), `count`
-(a group of records counted into parts), `merge` (the Beam combines, `AnalyzeFacts`), `written`
-(facts.json from the merged facts and the statistics).
+(a group of records counted into parts), `spill` (the spill files), `merge` (the Beam steps,
+`AnalyzeFacts`), `written` (facts.json from the merged facts and the statistics).
 """

@@ -97,7 +97,7 @@ class FactCounter:
             present = np.flatnonzero(tally)
             if not len(present):
                 continue
-            part = Vocabulary(
+            part = Vocabulary.of(
                 high[present], low[present], tally[present].astype(np.int64),
                 words.take(pa.array(present)),
             )  # fmt: skip

@@ -1,34 +1,38 @@
-"""The analyze step's Beam combines: a bucket's parts merged exactly and ranked
-(`MergeFactParts`), the buckets merged (`MergeRanked`), both wired by `AnalyzeFacts`."""
+"""The analyze step's Beam steps: the pieces of a bucket, from every worker's spill files,
+merged exactly and cut to the cap (`RankBucket`), the buckets merged (`MergeRanked`), both
+wired by `AnalyzeFacts`."""
 
 from __future__ import annotations
+
+from typing import Iterable, Iterator
 
 import apache_beam as beam
 
 from transforms.contract.facts import VOCABULARY_CAP
 from transforms.facts.parts import FactParts, RankedFacts
+from transforms.facts.spill import FactsPiece, read_facts
 
 
-class MergeFactParts(beam.CombineFn):
-    """Merges the parts of one bucket, exactly, then ranks and cuts them (`FactParts.ranked`)."""
+def rank_bucket(parts: Iterable[FactParts], cap: int = VOCABULARY_CAP) -> RankedFacts:
+    """The facts of one bucket's parts (every part of the bucket), merged exactly, then cut
+    to the cap (`FactParts.ranked`)."""
+    merged = FactParts()
+    for part in parts:
+        merged.merge(part)
+    return merged.ranked(cap)
+
+
+class RankBucket(beam.DoFn):
+    """(bucket, its pieces) → the bucket's `RankedFacts`, the pieces read one at a time."""
 
     def __init__(self, cap: int = VOCABULARY_CAP):
         self._cap = cap
 
-    def create_accumulator(self) -> FactParts:
-        return FactParts()
-
-    def add_input(self, accumulator: FactParts, part: FactParts) -> FactParts:
-        return accumulator.merge(part)
-
-    def merge_accumulators(self, accumulators) -> FactParts:
-        merged = FactParts()
-        for accumulator in accumulators:
-            merged.merge(accumulator)
-        return merged
-
-    def extract_output(self, accumulator: FactParts) -> RankedFacts:
-        return accumulator.ranked(self._cap)
+    def process(self, element: tuple[int, Iterable[FactsPiece]]) -> Iterator[RankedFacts]:
+        _, pieces = element
+        # in file order, so that a file is read front to back
+        ordered = sorted(pieces, key=lambda p: (p.path, p.start))
+        yield rank_bucket((read_facts(piece) for piece in ordered), self._cap)
 
 
 class MergeRanked(beam.CombineFn):
@@ -50,21 +54,21 @@ class MergeRanked(beam.CombineFn):
         return merged
 
     def extract_output(self, accumulator: RankedFacts) -> RankedFacts:
-        return accumulator
+        return accumulator.compacted(self._cap)
 
 
 class AnalyzeFacts(beam.PTransform):
-    """(bucket, FactParts) pairs of every bundle → one `RankedFacts`: merged per bucket, ranked,
-    then merged across buckets."""
+    """(bucket, FactsPiece) pairs of every spill → one `RankedFacts` (none without a piece): a
+    bucket's pieces merged on one worker and cut, then the buckets merged."""
 
     def __init__(self, cap: int = VOCABULARY_CAP):
         super().__init__()
         self._cap = cap
 
-    def expand(self, parts):
+    def expand(self, pieces):
         return (
-            parts
-            | "MergeBuckets" >> beam.CombinePerKey(MergeFactParts(self._cap))
-            | "DropBuckets" >> beam.Values()
-            | "MergeRanked" >> beam.CombineGlobally(MergeRanked(self._cap))
+            pieces
+            | "GroupBuckets" >> beam.GroupByKey()
+            | "RankBuckets" >> beam.ParDo(RankBucket(self._cap))
+            | "MergeRanked" >> beam.CombineGlobally(MergeRanked(self._cap)).without_defaults()
         )

@@ -1,7 +1,11 @@
-"""The facts' mergeable parts: exact value counts (`Vocabulary`), their ranked cut (`Ranked`),
-number sketches (`Sketch`), records by content (`Rows`), and a bundle's or bucket's facts
-(`FactParts`, `RankedFacts`). Every merge is an addition, so the order of merges cannot change a
-count.
+"""The facts' mergeable parts: exact value counts (`Vocabulary`), their cut to the cap
+(`Ranked`), number sketches (`Sketch`), records by content (`Rows`), and a bundle's or bucket's
+facts (`FactParts`, `RankedFacts`). Every merge is an addition, so the order of merges cannot
+change a count.
+
+A vocabulary and the rows are kept sorted by hash: several of them merge by a stable sort of
+their concatenation (numpy's stable sort finds the sorted runs and merges them), and the values
+of a bucket (the top bits of the hash) are one slice.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from apache_beam import coders
 
 from transforms.coders import ChunkCoder
 from transforms.contract import facts as contract
-from transforms.split import mix
+from transforms.split import binary_offsets, mix
 
 BUCKETS = 16  # parts a bundle's facts are cut into, by hash, to be merged on several workers
 _BUCKET_SHIFT = np.uint64(60)
@@ -27,10 +31,40 @@ _KEY_BIAS = 1 << 21  # |log_gamma(x)| of every finite float64 is below 80,000
 KMV = 1024  # smallest hashes kept for a number's distinct-count estimate
 
 
+def key_order(first: np.ndarray, second: np.ndarray, runs: bool = True) -> np.ndarray:
+    """The order that sorts the pairs (first, second): a sort by `first` (stable for `runs`,
+    sorted runs back to back, which it merges in linear time; else quicksort, several times
+    faster on values in no order), then a sort by both only where pairs of equal `first` are
+    left out of order."""
+    order = np.argsort(first, kind="stable" if runs else "quicksort")
+    a, b = first[order], second[order]
+    if np.any((a[1:] == a[:-1]) & (b[1:] < b[:-1])):
+        order = np.lexsort((second, first))
+    return order
+
+
+def _group_starts(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Where each run of equal (first, second) pairs starts, in pairs sorted by both."""
+    return np.flatnonzero(
+        np.concatenate(([True], (first[1:] != first[:-1]) | (second[1:] != second[:-1])))
+    )
+
+
+def _bucket_bounds(hashes: np.ndarray) -> np.ndarray:
+    """Where each of the BUCKETS buckets starts in ascending hashes, and the end."""
+    edges = np.arange(1, BUCKETS, dtype=np.uint64) << _BUCKET_SHIFT
+    return np.concatenate(([0], np.searchsorted(hashes, edges), [len(hashes)]))
+
+
+def _compact(words: pa.Array, start: int, stop: int) -> pa.Array:
+    """words[start:stop] in buffers of its own (a slice pickles its whole parent's buffers)."""
+    return pa.concat_arrays([words.slice(start, stop - start)])
+
+
 @dataclasses.dataclass
 class Vocabulary:
     """Exact counts of the distinct values of one string feature in one split: the records
-    holding each, keyed by the 128-bit XXH3 digest of its bytes (`high`, `low`)."""
+    holding each, keyed by the 128-bit XXH3 digest of its bytes (`high`, `low`), sorted by it."""
 
     high: np.ndarray  # uint64
     low: np.ndarray  # uint64
@@ -43,6 +77,14 @@ class Vocabulary:
         return cls(none, none, np.zeros(0, np.int64), pa.array([], pa.binary()))
 
     @classmethod
+    def of(
+        cls, high: np.ndarray, low: np.ndarray, counts: np.ndarray, words: pa.Array
+    ) -> Vocabulary:
+        """The vocabulary of distinct values given in any order."""
+        order = key_order(high, low, runs=False)
+        return cls(high[order], low[order], counts[order], words.take(pa.array(order)))
+
+    @classmethod
     def merged(cls, parts: Sequence[Vocabulary]) -> Vocabulary:
         """One vocabulary of the parts' values, a value's counts added."""
         parts = [p for p in parts if len(p.counts)]
@@ -52,23 +94,28 @@ class Vocabulary:
             return cls.empty()
         high = np.concatenate([p.high for p in parts])
         low = np.concatenate([p.low for p in parts])
-        counts = np.concatenate([p.counts for p in parts])
-        words = pa.concat_arrays([p.words for p in parts])
-        order = np.lexsort((low, high))
+        order = key_order(high, low)
         high, low = high[order], low[order]
-        starts = np.flatnonzero(
-            np.concatenate(([True], (high[1:] != high[:-1]) | (low[1:] != low[:-1])))
-        )
+        starts = _group_starts(high, low)
+        counts = np.concatenate([p.counts for p in parts])[order]
+        words = pa.concat_arrays([p.words for p in parts])
         return cls(
             high[starts],
             low[starts],
-            np.add.reduceat(counts[order], starts),
+            np.add.reduceat(counts, starts),
             words.take(pa.array(order[starts])),
         )
 
-    def take(self, rows: np.ndarray) -> Vocabulary:
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def slice(self, start: int, stop: int) -> Vocabulary:
+        """Values [start, stop), in arrays of their own."""
         return Vocabulary(
-            self.high[rows], self.low[rows], self.counts[rows], self.words.take(pa.array(rows))
+            self.high[start:stop].copy(),
+            self.low[start:stop].copy(),
+            self.counts[start:stop].copy(),
+            _compact(self.words, start, stop),
         )
 
     def nbytes(self) -> int:
@@ -77,35 +124,86 @@ class Vocabulary:
 
 @dataclasses.dataclass
 class Ranked:
-    """A feature's vocabulary in one split, ranked (most records first, ties by value) and cut
-    to the cap; `distinct` and `total` count every value, kept or not."""
+    """A feature's vocabulary in one split cut to the cap: the values with the most records,
+    ties by value (in no order until `ranked`); `distinct` and `total` count every value, kept
+    or not."""
 
-    counts: np.ndarray  # int64, descending
+    counts: np.ndarray  # int64
     words: pa.Array  # binary
     distinct: int
     total: int  # the counts of every value, added
 
     @classmethod
     def of(cls, vocabulary: Vocabulary, cap: int) -> Ranked:
-        ranked = cls(vocabulary.counts, vocabulary.words, 0, 0)._cut(cap)
-        ranked.distinct, ranked.total = len(vocabulary.counts), int(vocabulary.counts.sum())
-        return ranked
+        counts, words = _top(vocabulary.counts, vocabulary.words, cap)
+        return cls(counts, words, len(vocabulary.counts), int(vocabulary.counts.sum()))
 
-    def merge(self, other: Ranked, cap: int) -> Ranked:
-        both = Ranked(
-            np.concatenate([self.counts, other.counts]),
-            pa.concat_arrays([self.words, other.words]),
-            0,
-            0,
-        )._cut(cap)
-        both.distinct, both.total = self.distinct + other.distinct, self.total + other.total
-        return both
+    @classmethod
+    def merged(cls, parts: Sequence[Ranked], cap: int) -> Ranked:
+        """The parts' values (of other buckets: no value is in two parts), cut to the cap."""
+        if len(parts) == 1:
+            return parts[0] if len(parts[0].counts) <= cap else parts[0]._cut(cap)
+        counts, words = _top(
+            np.concatenate([p.counts for p in parts]),
+            pa.concat_arrays([p.words for p in parts]),
+            cap,
+        )
+        return cls(counts, words, sum(p.distinct for p in parts), sum(p.total for p in parts))
 
     def _cut(self, cap: int) -> Ranked:
-        table = pa.table({"count": self.counts, "word": self.words})
-        order = pc.sort_indices(table, sort_keys=[("count", "descending"), ("word", "ascending")])
-        kept = order[:cap]
-        return Ranked(self.counts[kept.to_numpy()], self.words.take(kept), 0, 0)
+        counts, words = _top(self.counts, self.words, cap)
+        return Ranked(counts, words, self.distinct, self.total)
+
+    def ranked(self, cap: int) -> Ranked:
+        """Cut to the cap and ranked: most records first, ties by value."""
+        counts, words = _top(self.counts, self.words, cap)
+        order = pc.sort_indices(
+            pa.table({"count": counts, "word": words}),
+            sort_keys=[("count", "descending"), ("word", "ascending")],
+        )
+        return Ranked(counts[order.to_numpy()], words.take(order), self.distinct, self.total)
+
+
+def _top(counts: np.ndarray, words: pa.Array, cap: int) -> tuple[np.ndarray, pa.Array]:
+    """The `cap` distinct values with the most records, ties by value, in no order: those above
+    the cap-th count, and the smallest values of those at it."""
+    n = len(counts)
+    if n <= cap:
+        return counts, words
+    threshold = np.partition(counts, n - cap)[n - cap]
+    above = np.flatnonzero(counts > threshold)
+    tied = np.flatnonzero(counts == threshold)
+    need = cap - len(above)
+    if need < len(tied):
+        tied = _smallest(words, tied, need)
+    keep = np.concatenate([above, tied])
+    return counts[keep], words.take(pa.array(keep))
+
+
+def _smallest(words: pa.Array, rows: np.ndarray, k: int) -> np.ndarray:
+    """The rows of the k smallest of words[rows] (distinct values, byte order): among those
+    whose first 8 bytes are at most the k-th smallest first 8 bytes, where there are many."""
+    if len(rows) > 4 * k:
+        prefixes = _prefixes(words)[rows]
+        bound = np.partition(prefixes, k - 1)[k - 1]
+        rows = rows[prefixes <= bound]
+    return rows[pc.bottom_k_unstable(words.take(pa.array(rows)), k).to_numpy()]
+
+
+def _prefixes(words: pa.Array) -> np.ndarray:
+    """The first 8 bytes of each value, zero-padded, as a big-endian integer: in the values'
+    byte order, but for values that share them."""
+    offsets = binary_offsets(words).astype(np.int64)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    out = np.zeros(len(words), np.uint64)
+    buffer = words.buffers()[2]
+    if buffer is None or not buffer.size:
+        return out
+    data = np.frombuffer(buffer, np.uint8)
+    for j in range(8):
+        byte = data[np.minimum(starts + j, len(data) - 1)].astype(np.uint64)
+        out |= np.where(lengths > j, byte, np.uint64(0)) << np.uint64(56 - 8 * j)
+    return out
 
 
 @dataclasses.dataclass
@@ -123,9 +221,16 @@ class Sketch:
         """The sketch of float64 values (finite ones only are counted)."""
         values = values[np.isfinite(values)]
         keys = sketch_keys(values)
-        unique, counts = np.unique(keys, return_counts=True)
-        bits = np.unique(mix(values.astype(np.float64).view(np.uint64)))
-        return cls(unique.astype(np.int64), counts.astype(np.int64), bits[:KMV])
+        low = int(keys.min(initial=0))
+        span = int(keys.max(initial=0)) - low + 1
+        if span <= max(4 * len(keys), 1 << 16):  # keys of a few decades: counted in an array
+            tally = np.bincount(keys - low, minlength=span)
+            present = np.flatnonzero(tally)
+            unique, counts = present + low, tally[present]
+        else:
+            unique, counts = np.unique(keys, return_counts=True)
+        hashes = smallest_distinct(mix(values.astype(np.float64).view(np.uint64)), KMV)
+        return cls(unique.astype(np.int64), counts.astype(np.int64), hashes)
 
     def merge(self, other: Sketch) -> Sketch:
         keys = np.concatenate([self.keys, other.keys])
@@ -149,13 +254,37 @@ class Sketch:
         return sketch_values(self.keys)
 
 
+def smallest_distinct(hashes: np.ndarray, k: int) -> np.ndarray:
+    """The k smallest distinct values of `hashes`, ascending (all of them when fewer): found
+    among the 4k smallest values when those hold k distinct ones, else among all."""
+    n = len(hashes)
+    if n > 4 * k:
+        bound = np.partition(hashes, 4 * k - 1)[4 * k - 1]
+        smallest = _distinct(hashes[hashes <= bound])
+        if len(smallest) >= k:
+            return smallest[:k]
+    return _distinct(hashes)[:k]
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, ascending (np.unique, which hashes first: slower where most values
+    are distinct)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
 def sketch_keys(values: np.ndarray) -> np.ndarray:
     """The bucket of each finite value: ceil(log_gamma |x|) moved above 0 and signed; 0 for 0."""
-    keys = np.zeros(len(values), np.int64)
     size = np.abs(values)
-    nonzero = size > 0
-    exponents = np.ceil(np.log(size[nonzero]) / _LOG_GAMMA).astype(np.int64) + _KEY_BIAS
-    keys[nonzero] = np.where(values[nonzero] > 0, exponents, -exponents)
+    zero = size == 0
+    if zero.any():
+        size[zero] = 1.0  # any finite log: the key is set to 0 below
+    exponents = np.log(size)
+    exponents /= _LOG_GAMMA
+    keys = np.ceil(exponents, out=exponents).astype(np.int64)
+    keys += _KEY_BIAS
+    np.negative(keys, out=keys, where=values < 0)
+    keys[zero] = 0
     return keys
 
 
@@ -170,7 +299,7 @@ def sketch_values(keys: np.ndarray) -> np.ndarray:
 @dataclasses.dataclass
 class Rows:
     """Records by content: (hash of the content without the label, hash of the label) with
-    the records of each pair and a bit per split holding one."""
+    the records of each pair and a bit per split holding one, sorted by the pair."""
 
     content: np.ndarray  # uint64
     label: np.ndarray  # uint64
@@ -185,7 +314,7 @@ class Rows:
     @classmethod
     def of(cls, content: np.ndarray, label: np.ndarray, splits: np.ndarray) -> Rows:
         """The rows of records, one a record (content and label hashes, split bits)."""
-        return cls._reduced(content, label, np.ones(len(content), np.int64), splits)
+        return cls._reduced(content, label, np.ones(len(content), np.int64), splits, runs=False)
 
     @classmethod
     def merged(cls, parts: Sequence[Rows]) -> Rows:
@@ -203,14 +332,18 @@ class Rows:
 
     @classmethod
     def _reduced(
-        cls, content: np.ndarray, label: np.ndarray, counts: np.ndarray, splits: np.ndarray
+        cls,
+        content: np.ndarray,
+        label: np.ndarray,
+        counts: np.ndarray,
+        splits: np.ndarray,
+        runs: bool = True,
     ) -> Rows:
-        """One entry per (content, label): counts added, split bits or-ed."""
-        order = np.lexsort((label, content))
+        """One entry per (content, label), sorted by both: counts added, split bits or-ed
+        (`runs`: the entries are sorted runs back to back, see `key_order`)."""
+        order = key_order(content, label, runs)
         content, label = content[order], label[order]
-        starts = np.flatnonzero(
-            np.concatenate(([True], (content[1:] != content[:-1]) | (label[1:] != label[:-1])))
-        )
+        starts = _group_starts(content, label)
         return cls(
             content[starts],
             label[starts],
@@ -218,8 +351,17 @@ class Rows:
             np.bitwise_or.reduceat(splits[order], starts),
         )
 
-    def take(self, rows: np.ndarray) -> Rows:
-        return Rows(self.content[rows], self.label[rows], self.counts[rows], self.splits[rows])
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def slice(self, start: int, stop: int) -> Rows:
+        """Entries [start, stop), in arrays of their own."""
+        return Rows(
+            self.content[start:stop].copy(),
+            self.label[start:stop].copy(),
+            self.counts[start:stop].copy(),
+            self.splits[start:stop].copy(),
+        )
 
     def summary(self) -> RowCounts:
         """The counts of repeated rows and conflicting labels among these records, whose
@@ -262,53 +404,58 @@ class RowCounts:
 @dataclasses.dataclass
 class FactParts:
     """Facts of some records, as parts to merge: per (split index, feature) the vocabularies of
-    strings (not yet merged: merged when there are many, and per bucket) and the sketches of
-    numbers; the rows."""
+    strings and the sketches of numbers; the rows. Vocabularies and rows are held as they come,
+    as sorted runs, and merged once, all runs at a time (`buckets`, `ranked`): a merge of k
+    runs costs about log k passes over them, where merging each as it came would cost log n."""
 
     vocabularies: dict[tuple[int, str], list[Vocabulary]] = dataclasses.field(default_factory=dict)
     sketches: dict[tuple[int, str], Sketch] = dataclasses.field(default_factory=dict)
     rows: list[Rows] = dataclasses.field(default_factory=list)
 
-    _MERGE_AT = 8  # parts of one vocabulary merged into one when there are this many
-
     def merge(self, other: FactParts) -> FactParts:
         for key, parts in other.vocabularies.items():
-            mine = self.vocabularies.setdefault(key, [])
-            mine.extend(parts)
-            if len(mine) >= self._MERGE_AT:
-                mine[:] = [Vocabulary.merged(mine)]
+            self.vocabularies.setdefault(key, []).extend(parts)
         for key, sketch in other.sketches.items():
             found = self.sketches.get(key)
             self.sketches[key] = sketch if found is None else found.merge(sketch)
         self.rows.extend(other.rows)
-        if len(self.rows) >= self._MERGE_AT:
-            self.rows[:] = [Rows.merged(self.rows)]
         return self
 
+    def __bool__(self) -> bool:
+        return bool(self.vocabularies or self.sketches or self.rows)
+
     def buckets(self) -> Iterator[tuple[int, FactParts]]:
-        """This part cut by hash into (bucket, part) pairs: a value's (a row's) counts all go
-        to one bucket; the sketches, small, to bucket 0."""
-        cut: dict[int, FactParts] = {}
-        for key, parts in self.vocabularies.items():
-            vocabulary = Vocabulary.merged(parts)
-            bucket = (vocabulary.high >> _BUCKET_SHIFT).astype(np.int64)
-            for b in np.unique(bucket).tolist():
-                part = cut.setdefault(b, FactParts())
-                part.vocabularies[key] = [vocabulary.take(np.flatnonzero(bucket == b))]
+        """This part cut by hash into (bucket, part) pairs, in bucket order, a bucket's part
+        made when it is asked for: a value's (a row's) counts all go to one bucket; the
+        sketches, small, to bucket 0. Each feature's runs are merged first, in place."""
+        for parts in self.vocabularies.values():  # in place: a feature's runs, then the next's
+            parts[:] = [Vocabulary.merged(parts)]
+        vocabularies = {key: parts[0] for key, parts in self.vocabularies.items()}
+        vocabulary_bounds = {key: _bucket_bounds(v.high) for key, v in vocabularies.items()}
         if self.rows:
-            rows = Rows.merged(self.rows)
-            bucket = (rows.content >> _BUCKET_SHIFT).astype(np.int64)
-            for b in np.unique(bucket).tolist():
-                cut.setdefault(b, FactParts()).rows = [rows.take(np.flatnonzero(bucket == b))]
-        if self.sketches:
-            cut.setdefault(0, FactParts()).sketches = dict(self.sketches)
-        yield from sorted(cut.items(), key=lambda item: item[0])
+            self.rows[:] = [Rows.merged(self.rows)]
+        rows = self.rows[0] if self.rows else None
+        row_bounds = _bucket_bounds(rows.content) if rows is not None else None
+        for b in range(BUCKETS):
+            part = FactParts()
+            for key, vocabulary in vocabularies.items():
+                start, stop = vocabulary_bounds[key][b : b + 2].tolist()
+                if start < stop:
+                    part.vocabularies[key] = [vocabulary.slice(start, stop)]
+            if rows is not None and row_bounds is not None:
+                start, stop = row_bounds[b : b + 2].tolist()
+                if start < stop:
+                    part.rows = [rows.slice(start, stop)]
+            if b == 0:
+                part.sketches = dict(self.sketches)
+            if part:
+                yield b, part
 
     def ranked(self, cap: int) -> RankedFacts:
-        """This bucket's facts (whole: every count of its values is here), ranked and cut."""
+        """This bucket's facts (whole: every count of its values is here), cut to the cap."""
         return RankedFacts(
             vocabularies={
-                key: Ranked.of(Vocabulary.merged(parts), cap)
+                key: [Ranked.of(Vocabulary.merged(parts), cap)]
                 for key, parts in self.vocabularies.items()
             },
             sketches=dict(self.sketches),
@@ -325,26 +472,46 @@ class FactParts:
 
 @dataclasses.dataclass
 class RankedFacts:
-    """Facts with each vocabulary ranked and cut to the cap, and the rows counted."""
+    """Facts with each vocabulary cut to the cap (as parts of other buckets, merged once they
+    hold more than a few times the cap, and by `vocabulary`), and the rows counted."""
 
-    vocabularies: dict[tuple[int, str], Ranked] = dataclasses.field(default_factory=dict)
+    vocabularies: dict[tuple[int, str], list[Ranked]] = dataclasses.field(default_factory=dict)
     sketches: dict[tuple[int, str], Sketch] = dataclasses.field(default_factory=dict)
     rows: RowCounts = dataclasses.field(default_factory=RowCounts)
 
+    _HELD = 4  # a vocabulary's parts are merged once they hold this many times the cap
+
     def merge(self, other: RankedFacts, cap: int) -> RankedFacts:
-        for key, ranked in other.vocabularies.items():
-            found = self.vocabularies.get(key)
-            self.vocabularies[key] = ranked if found is None else found.merge(ranked, cap)
+        for key, parts in other.vocabularies.items():
+            mine = self.vocabularies.setdefault(key, [])
+            mine.extend(parts)
+            if len(mine) > 1 and sum(len(p.counts) for p in mine) > self._HELD * cap:
+                mine[:] = [Ranked.merged(mine, cap)]
         for key, sketch in other.sketches.items():
             found_sketch = self.sketches.get(key)
             self.sketches[key] = sketch if found_sketch is None else found_sketch.merge(sketch)
         self.rows = self.rows.merge(other.rows)
         return self
 
+    def vocabulary(self, key: tuple[int, str], cap: int) -> Ranked | None:
+        """The ranked vocabulary of (split index, feature), cut to the cap; None without one."""
+        parts = self.vocabularies.get(key)
+        return Ranked.merged(parts, cap).ranked(cap) if parts else None
+
+    def compacted(self, cap: int) -> RankedFacts:
+        """These facts with each vocabulary in one ranked part."""
+        for key, parts in self.vocabularies.items():
+            parts[:] = [Ranked.merged(parts, cap).ranked(cap)]
+        return self
+
     def approx_bytes(self) -> int:
         return (
             1024
-            + sum(8 * len(r.counts) + r.words.nbytes for r in self.vocabularies.values())
+            + sum(
+                8 * len(r.counts) + r.words.nbytes
+                for parts in self.vocabularies.values()
+                for r in parts
+            )
             + sum(24 * len(s.keys) for s in self.sketches.values())
         )
 

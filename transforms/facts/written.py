@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pyarrow as pa
 
 from transforms.contract import facts as contract
 from transforms.contract.config import DatasetSpec
@@ -33,7 +34,7 @@ def facts_of(
                 type=f.type, records=stat.records, missing=stat.missing, values=stat.values
             )
             if f.type in _STRINGS:
-                found = ranked.vocabularies.get((index, f.name))
+                found = ranked.vocabulary((index, f.name), cap)
                 features[f.name] = _string_facts(common, found)
             elif f.type in _NUMBERS:
                 sketch = ranked.sketches.get((index, f.name))
@@ -54,7 +55,10 @@ def _string_facts(common: contract.FeatureFacts, found: Ranked | None) -> contra
     if found is None:
         return dataclasses.replace(common, distinct=0, vocabulary=(), counts=(), outside=0)
     counts = found.counts.tolist()
-    words = tuple(w.decode("utf-8", errors="surrogateescape") for w in found.words.to_pylist())
+    try:  # checked and decoded by Arrow, at once
+        words = tuple(found.words.cast(pa.string()).to_pylist())
+    except pa.ArrowInvalid:  # bytes that are not UTF-8 stay apart, as \udcXX escapes
+        words = tuple(w.decode("utf-8", "surrogateescape") for w in found.words.to_pylist())
     return dataclasses.replace(
         common,
         distinct=found.distinct,

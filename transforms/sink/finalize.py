@@ -16,6 +16,7 @@ from transforms.contract.config import DatasetSpec
 from transforms.contract.layout import FACTS, SCHEMA, STATISTICS, STATISTICS_PROTO, shard_name
 from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
 from transforms.contract.statistics import Statistics
+from transforms.facts.parts import RankedFacts
 from transforms.facts.written import facts_of
 from transforms.progress import timed
 from transforms.quality import QualityError, check_dataset, check_rejections
@@ -25,6 +26,7 @@ from transforms.sink.publish import publish
 from transforms.sink.rejected import RejectedFiles
 from transforms.sink.spill import spill_folder
 from transforms.sink.storage import create_file, delete_folder, read_if_exists
+from transforms.stats import DatasetStats
 from transforms.validation.check import Baseline, describe, read_dataset, validate
 
 
@@ -65,6 +67,28 @@ def validated(
             anomalies=tuple(a.to_dict() for a in result.anomalies),
         )
     )
+
+
+def write_facts(
+    dataset: DatasetSpec, staging: str, facts: RankedFacts, statistics: DatasetStats
+) -> dict[str, Any]:
+    """Writes facts.json (`transforms.facts.written.facts_of`); returns its manifest entry."""
+    with timed("facts"):
+        made = facts_of(dataset, facts, statistics, dataset.vocabulary_cap)
+        return write_bytes(staging, FACTS, made.dumps().encode("utf-8"), "application/json")
+
+
+class WriteFactsFn(beam.DoFn):
+    """The analyzed facts (`transforms.facts.AnalyzeFacts`) → facts.json in the staging folder,
+    with the merged statistics (a side input); yields its manifest entry. A step of its own,
+    so that the facts (megabytes, with their vocabularies) reach no other step."""
+
+    def __init__(self, dataset: DatasetSpec, staging: str):
+        self._dataset = dataset
+        self._staging = staging
+
+    def process(self, facts: RankedFacts, statistics: DatasetStats):
+        yield write_facts(self._dataset, self._staging, facts, statistics)
 
 
 class _PublishFn(beam.DoFn):
@@ -111,12 +135,13 @@ class _PublishFn(beam.DoFn):
                 data = result.dumps().encode("utf-8")
                 entry = write_bytes(self._staging, STATISTICS, data, "application/json")
             manifest = manifest.with_statistics(FileEntry(**entry))
-            if facts is not None:
-                with timed("facts"):
-                    made = facts_of(self._dataset, facts, statistics, self._dataset.vocabulary_cap)
-                    data = made.dumps().encode("utf-8")
-                    entry = write_bytes(self._staging, FACTS, data, "application/json")
-                manifest = manifest.with_facts(FileEntry(**entry))
+            if facts is not None:  # none written: no record was counted
+                facts_file = (
+                    facts[0]
+                    if facts
+                    else write_facts(self._dataset, self._staging, RankedFacts(), statistics)
+                )
+                manifest = manifest.with_facts(FileEntry(**facts_file))
         with timed("manifest and checks"):
             check_dataset(self._dataset, manifest, counts, rejected.counts)
             check_rejections(self._dataset, manifest)
@@ -144,8 +169,9 @@ class PublishDataset(beam.PTransform):
       transform     optional, one element: the manifest's `transform` section, when the dataset
                     has a tf.Transform (written under the staging folder and published with it)
       statistics    optional, one element: the merged statistics (`transforms.stats`)
-      facts         optional, one element: the analyzed facts (`transforms.facts`), written
-                    as facts.json with the statistics
+      facts         optional, at most one element: the manifest entry of facts.json, written
+                    by `WriteFactsFn` (none when no record was counted: then written here,
+                    from no facts)
     Returns a one-element PCollection holding the published manifest. `expected` is what
     publication may replace at OUTPUT (`transforms.sink.publish.expect`, taken when the run
     started; by default nothing); `baseline` the dataset (URI) the statistics are compared with;
@@ -177,9 +203,10 @@ class PublishDataset(beam.PTransform):
         if inputs.get("transform") is not None:
             side_inputs.append(beam.pvalue.AsSingleton(inputs["transform"]))
         extra = {}
-        for name in ("statistics", "facts"):
-            if inputs.get(name) is not None:
-                extra[name] = beam.pvalue.AsSingleton(inputs[name])
+        if inputs.get("statistics") is not None:
+            extra["statistics"] = beam.pvalue.AsSingleton(inputs["statistics"])
+        if inputs.get("facts") is not None:
+            extra["facts"] = beam.pvalue.AsList(inputs["facts"])
         pipeline = inputs["shards"].pipeline
         expected = self._expected
         if pipeline.options.view_as(GoogleCloudOptions).template_location:

@@ -272,7 +272,9 @@ def _keyed_shards(folder: Path, key: str) -> dict[str, str]:
     with TestPipeline(runner="FnApiRunner") as p:
         read = [p | f"Read {s.name}" >> ReadSource(s) for s in dataset.sources]
         encoded, _, _, _ = (
-            [chunks for chunks, _, _ in read] | beam.Flatten() | PrepareRecords(dataset)
+            [chunks for chunks, _, _ in read]
+            | beam.Flatten()
+            | PrepareRecords(dataset, str(staging))
         )
         _ = encoded | WriteShards(dataset, str(staging), 1)
     return {
