@@ -51,7 +51,7 @@ from pipelines.report.svg import (
     fmt_int,
     graph_svg,
 )
-from transforms.contract.facts import REPEATED_SHARE, Facts
+from transforms.contract.facts import REPEATED_SHARE, RowFacts
 from transforms.contract.manifest import Manifest
 from transforms.contract.statistics import Statistics
 from transforms.ui.style import in_split_order, page, split_class
@@ -69,9 +69,9 @@ def render(
     graph: dict[str, Any] | None = None,
     timings: dict[str, Any] | None = None,
     rejected_examples: dict[str, list[dict[str, Any]]] | None = None,
-    facts: Facts | None = None,
+    rows: RowFacts | None = None,
 ) -> str:
-    """The run report as one HTML page (`facts`: facts.json, for its repeated rows).
+    """The run report as one HTML page (`rows`: facts.json's repeated rows).
 
     Sections (element ids): `summary`, `sources`, `splits`, `rejected`, `shards`, `features`
     and `label-balance` (with statistics), `timings` (with timings), `graph` (with a graph).
@@ -100,7 +100,7 @@ def render(
     title = f"{manifest.name} — {date}" if date else manifest.name
     found = found_shifts(statistics) if statistics is not None else []
     sections = [
-        _warnings(manifest, found, facts),
+        _warnings(manifest, found, rows),
         _summary(manifest, timings),
         _sources(manifest),
         _splits(manifest, statistics),
@@ -120,7 +120,7 @@ def render(
 # --- sections ------------------------------------------------------------------------------
 
 
-def _warnings(manifest: Manifest, found: list[Shift], facts: Facts | None = None) -> str:
+def _warnings(manifest: Manifest, found: list[Shift], repeated: RowFacts | None = None) -> str:
     """A banner of what a reader should not miss: a partial dataset, the anomalies of data
     validation, rejected records, an empty dataset or split, rows that repeat (the facts), fields
     no feature reads, splits whose features differ a lot from train's (`found`). Empty when there
@@ -155,7 +155,6 @@ def _warnings(manifest: Manifest, found: list[Shift], facts: Facts | None = None
     for name in in_split_order(manifest.splits):
         if written and not manifest.splits[name].records:
             items.append(f"Split {escape(name)} holds no record.")
-    repeated = facts.rows if facts is not None else None
     if (
         repeated is not None
         and repeated.records

@@ -38,15 +38,15 @@ def write_report(output: str, graph: dict, timings: dict) -> None:
         if entry is not None:
             path = f"{output}/{entry.path}"
             statistics = Statistics.loads(_read(path), path)
-        facts = None
+        rows = None
         if manifest.facts is not None:
             path = f"{output}/{manifest.facts.path}"
-            facts = Facts.loads(_read(path), path)
+            rows = Facts.rows_of(_read(path), path)
         examples = rejected_examples(output, manifest)
         seconds = round(time.monotonic() - started, 3)
         read_back = {"name": "report: read the dataset back", "seconds": seconds}
         timings = dict(timings, steps=[*timings.get("steps", []), read_back])
-        page = render(manifest, statistics, graph, timings, examples, facts).encode("utf-8")
+        page = render(manifest, statistics, graph, timings, examples, rows).encode("utf-8")
         write_atomically(f"{output}/{REPORT}", page, "text/html")
     except Exception as e:  # noqa: BLE001 - see above
         logger.warning("the run report was not written: %s: %s", type(e).__name__, e)

@@ -279,8 +279,11 @@ class Facts:
         }
 
     def dumps(self) -> str:
-        """The text of facts.json (keys sorted, one value a line)."""
-        return json.dumps(self.to_json(), indent=0, sort_keys=True, ensure_ascii=False) + "\n"
+        """The text of facts.json: keys sorted, compact, on one line (written by the json
+        module's C encoder: an indented text of 100,000-word vocabularies would take seconds
+        and hundreds of megabytes of pieces)."""
+        text = json.dumps(self.to_json(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return text + "\n"
 
     @classmethod
     def from_json(cls, raw: Any, where: str = FACTS) -> Facts:
@@ -309,6 +312,19 @@ class Facts:
             raise FactsError(f"{where}: {e}") from None
 
     @classmethod
+    def rows_of(cls, text: str | bytes, where: str = FACTS) -> RowFacts:
+        """Only the `rows` of a facts.json text (what a run's summary and report show)."""
+        try:
+            raw = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise FactsError(f"{where}: not JSON ({e})") from None
+        try:
+            _check(isinstance(raw, dict), "", "must be a JSON object")
+            return RowFacts.from_json(raw.get("rows", {}), "rows")
+        except StatisticsError as e:
+            raise FactsError(f"{where}: {e}") from None
+
+    @classmethod
     def loads(cls, text: str | bytes, where: str = FACTS) -> Facts:
         try:
             raw = json.loads(text)
@@ -324,7 +340,9 @@ def _texts(raw: Any, at: str) -> tuple[str, ...]:
 
 def _counts(raw: Any, at: str) -> tuple[int, ...]:
     _check(isinstance(raw, list), at, "must be a list")
-    return tuple(_count(v, f"{at}[{i}]") for i, v in enumerate(raw))
+    if all(type(v) is int and v >= 0 for v in raw):  # a vocabulary's 100,000 counts at once
+        return tuple(raw)
+    return tuple(_count(v, f"{at}[{i}]") for i, v in enumerate(raw))  # names the first wrong
 
 
 def _numbers(raw: Any, at: str) -> tuple[float, ...]:
