@@ -23,7 +23,7 @@ from transforms import encode
 from transforms.contract.config import DatasetSpec
 from transforms.facts.count import FactCounter
 from transforms.facts.parts import FactParts
-from transforms.facts.spill import FactsPiece, write_facts
+from transforms.facts.spill import FactsPiece, facts_folder, write_facts
 from transforms.keys import KeyMaker, key_columns
 from transforms.records import (
     FACTS,
@@ -37,7 +37,6 @@ from transforms.records import (
     rejection,
 )
 from transforms.schema import SourceColumns, Validator
-from transforms.sink.spill import spill_folder
 from transforms.split import SplitAssigner, file_identity, identity_hashes, record_hashes
 from transforms.stats import DatasetStats, chunk_stats
 from transforms.tuning import ENCODE_THREADS, FACTS_SPILL_BYTES
@@ -199,7 +198,7 @@ class Encoder:
     ):
         self._preparer = preparer
         self._pool = ThreadPoolExecutor(max_workers=threads) if threads else _InPlace()
-        self._facts_folder = None if staging is None else spill_folder(staging)
+        self._facts_folder = None if staging is None else facts_folder(staging)
         self._facts_bytes = facts_bytes
         self.start()
 

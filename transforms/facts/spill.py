@@ -21,10 +21,16 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.coders import ChunkCoder
+from transforms.contract.layout import SPILL_DIR
 from transforms.facts.parts import FactParts
-from transforms.sink.storage import create_file
 
 FACTS_DIR = "facts"  # under the staging folder's spill folder
+
+
+def facts_folder(staging: str) -> str:
+    """Where a run's facts spill files go: under the staging folder's spill folder (deleted
+    with it, as `transforms.sink.finalize` publishes the dataset)."""
+    return f"{staging}/{SPILL_DIR}/{FACTS_DIR}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,17 +50,23 @@ coders.registry.register_coder(FactsPiece, ChunkCoder)
 
 
 def write_facts(parts: FactParts, folder: str) -> list[tuple[int, FactsPiece]]:
-    """Writes `parts`, cut into buckets, as one spill file in `folder`; (bucket, piece) of each
-    bucket it holds."""
-    path = f"{folder}/{FACTS_DIR}/{uuid.uuid4().hex}.facts"
+    """Writes `parts`, cut into buckets, as one spill file in `folder` (`facts_folder`);
+    (bucket, piece) of each bucket it holds."""
+    path = f"{folder}/{uuid.uuid4().hex}.facts"
     pieces = []
     at = 0
-    with create_file(path, "application/octet-stream") as f:
+    # a file that fails half-written is named by no piece, and goes with the spill folder
+    f = FileSystems.create(
+        path, mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED
+    )
+    try:
         for bucket, part in parts.buckets():
             data = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
             f.write(data)
             pieces.append((bucket, FactsPiece(path, at, at + len(data))))
             at += len(data)
+    finally:
+        f.close()
     return pieces
 
 
