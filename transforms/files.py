@@ -11,18 +11,25 @@ Beam's glob syntax: `*` and `?` stay within one folder level, `**` spans any num
 and `**/` needs at least one folder (`photos/**/*.png` skips `photos/a.png`; `photos/**` does not).
 
 The errors every file format raises live here too: `FileError` (a file that cannot be read as
-configured) and `CorruptFile` (a compressed input that does not decompress).
+configured) and `CorruptFile` (a compressed input that does not decompress); and the one way a
+step writes a file, whole or not at all (`create_file`), which the sink and the analyze step's
+spill files share.
 """
 
 from __future__ import annotations
 
 import bz2
+import contextlib
+import errno
 import gzip
 import io
+import logging
 import os
 import stat
 import zlib
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
+
+logger = logging.getLogger(__name__)
 
 _GLOB_CHARS = set("*?[")
 # Formats whose folder paths are trees: every file under the folder is an input.
@@ -202,3 +209,45 @@ class _Raw(io.RawIOBase):
     def close(self) -> None:
         self._stream.close()
         super().close()
+
+
+@contextlib.contextmanager
+def create_file(path: str, mime_type: str) -> Iterator[BinaryIO]:
+    """`FileSystems.create(path)` for the block: closed after it, abandoned if it or the close
+    fails (see `abandon`). What is written is stored as it is, whatever the name's extension
+    (a shard named `.gz` is compressed already)."""
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    f = FileSystems.create(
+        path, mime_type=mime_type, compression_type=CompressionTypes.UNCOMPRESSED
+    )
+    try:
+        yield f
+        f.close()
+    except OSError as e:
+        abandon(f, path)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT) and not e.filename:  # say where
+            raise OSError(e.errno, f"{e.strerror} (writing {path})") from None
+        raise
+    except BaseException:
+        abandon(f, path)
+        raise
+
+
+def abandon(f: BinaryIO, path: str) -> None:
+    """Gives up a file whose write or close failed, so that nothing completes it later.
+
+    A gs:// writer (google-cloud-storage's BlobWriter) left unclosed uploads what it holds when
+    it is garbage-collected: at the latest when the process exits, after the run has failed and
+    discarded its staging folder, retrying each upload up to its retry deadline (120 s).
+    `terminate()` cancels its upload session instead and closes it. Local files are left as
+    they are (a staging folder is removed whole).
+    """
+    terminate = getattr(f, "terminate", None)
+    if terminate is None:
+        return
+    try:
+        terminate()
+    except Exception as e:  # the write already failed; this only tidies up, so say and go on
+        logger.warning("could not cancel the upload of %s: %s", path, e)

@@ -20,7 +20,7 @@ are retried by gcsio's `_batch_with_retry`, whole batch and sub-requests alike.
 When uploads never succeed, the run fails after one retry deadline (shortened here to 5 s),
 exits 1 with one `job failed` line and publishes nothing: a failed shard cancels the shard
 writes not yet started, and failed uploads are cancelled rather than left to be retried when
-their writers are garbage-collected at exit (transforms/sink/publish.py `abandon`).
+their writers are garbage-collected at exit (transforms/files.py `abandon`).
 """
 
 from __future__ import annotations

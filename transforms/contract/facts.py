@@ -314,10 +314,7 @@ class Facts:
     @classmethod
     def rows_of(cls, text: str | bytes, where: str = FACTS) -> RowFacts:
         """Only the `rows` of a facts.json text (what a run's summary and report show)."""
-        try:
-            raw = json.loads(text)
-        except (ValueError, RecursionError) as e:
-            raise FactsError(f"{where}: not JSON ({e})") from None
+        raw = _parsed(text, where)
         try:
             _check(isinstance(raw, dict), "", "must be a JSON object")
             return RowFacts.from_json(raw.get("rows", {}), "rows")
@@ -326,11 +323,14 @@ class Facts:
 
     @classmethod
     def loads(cls, text: str | bytes, where: str = FACTS) -> Facts:
-        try:
-            raw = json.loads(text)
-        except (ValueError, RecursionError) as e:
-            raise FactsError(f"{where}: not JSON ({e})") from None
-        return cls.from_json(raw, where)
+        return cls.from_json(_parsed(text, where), where)
+
+
+def _parsed(text: str | bytes, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise FactsError(f"{where}: not JSON ({e})") from None
 
 
 def _texts(raw: Any, at: str) -> tuple[str, ...]:

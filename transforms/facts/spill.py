@@ -23,6 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.coders import ChunkCoder
 from transforms.contract.layout import SPILL_DIR
 from transforms.facts.parts import FactParts
+from transforms.files import create_file
 
 FACTS_DIR = "facts"  # under the staging folder's spill folder
 
@@ -55,18 +56,12 @@ def write_facts(parts: FactParts, folder: str) -> list[tuple[int, FactsPiece]]:
     path = f"{folder}/{uuid.uuid4().hex}.facts"
     pieces = []
     at = 0
-    # a file that fails half-written is named by no piece, and goes with the spill folder
-    f = FileSystems.create(
-        path, mime_type="application/octet-stream", compression_type=CompressionTypes.UNCOMPRESSED
-    )
-    try:
+    with create_file(path, "application/octet-stream") as f:
         for bucket, part in parts.buckets():
             data = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
             f.write(data)
             pieces.append((bucket, FactsPiece(path, at, at + len(data))))
             at += len(data)
-    finally:
-        f.close()
     return pieces
 
 

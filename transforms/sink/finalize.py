@@ -18,6 +18,7 @@ from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry
 from transforms.contract.statistics import Statistics
 from transforms.facts.parts import RankedFacts
 from transforms.facts.written import facts_of
+from transforms.files import create_file
 from transforms.progress import timed
 from transforms.quality import QualityError, check_dataset, check_rejections
 from transforms.sink.manifest import build_manifest
@@ -25,7 +26,7 @@ from transforms.sink.output import Expected
 from transforms.sink.publish import publish
 from transforms.sink.rejected import RejectedFiles
 from transforms.sink.spill import spill_folder
-from transforms.sink.storage import create_file, delete_folder, read_if_exists
+from transforms.sink.storage import delete_folder, read_if_exists
 from transforms.stats import DatasetStats
 from transforms.validation.check import Baseline, describe, read_dataset, validate
 

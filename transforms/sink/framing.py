@@ -23,8 +23,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.layout import COMPRESSIONS, CRC_MASK_DELTA, DEFAULT_COMPRESSION_LEVEL
+from transforms.files import abandon
 from transforms.sink.segments import RAW_WBITS, wrapper
-from transforms.sink.storage import abandon
 from transforms.split import binary, binary_offsets
 
 _BUFFER = 1 << 20

@@ -42,7 +42,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.layout import MANIFEST
 from transforms.contract.manifest import Manifest, dumps
-from transforms.files import is_remote
+from transforms.files import create_file, is_remote
 from transforms.sink.output import (
     PUBLISHING,
     Expected,
@@ -52,7 +52,7 @@ from transforms.sink.output import (
     local_state,
     remote_state,
 )
-from transforms.sink.storage import create_file, delete_paths, gcs_blob, list_objects, read_object
+from transforms.sink.storage import delete_paths, gcs_blob, list_objects, read_object
 
 logger = logging.getLogger(__name__)
 _RENAME_NOREPLACE = 1

@@ -32,10 +32,11 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms.contract.layout import REJECTED_DIR, REJECTED_SUFFIX, shard_name
+from transforms.files import create_file
 from transforms.progress import timed
 from transforms.records import Rejected
 from transforms.sink.spill import spill_folder
-from transforms.sink.storage import create_file, delete_paths
+from transforms.sink.storage import delete_paths
 
 RUN_BYTES = 16 << 20  # what a worker holds of rejected records before it sorts and writes a run
 _MIME = "application/x-ndjson"

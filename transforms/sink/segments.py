@@ -31,7 +31,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.layout import COMPRESSIONS
-from transforms.sink.storage import create_file
+from transforms.files import create_file
 
 RAW_WBITS = -zlib.MAX_WBITS  # raw deflate with the 32 KiB window of the gzip and zlib streams
 _COPY_BYTES = 1 << 20
@@ -127,7 +127,7 @@ def join_segments(
     Each segment is what `RecordFileWriter(..., segment=True)` closed: `file` (its path) with
     the facts its close returned (`bytes`; for gzip and zlib `raw_bytes` and `checksum`). A
     segment file shorter or longer than its facts say is an error; the shard file is then
-    abandoned (`transforms.sink.storage.abandon`).
+    abandoned (`transforms.files.abandon`).
     """
     stream = wrapper(compression)
     sha, size = hashlib.sha256(), 0

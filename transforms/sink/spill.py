@@ -42,10 +42,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.coders import ChunkCoder
 from transforms.contract.layout import SPILL_DIR
+from transforms.files import create_file
 from transforms.keys import KEYS
 from transforms.records import EncodedChunk, PieceTask
 from transforms.shards import ShardPart
-from transforms.sink.storage import create_file
 from transforms.split import binary, binary_offsets
 
 FENCE_STRIDE = 1024

@@ -9,16 +9,14 @@ made as Beam makes its own (`gcs_blob`).
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import BinaryIO, Iterator
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.files import is_remote
+from transforms.files import create_file, is_remote
 
 logger = logging.getLogger(__name__)
 _DELETE_THREADS = 16  # local files deleted at once
@@ -27,45 +25,6 @@ _DELETE_THREADS = 16  # local files deleted at once
 def staging_path(output: str, run_id: str) -> str:
     parent, name = output.rstrip("/").rsplit("/", 1)
     return f"{parent}/.{name}.incomplete-{run_id}"
-
-
-@contextlib.contextmanager
-def create_file(path: str, mime_type: str) -> Iterator[BinaryIO]:
-    """`FileSystems.create(path)` for the block: closed after it, abandoned if it or the close
-    fails (see `abandon`). What is written is stored as it is, whatever the name's extension
-    (a shard named `.gz` is compressed already)."""
-    f = FileSystems.create(
-        path, mime_type=mime_type, compression_type=CompressionTypes.UNCOMPRESSED
-    )
-    try:
-        yield f
-        f.close()
-    except OSError as e:
-        abandon(f, path)
-        if e.errno in (errno.ENOSPC, errno.EDQUOT) and not e.filename:  # say where
-            raise OSError(e.errno, f"{e.strerror} (writing {path})") from None
-        raise
-    except BaseException:
-        abandon(f, path)
-        raise
-
-
-def abandon(f: BinaryIO, path: str) -> None:
-    """Gives up a file whose write or close failed, so that nothing completes it later.
-
-    A gs:// writer (google-cloud-storage's BlobWriter) left unclosed uploads what it holds when
-    it is garbage-collected: at the latest when the process exits, after the run has failed and
-    discarded its staging folder, retrying each upload up to its retry deadline (120 s).
-    `terminate()` cancels its upload session instead and closes it. Local files are left as
-    they are (a staging folder is removed whole).
-    """
-    terminate = getattr(f, "terminate", None)
-    if terminate is None:
-        return
-    try:
-        terminate()
-    except Exception as e:  # the write already failed; this only tidies up, so say and go on
-        logger.warning("could not cancel the upload of %s: %s", path, e)
 
 
 def discard(staging: str) -> None:
