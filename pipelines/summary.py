@@ -96,7 +96,7 @@ def _repeated_rows(dataset: DatasetSpec, manifest: Manifest) -> list[str]:
     if manifest.facts is None:
         return []
     with FileSystems.open(f"{dataset.output.path}/{manifest.facts.path}") as f:
-        rows = Facts.rows_of(f.read())
+        rows = Facts.loads(f.read()).rows
     if not rows.records or rows.repeated < REPEATED_SHARE * rows.records:
         return []
     lines = [

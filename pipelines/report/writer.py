@@ -41,7 +41,7 @@ def write_report(output: str, graph: dict, timings: dict) -> None:
         rows = None
         if manifest.facts is not None:
             path = f"{output}/{manifest.facts.path}"
-            rows = Facts.rows_of(_read(path), path)
+            rows = Facts.loads(_read(path), path).rows
         examples = rejected_examples(output, manifest)
         seconds = round(time.monotonic() - started, 3)
         read_back = {"name": "report: read the dataset back", "seconds": seconds}

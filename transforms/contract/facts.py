@@ -312,25 +312,12 @@ class Facts:
             raise FactsError(f"{where}: {e}") from None
 
     @classmethod
-    def rows_of(cls, text: str | bytes, where: str = FACTS) -> RowFacts:
-        """Only the `rows` of a facts.json text (what a run's summary and report show)."""
-        raw = _parsed(text, where)
-        try:
-            _check(isinstance(raw, dict), "", "must be a JSON object")
-            return RowFacts.from_json(raw.get("rows", {}), "rows")
-        except StatisticsError as e:
-            raise FactsError(f"{where}: {e}") from None
-
-    @classmethod
     def loads(cls, text: str | bytes, where: str = FACTS) -> Facts:
-        return cls.from_json(_parsed(text, where), where)
-
-
-def _parsed(text: str | bytes, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise FactsError(f"{where}: not JSON ({e})") from None
+        try:
+            raw = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise FactsError(f"{where}: not JSON ({e})") from None
+        return cls.from_json(raw, where)
 
 
 def _texts(raw: Any, at: str) -> tuple[str, ...]:

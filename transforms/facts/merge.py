@@ -29,10 +29,8 @@ class RankBucket(beam.DoFn):
         self._cap = cap
 
     def process(self, element: tuple[int, Iterable[FactsPiece]]) -> Iterator[RankedFacts]:
-        _, pieces = element
-        # in file order, so that a file is read front to back
-        ordered = sorted(pieces, key=lambda p: (p.path, p.start))
-        yield rank_bucket((read_facts(piece) for piece in ordered), self._cap)
+        _, pieces = element  # one a spill file: a file holds each bucket once
+        yield rank_bucket((read_facts(piece) for piece in pieces), self._cap)
 
 
 class MergeRanked(beam.CombineFn):

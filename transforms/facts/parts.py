@@ -142,17 +142,12 @@ class Ranked:
     def merged(cls, parts: Sequence[Ranked], cap: int) -> Ranked:
         """The parts' values (of other buckets: no value is in two parts), cut to the cap."""
         if len(parts) == 1:
-            return parts[0] if len(parts[0].counts) <= cap else parts[0]._cut(cap)
-        counts, words = _top(
-            np.concatenate([p.counts for p in parts]),
-            pa.concat_arrays([p.words for p in parts]),
-            cap,
-        )
+            counts, words = parts[0].counts, parts[0].words
+        else:
+            counts = np.concatenate([p.counts for p in parts])
+            words = pa.concat_arrays([p.words for p in parts])
+        counts, words = _top(counts, words, cap)
         return cls(counts, words, sum(p.distinct for p in parts), sum(p.total for p in parts))
-
-    def _cut(self, cap: int) -> Ranked:
-        counts, words = _top(self.counts, self.words, cap)
-        return Ranked(counts, words, self.distinct, self.total)
 
     def ranked(self, cap: int) -> Ranked:
         """Cut to the cap and ranked: most records first, ties by value."""
@@ -499,9 +494,10 @@ class RankedFacts:
         return Ranked.merged(parts, cap).ranked(cap) if parts else None
 
     def compacted(self, cap: int) -> RankedFacts:
-        """These facts with each vocabulary in one ranked part."""
-        for key, parts in self.vocabularies.items():
-            parts[:] = [Ranked.merged(parts, cap).ranked(cap)]
+        """These facts with each vocabulary in one part cut to the cap (ranked by
+        `vocabulary`, once)."""
+        for parts in self.vocabularies.values():
+            parts[:] = [Ranked.merged(parts, cap)]
         return self
 
     def approx_bytes(self) -> int:
