@@ -39,6 +39,15 @@ COMMANDS = {
              "write a commented config inferred from sample files"),
 }  # fmt: skip
 
+# What a Ctrl-C that ends a command leaves behind, told after "interrupted": whether the rerun
+# starts from nothing or from what was kept. The ETL publishes a dataset whole or not at all
+# (its own Ctrl-C line, `pipelines.etl.run`, says the same); the trainer keeps its checkpoints
+# (every epoch, or every --checkpoint-every steps) and its run.json, so the same command resumes.
+INTERRUPTED = {
+    "etl": "nothing published",  # as `pipelines.etl.run` says of a Ctrl-C while it runs
+    "train": "checkpoints kept; rerun the same command to resume (or --fresh to start anew)",
+}
+
 # The commands that run TensorFlow in this process (the ETL for a `transform:` section): its
 # native chatter is filtered (`pipelines.runner.quiet`) unless --verbose.
 TENSORFLOW_COMMANDS = ("train", "inspect", "predict", "etl")
@@ -89,22 +98,16 @@ def main(argv: list[str] | None = None) -> None:
     # TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is not for users.
     verbose = "--verbose" in rest or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if name == "etl":  # a config error is told before Beam is imported
-        from pipelines.flags import config_error
-
-        error = config_error(rest)
-        if error is not None:
-            print(f"shardflow etl: error: {error}", file=sys.stderr)
-            sys.exit(2)
-    if name == "etl" and forkserver.wanted(rest):
-        forkserver.start()  # local worker processes: their server imports Beam meanwhile
     filtered = name in TENSORFLOW_COMMANDS and not verbose
     try:
+        if name == "etl":
+            _check_etl(rest)
         with quiet.native_log_filtered() if filtered else contextlib.nullcontext():
             command = importlib.import_module(module)
             code = getattr(command, func)(rest)
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT, no traceback
-        print(f"shardflow {name}: interrupted", file=sys.stderr)
+        left = INTERRUPTED.get(name)
+        print(f"shardflow {name}: interrupted{f'; {left}' if left else ''}", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:  # `shardflow inspect ... | head`: the reader has what it wanted
         _stop_writing()
@@ -117,6 +120,19 @@ def main(argv: list[str] | None = None) -> None:
     sys.stderr.flush()
     # A command module may end the process its own way (`pipelines.etl.exit_process`).
     getattr(command, "exit_process", sys.exit)(code)
+
+
+def _check_etl(args: list[str]) -> None:
+    """Tells a config error of an `etl` command line before Beam is imported (exit 2); starts
+    the server of local worker processes, which imports Beam meanwhile."""
+    from pipelines.flags import config_error
+
+    error = config_error(args)
+    if error is not None:
+        print(f"shardflow etl: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    if forkserver.wanted(args):
+        forkserver.start()
 
 
 def _stop_writing() -> None:

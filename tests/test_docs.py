@@ -94,3 +94,21 @@ def test_the_site_builds_strictly_without_a_warning(tmp_path, monkeypatch):
     index = (site / "index.html").read_text(encoding="utf-8")
     assert 'href="getting-started.html"' in index
     assert (site / "search" / "search_index.js").is_file()
+    # ... and its search worker runs in an iframe there (a Worker cannot start from file://),
+    # by a script of the site, not the offline plugin's shim from unpkg.com: nothing is fetched
+    assert '<script src="assets/javascripts/iframe-worker.js"></script>' in index
+    assert (site / "assets" / "javascripts" / "iframe-worker.js").is_file()
+    assert re.findall(r'<(?:script|img|iframe)[^>]* src="(?:https?:)?//[^"]*', index) == []
+    sheets = re.findall(r'<link[^>]*rel="stylesheet"[^>]*>', index)
+    assert sheets and [t for t in sheets if re.search(r'href="(?:https?:)?//', t)] == []
+
+
+def test_the_docs_name_the_extras_make_install_installs():
+    """README and getting started say what `make install` (and so `make demo`) puts in .venv."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    (extras,) = re.findall(r'pip install --no-compile -e "\.\[([a-z,]+)\]"', makefile)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"installs `.[{extras}]`" in readme
+    started = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    names = extras.split(",")
+    assert f"with the extras {', '.join(names[:-1])} and {names[-1]}" in started

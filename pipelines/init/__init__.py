@@ -3,12 +3,16 @@
 This module holds the command line only, and imports nothing heavy, so that `shardflow init
 --help` answers at once; the work is `pipelines.init.write`, imported when the command runs.
 Exit status: 0 written, 2 a bad command line or input (no files match, an unknown file type,
-an unreadable or empty file, an existing --output without --force).
+an unreadable or empty file, an existing --output without --force). `shardflow init` ends its
+process with `exit_process`.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import os
 import sys
 
 from transforms.ui.args import ArgumentParser, positive_int
@@ -71,3 +75,18 @@ def main(argv: list[str] | None = None) -> int:
     for line in report:
         print(f"shardflow init: {line}", file=sys.stderr)
     return 0
+
+
+def exit_process(code: int) -> None:
+    """Ends the process of `shardflow init` (pipelines.cli calls it once `main` has returned and
+    stdout is flushed): the exit handlers run (logging, temporary files), then the process ends
+    without the interpreter's teardown. The samples were read with pyarrow (the CSV reader and
+    Parquet files run on Arrow's C++ thread pools), whose threads, torn down with the
+    interpreter, can abort a process whose work is done ("terminate called without an active
+    exception" after the config was written; apache/arrow#34314, #39862).
+    """
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)

@@ -15,7 +15,9 @@ scalar (how an Example holds one). A feature named like a label that a few recor
 `FEW_UNLABELLED` of them) is the label, written required: the ETL rejects, and counts, the
 records without it. A `values:` list (a string's few values; an int label's two classes) is
 written closed only when every record of its sources was read: a value a sample missed would be
-rejected by every run.
+rejected by every run. The label is guessed by the column's name, then its place
+(`guess_label`), or left unset with the reason; a column of dates is noted with the way they are
+written (31/12/2024 is day first), since training reads only YYYY-MM-DD as dates.
 """
 
 from __future__ import annotations
@@ -51,9 +53,24 @@ _ARROW_TYPES = {
 _KEY_NAMES = ("id", "key", "uid", "uuid", "guid")
 _KEY_SUFFIXES = ("_id", "_key", "_uuid", "-id")
 _LABEL_NAMES = ("label", "labels", "target", "class", "y", "outcome")
+# Dates: a string whose values are this share of dates is noted (the trainer's own share), from
+# its first DATE_VALUES values; YYYY-MM-DD (the trainer's dates), or 31/12/2024, 12.31.2024, ...
+DATE_SHARE = 0.95
+DATE_VALUES = 100_000
+_TIME = r"(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?\s*(?:Z|UTC|[+-]\d{2}(?::?\d{2})?)?"
+_ISO_DATE = rf"^\s*\d{{4}}[-/]\d{{1,2}}[-/]\d{{1,2}}{_TIME}\s*$"
+_NUMERIC_DATE = rf"^\s*(?P<a>\d{{1,2}})(?P<sep>[/.-])(?P<b>\d{{1,2}})[/.-]\d{{4}}{_TIME}\s*$"
 SMALL_CLASSES = (-1, 9)  # an int label of two values within these is suggested as two classes
 FEW_UNLABELLED = 0.1  # a label missing in at most this share of sampled records is required
 _LABEL_SUFFIXES = ("_label", "_target", "_class")
+# Names of what public datasets are trained to predict (penguins' species, adult's income, ...),
+# as whole names; and the last word of a number's name that says the same (median_house_value).
+_TARGET_NAMES = (
+    "species", "income", "price", "salary", "survived", "churn", "churned", "diagnosis",
+    "quality", "sentiment", "rating", "fraud", "default", "defaulted", "response", "result",
+    "category", "genre", "variety",
+)  # fmt: skip
+_TARGET_WORDS = ("price", "value", "cost", "revenue", "sales", "charges")
 
 
 @dataclasses.dataclass
@@ -150,6 +167,7 @@ def _feature(name: str, samples: list[Sample], total: int) -> Feature:
             feature.min, feature.max = bounds["min"].as_py(), bounds["max"].as_py()
     if feature.type == "string":
         _values(feature)
+        _dates(feature)
     return feature
 
 
@@ -429,6 +447,53 @@ def _doubt(feature: Feature, counts: collections.Counter) -> str | None:
     return None
 
 
+# --- dates -------------------------------------------------------------------------------
+
+
+def _dates(feature: Feature) -> None:
+    """Notes a string feature whose values are dates, naming how they are written: training
+    reads YYYY-MM-DD (with a time or not) as dates, and any other way of writing them as text
+    (a category, or left out when nearly unique), which a user would not guess from the config.
+    Day first (31/12/2024) or month first (12/31/2024) is told by a value above 12 in one
+    place; with none, the note says it cannot be told."""
+    values = feature.canonical.slice(0, DATE_VALUES)
+    n = len(values)
+    if not n:
+        return
+    text = pc.cast(values.combine_chunks(), pa.string())
+    iso = pc.sum(pc.match_substring_regex(text, _ISO_DATE)).as_py() or 0
+    if iso >= DATE_SHARE * n:
+        feature.notes.append(
+            "dates written YYYY-MM-DD: training reads their year, month and day of the week"
+        )
+        return
+    parts = pc.extract_regex(text, _NUMERIC_DATE)
+    found = parts.filter(parts.is_valid())
+    if len(found) < DATE_SHARE * n:
+        return
+    a, b = (pc.min_max(pc.cast(found.field(i), pa.int64())).as_py() for i in (0, 2))
+    first, second = a["max"], b["max"]
+    if min(a["min"], b["min"]) < 1 or max(first, second) > 31 or min(first, second) > 12:
+        return  # not days and months
+    seps = found.field(1).unique().to_pylist()
+    sep = seps[0] if len(seps) == 1 else "/"
+    if first > 12:
+        written = f"day first (dd{sep}mm{sep}YYYY)"
+    elif second > 12:
+        written = f"month first (mm{sep}dd{sep}YYYY)"
+    else:
+        written = (
+            f"dd{sep}mm{sep}YYYY or mm{sep}dd{sep}YYYY (no value above 12 tells the day from the "
+            "month)"
+        )
+    example = text[0].as_py().strip(SPACE)
+    feature.notes.append(
+        f"dates written {written}, e.g. {example!r}: kept as text; training reads only "
+        "YYYY-MM-DD as dates, so as written it is a category (left out when nearly unique): "
+        "write the dates as YYYY-MM-DD to train on them"
+    )
+
+
 # --- key and label ------------------------------------------------------------------------
 
 
@@ -440,6 +505,26 @@ def _is_key_name(name: str) -> bool:
 def _is_label_name(name: str) -> bool:
     lower = name.lower()
     return lower in _LABEL_NAMES or lower.endswith(_LABEL_SUFFIXES)
+
+
+def _words(name: str) -> list[str]:
+    """A column name's words, lower case: `MedianHouseValue`, `median-house value` → median,
+    house, value."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
+
+
+def _is_target_name(f: Feature) -> bool:
+    """Named like what a model is trained to predict: a whole name of _TARGET_NAMES (`income`,
+    not `median_income`, a feature of the housing data), `is_` one of them, or a number whose
+    last word is one of _TARGET_WORDS (`median_house_value`, `sale_price`)."""
+    words = _words(f.name)
+    if not words:
+        return False
+    named = "_".join(words[1:] if words[0] in ("is", "has") else words)  # is_fraud: fraud
+    if named in _TARGET_NAMES:
+        return True
+    return f.type in ("int", "float") and words[-1] in _TARGET_WORDS
 
 
 def guess_key(features: list[Feature], samples: list[Sample]) -> Guess:
@@ -527,34 +612,101 @@ def suggest_classes(features: list[Feature], label: Guess) -> None:
 
 
 def guess_label(features: list[Feature], key: Guess) -> Guess:
-    """A scalar feature named like a label (label, target, class, y, ...): sure; else the last
-    one with few distinct values, as a guess."""
+    """The label, by the column's name first, then by its role; unset (`name` None) with the
+    reason when nothing points to one column. In order:
+
+    - named like a label (label, target, class, y, outcome, *_label, ...): sure;
+    - named like what datasets predict (species, income, price, *_price, *_value, ...): sure
+      when one column is; none when several are (which one is for the user to say);
+    - else the last column, or the first, when it has few distinct values that repeat (a
+      class): a guess, written commented out; none when both are like that.
+
+    Key-like columns (id, *_id, the key) are never the label."""
     candidates = [
         f
         for f in features
-        if f.type in ("int", "float", "string") and f.shape == () and f.name != key.name
+        if f.type in ("int", "float", "string")
+        and f.shape == ()
+        and f.name != key.name
+        and not _is_key_name(f.name)
     ]
     named = [f for f in candidates if _is_label_name(f.name)]
     if named:
-        f = named[0]
-        others = f" (so are {', '.join(g.name for g in named[1:])})" if named[1:] else ""
-        if not f.required:
-            lacking = f.records - f.present
-            missing = f"missing in {lacking:,} of {f.records:,} sampled records"
-            if lacking > FEW_UNLABELLED * f.records:
-                return Guess(f.name, False, f"named like a label{others}, but {missing}")
-            # a few records without it: the label, required, so that the ETL rejects them
-            f.required = True
-            f.notes.append(f"the label: required ({missing}, which the ETL rejects)")
-        return Guess(f.name, True, f"named like a label{others}")
-    few = [f for f in candidates if f.values is not None and f.required]
-    if few:
-        f = few[-1]
-        assert f.values is not None  # `few` holds only features with values
-        return Guess(
-            f.name,
-            False,
-            f"a guess: the last feature with few distinct values ({len(f.values)}); "
-            "name what the model predicts",
+        return _named_label(named, "named like a label")
+    likely = [f for f in candidates if _is_target_name(f)]
+    if len(likely) == 1:
+        return _named_label(
+            likely, "named like what a model predicts, and no column is named label or target"
         )
-    return Guess(None, False, "no feature named like a label (label, target, class, y, ...)")
+    if likely:
+        return Guess(
+            None,
+            False,
+            f"unset: {_listed(likely)} are each named like what a model predicts; write the one "
+            "it predicts",
+        )
+    return _label_by_role(candidates)
+
+
+def _named_label(named: list[Feature], why: str) -> Guess:
+    """The first of the features named like a label: sure, unless many records lack it."""
+    f = named[0]
+    others = f" (so are {', '.join(g.name for g in named[1:])})" if named[1:] else ""
+    if not f.required:
+        lacking = f.records - f.present
+        missing = f"missing in {lacking:,} of {f.records:,} sampled records"
+        if lacking > FEW_UNLABELLED * f.records:
+            return Guess(f.name, False, f"{why}{others}, but {missing}")
+        # a few records without it: the label, required, so that the ETL rejects them
+        f.required = True
+        f.notes.append(f"the label: required ({missing}, which the ETL rejects)")
+    return Guess(f.name, True, f"{why}{others}")
+
+
+def _label_by_role(candidates: list[Feature]) -> Guess:
+    """A guess from the columns' places: the last (else the first) with few repeated values."""
+    none = (
+        "unset: no column is named like a label (label, target, class, y, species, price, ...) "
+        "and neither the first nor the last column holds a few repeated values; write the "
+        "feature the model predicts"
+    )
+    if not candidates:
+        return Guess(None, False, none)
+    ends = [candidates[-1]] if len(candidates) == 1 else [candidates[-1], candidates[0]]
+    few = [(f, n) for f in ends if f.required and (n := _few_values(f)) is not None]
+    if len(few) == 2:
+        (last, n_last), (first, n_first) = few
+        return Guess(
+            None,
+            False,
+            f"unset: the first column {first.name!r} ({n_first} values) and the last "
+            f"{last.name!r} ({n_last} values) could each be a class; write the one the model "
+            "predicts",
+        )
+    if not few:
+        return Guess(None, False, none)
+    f, n = few[0]
+    where = "last" if f is candidates[-1] else "first"
+    return Guess(
+        f.name,
+        False,
+        f"a guess: the {where} column, with {n} distinct values; uncomment it, or write the "
+        "feature the model predicts",
+    )
+
+
+def _few_values(f: Feature) -> int | None:
+    """How many distinct values a string or int feature has, when few that repeat (a class)."""
+    if f.type == "string":
+        return None if f.values is None else len(f.values)
+    if f.type != "int":
+        return None
+    found = _counts(f.canonical, MAX_VALUES)
+    if not found or len(found) * 2 > len(f.canonical):
+        return None
+    return len(found)
+
+
+def _listed(features: list[Feature]) -> str:
+    names = [repr(f.name) for f in features]
+    return ", ".join(names[:-1]) + f" and {names[-1]}"

@@ -179,3 +179,85 @@ def test_an_unknown_command_is_answered_with_the_nearest_one():
     assert proc.stderr.splitlines()[0] == (
         "shardflow: error: unknown command 'trian'; did you mean 'train'?"
     )
+
+
+def _interrupted(argv: list[str]) -> int:  # a command stopped by Ctrl-C
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("etl", "shardflow etl: interrupted; nothing published\n"),
+        (
+            "train",
+            "shardflow train: interrupted; checkpoints kept; rerun the same command to resume "
+            "(or --fresh to start anew)\n",
+        ),
+        ("inspect", "shardflow inspect: interrupted\n"),
+    ],
+)
+def test_ctrl_c_says_in_one_line_what_is_left(name, says, monkeypatch, capsys):
+    from pipelines import cli
+
+    module, _, parser, summary = COMMANDS[name]
+    monkeypatch.setitem(COMMANDS, name, (__name__, "_interrupted", parser, summary))
+    monkeypatch.setattr(cli, "_check_etl", lambda args: None)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main([name, "--data", "d"])
+    assert stopped.value.code == 130  # the shell's status for SIGINT
+    assert capsys.readouterr().err == says
+
+
+def test_ctrl_c_while_the_etl_config_is_checked_says_nothing_was_published(monkeypatch, capsys):
+    from pipelines import cli, flags
+
+    monkeypatch.setattr(flags, "config_error", _interrupted)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["etl", "--config", "c.yaml"])
+    assert stopped.value.code == 130
+    assert capsys.readouterr().err == "shardflow etl: interrupted; nothing published\n"
+
+
+def test_init_ends_its_process_after_its_exit_handlers_without_the_teardown(
+    tmp_path, monkeypatch, capsys
+):
+    """`shardflow init` ends with os._exit (after flushing and the atexit handlers), so that
+    pyarrow's threads are not torn down with the interpreter (an abort after the work)."""
+    import pipelines.init
+    from pipelines import cli
+
+    class Ended(Exception):
+        pass
+
+    def _exit(code: int):
+        raise Ended(code)
+
+    monkeypatch.setattr(pipelines.init.os, "_exit", _exit)
+    monkeypatch.setattr(pipelines.init.atexit, "_run_exitfuncs", lambda: None)
+    (tmp_path / "a.csv").write_text("id,x\n1,2\n2,3\n")
+    with pytest.raises(Ended) as ended:
+        cli.main(
+            ["init", "--source", str(tmp_path / "a.csv"), "--output", str(tmp_path / "c.yaml")]
+        )
+    assert ended.value.args == (0,)
+    assert (tmp_path / "c.yaml").read_text().startswith("# A dataset config written by")
+    assert capsys.readouterr().err.startswith(f"shardflow init: wrote {tmp_path / 'c.yaml'}:")
+
+
+def test_init_in_a_fresh_process_ends_cleanly(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(
+        pa.table({"id": list(range(50)), "kind": ["a", "b"] * 25}), tmp_path / "a.parquet"
+    )
+    (tmp_path / "b.csv").write_text(
+        "id,kind\n" + "".join(f"{i},{'ab'[i % 2]}\n" for i in range(50))
+    )
+    for source in ("a.parquet", "b.csv"):
+        proc, _ = _shardflow("init", "--source", str(tmp_path / source))
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("# A dataset config written by")
+        assert "terminate called" not in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.splitlines()) == 2, proc.stderr  # wrote ...; read ...

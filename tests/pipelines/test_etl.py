@@ -4,6 +4,7 @@ import json
 import os
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -317,3 +318,24 @@ def test_a_failed_segment_write_fails_the_run_and_publishes_nothing(tmp_path, mo
     err = capsys.readouterr().err
     assert "shardflow etl: job failed:" in err and ".tfrecord.gz.00001: disk full" in err, err
     assert sorted(os.listdir(tmp_path)) == ["a.csv", "c.yaml"]  # no dataset, no staging
+
+
+@pytest.mark.parametrize(
+    "limit, partial",
+    [(100, False), (5, True), (3, True)],
+    ids=["above", "exactly", "below"],
+)
+def test_a_limit_above_every_source_leaves_a_complete_dataset(limit, partial, tmp_path, capsys):
+    """a.csv holds 5 records: --limit 100 reads it whole, which is not partial; --limit 5 reads
+    as many as the limit (whether more were left is not known): partial, as below the limit."""
+    import json
+
+    from pipelines.etl import run
+    from transforms.sink.output import holds_dataset
+
+    assert run(["--config", _config_file(tmp_path), "--limit", str(limit)]) == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest.get("limit") == (limit if partial else None)
+    assert manifest["sources"]["a"]["records"] == min(limit, 5)
+    assert ("partial: the first" in capsys.readouterr().out) is partial
+    assert holds_dataset(str(tmp_path / "out")) is not partial  # --skip-complete skips it

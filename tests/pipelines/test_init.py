@@ -136,7 +136,7 @@ EXPECTED = {
             "code": {"type": "string"},  # leading zeros: text
         },
         "id",
-        None,
+        "species",  # named like what a model predicts
     ),
     "no_header": (
         {
@@ -185,7 +185,7 @@ EXPECTED = {
             "rgb": {"type": "int", "shape": [3]},
         },
         "bird_id",
-        None,
+        "species",
     ),
     "parquet": (
         None,
@@ -299,7 +299,7 @@ def test_comments_tell_bounds_missing_values_and_guesses(inferred):
     assert "    # min: 30.25" in text and "    # max: 60.0" in text
     assert "observed in 120 sampled records" in text
     assert "integers with leading zeros ('00001') kept as text" in text
-    assert "\n# label: species " in text  # a guess, commented out
+    assert "\nlabel: species                    # named like what a model predicts" in text
     assert "#   penguins (csv): all 120 records of its 1 file" in text
     _, _, text = inferred["csv_nulls"]
     assert "required: false               # missing in 12 of 120 sampled records" in text

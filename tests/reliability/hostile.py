@@ -83,8 +83,12 @@ COMMANDS = {
 
 
 def run_command(command: str, argv: list[str]) -> int:
+    """The command's exit status, as a shell sees it (argparse refuses a flag by SystemExit)."""
     module, function = COMMANDS[command]
-    return getattr(importlib.import_module(module), function)(argv)
+    try:
+        return getattr(importlib.import_module(module), function)(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 1
 
 
 class PeakMemory:

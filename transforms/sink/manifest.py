@@ -93,8 +93,16 @@ def build_manifest(
         transform=None if transform is None else TransformEntry(**transform),
         joined=joined if dataset.combine == "join" else None,
         date=dataset.date,
-        limit=dataset.limit,
+        limit=_partial(dataset.limit, sources),
     )
+
+
+def _partial(limit: int | None, sources: dict[str, SourceEntry]) -> int | None:
+    """The manifest's `limit`: `etl --limit N`'s N when a source was cut at it (read N records);
+    None when every source held fewer, so that all of it was read."""
+    if limit is None or all(s.records < limit for s in sources.values()):
+        return None
+    return limit
 
 
 def _file(facts: dict[str, Any]) -> FileEntry:
