@@ -13,6 +13,7 @@ import os
 import sys
 
 from pipelines.runner import forkserver, quiet
+from transforms.ui.safe import mask_logs
 from transforms.ui.suggest import did_you_mean
 
 # name -> (module, its entry point, the module:function of its argument parser, summary). The
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         getattr(importlib.import_module(parser_module), parser_func)().print_help()
         sys.exit(0)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    mask_logs()  # no log line of any command repeats a password
     # TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is not for users.
     verbose = "--verbose" in rest or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

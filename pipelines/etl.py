@@ -61,6 +61,7 @@ from transforms.sources import ranges, registry
 from transforms.sources.read import FirstRecords, ReadSource
 from transforms.sources.text import TextOptions, regex_note
 from transforms.stats import MergeStats
+from transforms.ui.safe import mask_logs, shown
 
 logger = logging.getLogger(__name__)
 _INTERRUPTED = threading.Event()  # set by SIGINT (Ctrl-C) during `run`
@@ -150,6 +151,7 @@ def run(argv: list[str] | None = None, before_publish: Callable[[], None] | None
     # Keras, which a tf.Transform imports, writes its config file to KERAS_HOME (~/.keras by
     # default): this command's process keeps it in the temp location.
     os.environ.setdefault("KERAS_HOME", os.path.join(tempfile.gettempdir(), "shardflow-keras"))
+    mask_logs()
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
     try:
@@ -371,7 +373,8 @@ def _run_dataset(
             details = joblog.failure(e)
         else:  # a refusal's line says all there is to say; the data's, with its likely cause
             details = _likely_cause(dataset) if refused == "QualityError" else ""
-        print(f"shardflow etl: job failed: {failure_reason(e)}{details}", file=sys.stderr)
+        # the job log's details are a worker's text: masked and escaped as a whole line
+        print(shown(f"shardflow etl: job failed: {failure_reason(e)}{details}"), file=sys.stderr)
         return 1
     template = options.view_as(GoogleCloudOptions).template_location
     if template:  # the job was written (a template, or a flex-template launch), not run

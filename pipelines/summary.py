@@ -4,7 +4,9 @@ one line of why the job failed.
 The summary lists the most frequent rejection reasons of the manifest; under a reason whose
 records show their value (a value outside a feature's `values`: `Rejected.value`), the most
 frequent values with their counts, read back from the rejected files (the first
-_VALUES_READ records at most, said when there are more)."""
+_VALUES_READ records at most, said when there are more). Every line goes out through
+`transforms.ui.safe.shown`: field names, reasons and values come from data (a CSV header may
+hold escape codes), and no line repeats a password."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from transforms.contract.facts import REPEATED_SHARE, Facts
 from transforms.contract.layout import MANIFEST
 from transforms.contract.manifest import Manifest
 from transforms.records import Rejected
+from transforms.ui.safe import printable, shown
 from transforms.validation.check import describe
 
 _TOP_REASONS = 5
@@ -41,7 +44,7 @@ def failure_reason(error: BaseException) -> str:
     last = re.sub(r" \[while running '[^']*'\]$", "", last)
     for name in REFUSALS:
         last = last.removeprefix(f"{name}: ")
-    return last
+    return shown(last)
 
 
 def refusal(error: BaseException) -> str | None:
@@ -56,8 +59,9 @@ def refusal(error: BaseException) -> str | None:
 
 
 def _short(text: str, most: int = 120) -> str:
-    """`text` on one line and at most `most` characters (field names and reasons come from data)."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\n", "\\n")
+    """`text` on one line and at most `most` characters (field names and reasons come from data),
+    its control characters escaped (`transforms.ui.safe.printable`)."""
+    text = printable(text)
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
@@ -116,34 +120,34 @@ def print_summary(dataset: DatasetSpec, seconds: float) -> None:
     with FileSystems.open(f"{dataset.output.path}/{MANIFEST}") as f:
         manifest = Manifest.from_json(f.read())
     read = sum(s.records for s in manifest.sources.values())
-    print(f"shardflow etl: {dataset.name}: {read} records read in {seconds:.1f}s")
+    _say(f"shardflow etl: {dataset.name}: {read} records read in {seconds:.1f}s")
     for name, split in manifest.splits.items():
-        print(f"  {name:<10} {split.records:>9} records in {len(split.files)} shard(s)")
-    print(f"  {'rejected':<10} {manifest.rejected.records:>9} records")
+        _say(f"  {name:<10} {split.records:>9} records in {len(split.files)} shard(s)")
+    _say(f"  {'rejected':<10} {manifest.rejected.records:>9} records")
     reasons = sorted(manifest.rejected.reasons.items(), key=lambda item: (-item[1], item[0]))
     values, complete = rejected_values(dataset.output.path, manifest)
     for reason, n in reasons[:_TOP_REASONS]:
-        print(f"      {n:>7}  {_short(reason)}")
+        _say(f"      {n:>7}  {_short(reason)}")
         if reason in values:
-            print(f"               values: {_values(values[reason], complete)}")
+            _say(f"               values: {_values(values[reason], complete)}")
     if len(reasons) > _TOP_REASONS:
         rest = sum(n for _, n in reasons[_TOP_REASONS:])
-        print(f"      {rest:>7}  ({len(reasons) - _TOP_REASONS} more reasons: see the manifest)")
+        _say(f"      {rest:>7}  ({len(reasons) - _TOP_REASONS} more reasons: see the manifest)")
     for name, source in manifest.sources.items():
         ignored = source.ignored_fields or {}
         if ignored:
             fields = ", ".join(f"{_short(f, 40)} ({n})" for f, n in list(ignored.items())[:8])
             rest = len(ignored) - 8 + (source.ignored_fields_unlisted or 0)
             more = f" and {rest} more" if rest > 0 else ""
-            print(f"  ignored fields of {name} (records holding a value): {fields}{more}")
-    print(f"  {'duplicates':<10} {manifest.duplicates:>9} records")
+            _say(f"  ignored fields of {name} (records holding a value): {fields}{more}")
+    _say(f"  {'duplicates':<10} {manifest.duplicates:>9} records")
     for line in _repeated_rows(dataset, manifest):
-        print(line)
+        _say(line)
     if manifest.joined is not None:
-        print(f"  {'joined':<10} {manifest.joined:>9} records merged into another source's")
+        _say(f"  {'joined':<10} {manifest.joined:>9} records merged into another source's")
     transform = manifest.transform
     if transform is not None:
-        print(
+        _say(
             f"  transform: {transform.path}/ analyzed on {transform.analyzed_records} "
             f"{transform.analyzed_split} records; the shards hold "
             f"{transform.materialize} examples"
@@ -152,17 +156,22 @@ def print_summary(dataset: DatasetSpec, seconds: float) -> None:
     if validation is not None:
         against = f"; drift against {validation.baseline}" if validation.baseline else ""
         found = len(validation.anomalies)
-        print(
+        _say(
             f"  validation: {found} anomal{'y' if found == 1 else 'ies'} (schema: "
             f"{validation.schema_from}{against})"
         )
         for anomaly in validation.anomalies[:_TOP_REASONS]:
-            print(f"      {_short(describe(anomaly), 160)}")
+            _say(f"      {_short(describe(anomaly), 160)}")
         if found > _TOP_REASONS:
-            print(f"      ({found - _TOP_REASONS} more: see the manifest or report.html)")
-    print(f"  dataset: {dataset.output.path}")
+            _say(f"      ({found - _TOP_REASONS} more: see the manifest or report.html)")
+    _say(f"  dataset: {dataset.output.path}")
     if manifest.limit is not None:
-        print(
+        _say(
             f"  partial: the first {manifest.limit} records of each source at most (--limit); "
             f"manifest.json says so (`limit`)"
         )
+
+
+def _say(line: str) -> None:
+    """Prints a line of the summary as a terminal may show it (`transforms.ui.safe.shown`)."""
+    print(shown(line))

@@ -7,7 +7,8 @@ schema.pbtxt; the baseline is `--baseline`, else the config's, else the one the 
 with; the limits and the anomaly kinds that block are the config's `validation:` section
 (defaults without `--config`). The dataset's share of rejected records (its manifest's) is
 checked too (`rejected_rate`). Prints one line per anomaly; exit 1 when one of them blocks, 0
-otherwise, 2 for a bad command line or dataset.
+otherwise, 2 for a bad command line or dataset. Every printed line goes out through
+`transforms.ui.safe.shown` (feature names and values come from data; a URI may hold a password).
 This module holds the command line only: `--help` imports neither Beam nor TensorFlow.
 """
 
@@ -20,6 +21,7 @@ import json
 import sys
 
 from transforms.ui.args import ArgumentParser
+from transforms.ui.safe import mask_logs, shown
 
 _PROG = "shardflow validate"
 
@@ -55,12 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    mask_logs()
     from pipelines.config.fields import ConfigError
 
     try:
         return _validate(args)
     except (ConfigError, ValueError, OSError) as e:
-        print(f"{_PROG}: error: {e}", file=sys.stderr)
+        print(shown(f"{_PROG}: error: {e}"), file=sys.stderr)
         return 2
 
 
@@ -115,15 +118,18 @@ def _validate(args: argparse.Namespace) -> int:
     result = validate(spec, manifest, statistics, baseline, own_schema)
     blocking = result.blocking
     if args.json:
-        print(json.dumps([a.to_dict() for a in result.anomalies], indent=1, sort_keys=True))
+        anomalies = json.dumps([a.to_dict() for a in result.anomalies], indent=1, sort_keys=True)
+        print(shown(anomalies, json=True))
     else:
         against = f", drift against {baseline.uri}" if baseline is not None else ""
         found = len(result.anomalies)
         print(
-            f"{dataset}: {found} anomal{'y' if found == 1 else 'ies'} ({len(blocking)} "
-            f"blocking; schema: {result.schema_from}{against})"
+            shown(
+                f"{dataset}: {found} anomal{'y' if found == 1 else 'ies'} ({len(blocking)} "
+                f"blocking; schema: {result.schema_from}{against})"
+            )
         )
         for anomaly in result.anomalies:
             mark = "BLOCKING " if anomaly.blocking else ""
-            print(f"  {mark}{describe(anomaly)}")
+            print(shown(f"  {mark}{describe(anomaly)}"))
     return 1 if blocking else 0

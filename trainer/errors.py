@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import re
 
+from transforms.ui.safe import shown
+
 
 def first_line(e: BaseException) -> str:
-    """The line of a (TensorFlow) error that says what went wrong, without the graph context."""
+    """The line of a (TensorFlow) error that says what went wrong, without the graph context;
+    its secrets masked and its control characters escaped (`transforms.ui.safe.shown`: TF
+    repeats the paths it was given, passwords included, and values from data)."""
     text = (getattr(e, "message", None) or str(e)).strip()
     noise = ("Graph execution error", "Detected at node", "<stack traces unavailable>")
     lines = [
@@ -25,4 +29,4 @@ def first_line(e: BaseException) -> str:
         line = line[line.index("assertion failed: ") :]
     line = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line)
     line = re.sub(r"\s*\[Op:\w+\]( name: ?\S*)?$", "", line)
-    return f"{type(e).__name__}: {line}" if line else type(e).__name__
+    return shown(f"{type(e).__name__}: {line}") if line else type(e).__name__

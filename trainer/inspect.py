@@ -9,6 +9,8 @@ the manifest's parse spec, one JSON object per line. A missing value of an optio
 null; image and bytes values are shown by size, not content. Shards that hold tf.Transform
 outputs (manifest `transform.materialize: transformed`) are shown feature by feature as lists
 of the values each example holds. `--split all` does this for every split.
+Every line goes out through `transforms.ui.safe.shown` (`_say`): names and values come from
+data (escape codes, bidi overrides are escaped) and a dataset URI may hold a password.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from trainer.manifest import (
 from transforms.contract.facts import REPEATED_SHARE
 from transforms.contract.layout import STATISTICS
 from transforms.contract.statistics import Sizes, Statistics
+from transforms.ui.safe import mask_logs, shown
 
 SIZE_TYPES = ("bytes", "image")
 TOP_SHOWN = 3  # top values shown per string feature
@@ -47,37 +50,44 @@ def main(argv: list[str] | None = None) -> int:
         args = inspect_parser().parse_args(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
-    if args.take < 0:
-        print("shardflow inspect: --take: must be 0 or more", file=sys.stderr)
-        return 2
+    mask_logs()
     try:
         manifest = load_manifest(args.dataset)
         splits = list(manifest.splits) if args.split == "all" else [args.split]
         files = {s: manifest.split_files(s) for s in splits} if args.take or args.stats else {}
         statistics = load_statistics(manifest.root) if args.stats else None
     except ManifestError as e:
-        print(f"shardflow inspect: {e}", file=sys.stderr)
+        _say(f"shardflow inspect: {e}", error=True)
         return 2
+    except tf.errors.OpError as e:  # a scheme TensorFlow has no file system for; no network
+        _say(f"shardflow inspect: {args.dataset}: cannot be read: {first_line(e)}", error=True)
+        return 2 if isinstance(e, tf.errors.UnimplementedError) else 1
     for line in summary(manifest):
-        print(line)
+        _say(line)
     if args.stats:
         if statistics is None:
-            print(f"statistics: none, {manifest.root} has no {STATISTICS} (an older dataset)")
+            _say(f"statistics: none, {manifest.root} has no {STATISTICS} (an older dataset)")
         else:
             for split in splits:
                 for line in statistics_table(manifest, statistics, split):
-                    print(line)
+                    _say(line)
     if args.take:
         for split in splits:
-            print(f"first {args.take} examples of split {split!r}:")
+            _say(f"first {args.take} examples of split {split!r}:")
             try:
                 for example in take_examples(manifest, files[split], args.take):
-                    print(json.dumps(example, ensure_ascii=False))
+                    _say(json.dumps(example, ensure_ascii=False), json_line=True)
             except tf.errors.OpError as e:
                 mismatch = mismatch_message(manifest, e)
-                print(f"shardflow inspect: {mismatch or read_failure(split, e)}", file=sys.stderr)
+                _say(f"shardflow inspect: {mismatch or read_failure(split, e)}", error=True)
                 return 2 if mismatch else 1
     return 0
+
+
+def _say(line: str, error: bool = False, json_line: bool = False) -> None:
+    """Prints a line (on stderr for an `error`) as a terminal may show it: secrets masked,
+    control characters escaped (as JSON escapes in a `json_line`)."""
+    print(shown(line, json=json_line), file=sys.stderr if error else sys.stdout)
 
 
 def read_failure(split: str, e: tf.errors.OpError) -> str:
@@ -187,7 +197,9 @@ def statistics_table(manifest: Manifest, statistics: Statistics, split: str) -> 
 
 def _aligned(rows: list[list[str]], left: int, last_left: bool = False) -> list[str]:
     """Rows as indented lines of columns; the first `left` columns (and the last one when
-    `last_left`) are left-aligned, the others right-aligned."""
+    `last_left`) are left-aligned, the others right-aligned. Cells are escaped (`shown`) before
+    they are measured."""
+    rows = [[shown(cell) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for row in rows:

@@ -29,6 +29,8 @@ import stat
 import zlib
 from typing import BinaryIO, Iterator
 
+from transforms.ui.safe import masked
+
 logger = logging.getLogger(__name__)
 
 _GLOB_CHARS = set("*?[")
@@ -74,16 +76,10 @@ FILE_SCHEMES = ("gs", "file")  # the URI schemes of file locations, besides loca
 
 
 def redacted(location: str) -> str:
-    """`location` with the password of a URI's user info hidden (`user:***@host`): what a
-    message may repeat of it."""
-    scheme, sep, rest = location.partition("://")
-    if not sep:
-        return location
-    authority, slash, tail = rest.partition("/")
-    user, at, host = authority.rpartition("@")
-    if not at or ":" not in user:
-        return location
-    return f"{scheme}://{user.split(':', 1)[0]}:***@{host}{slash}{tail}"
+    """`location` with the password of a URI's user info hidden (`user:***@host`), and the
+    value of a secret query parameter (`?token=***`): what a message may repeat of it
+    (`transforms.ui.safe.masked`, the one rule of every command)."""
+    return masked(location)
 
 
 def location_problem(path: str) -> str | None:

@@ -18,6 +18,8 @@ import sys
 import threading
 from typing import Iterator
 
+from transforms.ui.safe import masked
+
 NOISE = re.compile(
     rb"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
     rb"|[IW]\d{4} [\d:.]+ +\d+ \S+:\d+\] "  # native INFO and WARNING lines
@@ -51,8 +53,13 @@ def _pass_on(read_end: int, out: int) -> None:
         for line in _lines(pipe):
             if NOISE.match(line):
                 continue
-            try:
-                os.write(out, line)
+            try:  # TensorFlow's C++ names paths as given: a password in one is masked
+                os.write(
+                    out,
+                    masked(line.decode("utf-8", "surrogateescape")).encode(
+                        "utf-8", "surrogateescape"
+                    ),
+                )
             except OSError:  # stderr went away (a closed pipe): keep draining, or writers block
                 pass
 

@@ -219,3 +219,34 @@ def test_inspect_stats_with_an_unknown_split_or_a_bad_file_exits_2(with_statisti
     assert capsys.readouterr().err == (
         f"shardflow inspect: {path}: splits.train.features.id.min: 'zero' is not a number\n"
     )
+
+
+def test_inspect_escapes_what_data_would_do_to_a_terminal(tmp_path, capsys):
+    """Values and reasons from data reach the terminal escaped (`transforms.ui.safe`): an
+    escape sequence, a bidi override, a C1 control, a bell are shown, not obeyed; an example
+    line stays JSON that reads back the value."""
+    hostile = "m\x1b[31male\u202e\x85\x07\x7f"
+    rows = make_rows(4)
+    rows[0]["sex"], rows[1]["tags"] = hostile, [hostile]
+    write_dataset(tmp_path, rows, splits={"train": 1})
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest["rejected"]["reasons"] = {f"sex: not one of {hostile}": 2}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+
+    assert main([str(tmp_path), "--take", "2"]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\u202e\x85\x07\x7f\r")
+    lines = out.splitlines()
+    assert "  sex: not one of m\\x1b[31male\\u202e\\x85\\x07\\x7f: 2" in lines
+    first, second = (json.loads(line) for line in lines[-2:])
+    assert first["sex"] == hostile and second["tags"] == [hostile]
+    assert '"sex": "m\\u001b[31male\\u202e\\u0085\\u0007\\u007f"' in lines[-2]
+
+
+def test_inspect_never_prints_a_password_of_the_dataset_uri(tmp_path, capsys):
+    secret = "s3cr3t-Pw0rd"
+    for uri in (f"s3://AKIA:{secret}@bucket/ds", f"{tmp_path}/ds?token={secret}"):
+        assert main([uri]) == 2
+        captured = capsys.readouterr()
+        assert secret not in captured.out + captured.err
+        assert "***" in captured.err and len(captured.err.splitlines()) == 1
