@@ -29,8 +29,10 @@ COMMON = [
     "pillow",
     "pg8000>=1.31",
     "fastavro>=1.9",
-    # a linear-time engine for `text` regexes with nested quantifiers ((a+)+)
+    # a linear-time engine for `text` regexes: every regex it can run as Python would
     "google-re2==1.1.20251105",
+    # the regexes RE2 cannot run (a backreference, a lookaround), matched under a time limit
+    "regex==2026.11.19",
     # the statistics and schema in TFDV's formats (statistics.pb, schema.pbtxt): protos only
     "tensorflow-metadata==1.21.0",
 ]

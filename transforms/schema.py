@@ -21,7 +21,11 @@ optional ASCII whitespace (space, tab, CR, LF, VT, FF) around them:
   range`, and a nonzero one it would turn into zero (magnitude at most 2**-150, about 7.0e-46,
   e.g. `1e-50`) as `too small for float32 (would be 0)`. Subnormal float32 values (down to
   about 1.4e-45) are kept. The same bounds apply to JSON numbers and typed (Parquet, ...)
-  columns; infinity itself is a value.
+  columns.
+- Infinity (`inf`, `-Infinity`, a JSON `Infinity`, an inf in a Parquet, Avro or SQL float column)
+  is rejected as `not a finite number (inf)` / `(-inf)` unless the feature allows it
+  (`allow: [infinity]`, `FeatureSpec.allow`): a label or input holding one trains a model whose
+  loss is NaN. NaN is never a value (`not a number`).
 
 Longer than most modules because validation has one rule per value and two paths that must
 agree word for word: whole columns through pyarrow compute, and single values through
@@ -38,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transforms.contract.config import FeatureSpec
+from transforms.contract.config import INFINITY, FeatureSpec
 from transforms.encode import ARROW_TYPES
 from transforms.records import Reason, RecordError
 
@@ -73,7 +77,7 @@ def coerce_scalar(feature: FeatureSpec, value: Any) -> Any:
     if t == "int":
         return _coerce_int(feature.name, value)
     if t == "float":
-        return _coerce_float(feature.name, value)
+        return _coerce_float(feature, value)
     if t == "string":
         if isinstance(value, str):
             try:
@@ -131,7 +135,8 @@ def _coerce_int(name: str, value: Any) -> int:
     return result
 
 
-def _coerce_float(name: str, value: Any) -> float:
+def _coerce_float(feature: FeatureSpec, value: Any) -> float:
+    name = feature.name
     if isinstance(value, bool):
         raise RecordError(f"{name}: not a number")
     if isinstance(value, (int, float)):
@@ -155,12 +160,19 @@ def _coerce_float(name: str, value: Any) -> float:
         raise RecordError(f"{name}: not a number")
     if math.isnan(result):
         raise RecordError(f"{name}: not a number")
+    if math.isinf(result) and INFINITY not in feature.allow:
+        raise RecordError(not_finite(feature, result))
     magnitude = abs(result)
     if FLOAT32_OVERFLOW <= magnitude < math.inf:
         raise RecordError(f"{name}: outside float32 range")
     if 0 < magnitude <= FLOAT32_UNDERFLOW:
         raise RecordError(f"{name}: too small for float32 (would be 0)")
     return result
+
+
+def not_finite(feature: FeatureSpec, value: float) -> str:
+    """The reason of an infinity in a float feature that does not allow one."""
+    return f"{feature.name}: not a finite number ({'-inf' if value < 0 else 'inf'})"
 
 
 def _check_image(name: str, data: bytes) -> None:
@@ -406,7 +418,8 @@ def _scalar_column(
 
 def _check_float32(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str]) -> pa.Array:
     """The float64 values with those float32 cannot hold (they would become infinity or zero)
-    as nulls, their records' reasons recorded; the vector form of `_coerce_float`'s bounds."""
+    and the infinities the feature does not allow as nulls, their records' reasons recorded; the
+    vector form of `_coerce_float`'s bounds."""
     magnitude = pc.abs(array)
     checks = [
         (
@@ -418,6 +431,11 @@ def _check_float32(feature: FeatureSpec, array: pa.Array, reasons: dict[int, str
             f"{feature.name}: too small for float32 (would be 0)",
         ),
     ]
+    if INFINITY not in feature.allow:
+        checks += [
+            (pc.equal(array, math.inf), not_finite(feature, math.inf)),
+            (pc.equal(array, -math.inf), not_finite(feature, -math.inf)),
+        ]
     bad = None
     for mask, reason in checks:
         mask = pc.fill_null(mask, False)

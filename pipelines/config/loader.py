@@ -19,6 +19,7 @@ import datetime
 import hashlib
 import os
 import re
+import stat
 from typing import Any
 
 import yaml
@@ -28,7 +29,6 @@ from pipelines.config.fields import (
     MAX_DEPTH,
     ConfigError,
     DuplicateKey,
-    Loader,
     bounded_number,
     check_tree,
     choice,
@@ -43,11 +43,13 @@ from pipelines.config.fields import (
     show,
     value_of,
 )
+from pipelines.config.scalars import load_yaml
 from pipelines.config.transform import parse_transform
 from pipelines.config.validation import parse_validation
 from transforms import schema
 from transforms.contract.config import (
     ALLOWANCES,
+    FEATURE_ALLOWANCES,
     FEATURE_TYPES,
     IMAGE_CHANNELS,
     PRESENT_SUFFIX,
@@ -99,6 +101,7 @@ DATE_TOKENS = ("{date}", "{YYYY}", "{MM}", "{DD}")
 
 
 MAX_FEATURES = 1000  # features a config may declare
+MAX_CONFIG_BYTES = 16 << 20  # a config is a few KiB; --config /dev/zero would never end
 
 
 def has_date_template(path: str | None) -> bool:
@@ -142,19 +145,57 @@ def _fill_dates(raw: Any, output: str | None, day: datetime.date | None) -> str 
 
 
 def read_text(path: str) -> bytes:
-    """The bytes of a local or gs:// file; ConfigError naming --config when it cannot be read."""
+    """The bytes of a local or gs:// file; ConfigError naming --config when it cannot be read.
+
+    Only a regular file (a link to one) of at most MAX_CONFIG_BYTES is read: a device
+    (/dev/zero) would be read until memory runs out, a named pipe would wait for a writer.
+    """
     try:
         if is_remote(path):
             from apache_beam.io.filesystems import FileSystems
 
             with FileSystems.open(path) as f:
-                return f.read()
+                return _within_limit(path, f.read(MAX_CONFIG_BYTES + 1))
+        kind = file_kind(os.stat(path).st_mode)
+        if kind is not None:
+            raise ConfigError("--config", f"{path!r} is {kind}, not a regular file")
         with open(path, "rb") as f:
-            return f.read()
+            return _within_limit(path, f.read(MAX_CONFIG_BYTES + 1))
+    except ConfigError:
+        raise
     except OSError as e:
         raise ConfigError("--config", f"cannot read {path!r}: {e.strerror or e}") from None
     except Exception as e:  # a gs:// read that failed in the client library
         raise ConfigError("--config", f"cannot read {path!r}: {type(e).__name__}: {e}") from None
+
+
+def _within_limit(path: str, data: bytes) -> bytes:
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            "--config",
+            f"{path!r} is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a dataset config "
+            "(one is a few KiB)",
+        )
+    return data
+
+
+def file_kind(mode: int) -> str | None:
+    """None for a regular file; else what it is, in words (`a named pipe (FIFO)`)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in _FILE_KINDS:
+        if test(mode):
+            return kind
+    return "not a file"
+
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def load_config(
@@ -164,17 +205,25 @@ def load_config(
     `output.path`; `date` fills the date templates of the source and output paths."""
     text = read_text(path)
     try:
-        raw = yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader, see Loader
+        raw = load_yaml(text)
     except RecursionError:  # PyYAML composes nested nodes recursively
         raise ConfigError(
             "--config", f"{path!r} is nested too deeply (at most {MAX_DEPTH} levels)"
         ) from None
+    except ConfigError:  # a value of the config's text (pipelines.config.scalars)
+        raise
     except ValueError as e:  # a scalar PyYAML resolved but cannot build: `!!int x`, 5000 digits
         reason = str(e).split(";")[0]  # Python's advice on its own limits is not the user's
         raise ConfigError("--config", f"{path!r} is not valid YAML: {reason}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
+        if mark is not None and _is_tab(e, mark):
+            raise ConfigError(
+                "--config",
+                f"{path!r} line {mark.line + 1}, column {mark.column + 1}: a tab; YAML forbids "
+                "tabs for indentation: indent with spaces",
+            ) from None
         if isinstance(e, DuplicateKey):
             raise ConfigError("--config", f"{path!r}{where}: {e.problem}") from None
         if isinstance(e, yaml.constructor.ConstructorError) and e.problem:
@@ -191,6 +240,13 @@ def load_config(
         config_sha256=hashlib.sha256(text).hexdigest(),
         date=date.isoformat() if date is not None else None,
     )
+
+
+def _is_tab(error: yaml.YAMLError, mark: Any) -> bool:
+    """True when YAML stopped at a tab (`found character '\\t' that cannot start any token`)."""
+    buffer = getattr(mark, "buffer", None)
+    at = buffer[mark.pointer] if buffer and 0 <= mark.pointer < len(buffer) else ""
+    return at == "\t" or "'\\t'" in str(getattr(error, "problem", "") or "")
 
 
 def parse_config(raw: Any, base_dir: str, output: str | None = None) -> DatasetSpec:
@@ -349,6 +405,7 @@ def _parse_features(raw: Any, sources: tuple[SourceSpec, ...]) -> tuple[FeatureS
             source=src,
             field=field,
             image_size=_image_size(fraw.get("image_size"), ftype, shape, f"{where}.image_size"),
+            allow=_feature_allowances(value_of(fraw, "allow", where + ".", []), ftype, where),
         )
         default = value_of(fraw, "default", where + ".", None)
         if default is not None:
@@ -359,6 +416,21 @@ def _parse_features(raw: Any, sources: tuple[SourceSpec, ...]) -> tuple[FeatureS
         out.append(feature)
     _check_generated_names(out)
     return tuple(out)
+
+
+def _feature_allowances(raw: Any, ftype: str, where: str) -> tuple[str, ...]:
+    """A feature's `allow`: values it keeps although they look like a mistake (infinity)."""
+    where = f"{where}.allow"
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(a, str) for a in raw):
+        choices = ", ".join(FEATURE_ALLOWANCES)
+        raise ConfigError(where, f"{show(raw)} must be a list of {choices}")
+    for a in raw:
+        choice(a, where, FEATURE_ALLOWANCES)
+    if raw and ftype != "float":
+        raise ConfigError(where, f"applies to float features, not {ftype}")
+    return tuple(a for a in FEATURE_ALLOWANCES if a in raw)
 
 
 def _image_size(raw: Any, ftype: str, shape: tuple, where: str) -> tuple[int, int, int] | None:

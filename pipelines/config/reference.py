@@ -34,6 +34,7 @@ from transforms.contract.config import (
     ANOMALY_KINDS,
     DEFAULT_BLOCKING,
     DEFAULT_MAX_REJECTED_FRACTION,
+    FEATURE_ALLOWANCES,
     FEATURE_TYPES,
     SOURCE_FORMATS,
 )
@@ -271,6 +272,17 @@ FEATURE = Part(
             ["Adelie", "Chinstrap", "Gentoo"],
             length=(1, None),
             schema={"items": {"type": ["number", "string"]}},
+        ),
+        Key(
+            "allow",
+            "string or list of strings",
+            "For a `float` feature: `infinity` keeps `inf` and `-inf` (text, JSON `Infinity`, "
+            "float columns) as values; without it they are rejected, `NAME: not a finite "
+            "number (inf)`, because a label or input holding one trains a model whose loss is "
+            "NaN. NaN is never a value.",
+            ["infinity"],
+            default=[],
+            allowed=FEATURE_ALLOWANCES,
         ),
         Key("min", "number", "The smallest allowed value, for `int` and `float` features.", 0),
         Key("max", "number", "The largest allowed value, for `int` and `float` features.", 10000),

@@ -439,3 +439,145 @@ def test_a_bad_image_size_names_the_field(feature, message):
     with pytest.raises(ConfigError) as e:
         parse_config(_with(features__photo=feature), base_dir="/cfg")
     assert str(e.value).startswith(f"features.photo.image_size: {message}")
+
+
+# --- config text means what it says ---------------------------------------------------------------
+
+WORDS_CONFIG = """\
+name: words
+sources:
+  - {name: s, format: csv, path: a.csv, options: {null_values: [no, NA], columns: [on, "off"],
+     header: no}}
+features:
+  answer: {type: string, values: [yes, no, y, n, on, off, true, false, 1.0, 010, 2024-01-02]}
+  said: {type: string, required: false, default: no}
+  tags: {type: string, shape: [null], required: false, default: [yes, off]}
+  yes: {type: int, required: false, default: 10, values: [10, -3, 0, '007']}
+  ok: {type: string, required: yes}
+label: answer
+key: yes
+output: {path: out, allow: [empty_split]}
+"""
+
+
+def test_plain_yaml_words_are_the_text_written_where_the_config_means_text(tmp_path):
+    """YAML 1.1 reads yes/no/on/off/y/n/true/false as booleans and 1.0, 010, dates as numbers:
+    a string feature's values and default, names (keys, label, key) and text options stay the
+    text written; a boolean key (required, header) keeps YAML's meaning."""
+    from transforms.sources.csv import CsvOptions
+
+    (tmp_path / "c.yaml").write_text(WORDS_CONFIG)
+    spec = load_config(str(tmp_path / "c.yaml"))
+    features = {f.name: f for f in spec.features}
+    assert features["answer"].values == (
+        "yes", "no", "y", "n", "on", "off", "true", "false", "1.0", "010", "2024-01-02",
+    )  # fmt: skip
+    assert features["said"].default == [b"no"]
+    assert features["tags"].default == [b"yes", b"off"]
+    assert (features["yes"].default, features["yes"].values) == ([10], (10, -3, 0, 7))
+    assert features["ok"].required is True
+    assert (spec.label, spec.key) == ("answer", "yes")
+    options = spec.sources[0].options_as(CsvOptions)
+    assert (options.null_values, options.columns, options.header) == (
+        ["no", "NA"],
+        ["on", "off"],
+        False,
+    )
+
+
+def test_quoted_and_null_scalars_keep_their_meaning(tmp_path):
+    text = WORDS_CONFIG.replace("default: no}", "default: ~}").replace(
+        "[yes, off]", "['yes', null]"
+    )
+    (tmp_path / "c.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"features.tags.default: not a string"):
+        load_config(str(tmp_path / "c.yaml"))
+    (tmp_path / "c.yaml").write_text(text.replace("'yes', null", "'yes'"))
+    said = {f.name: f for f in load_config(str(tmp_path / "c.yaml")).features}["said"]
+    assert said.default is None  # `~` is no default
+
+
+def test_a_tab_in_the_config_says_yaml_forbids_it(tmp_path):
+    (tmp_path / "c.yaml").write_text("name: t\nfeatures:\n  a: {type: int}\n\tb: {type: int}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(str(tmp_path / "c.yaml"))
+    assert str(e.value) == (
+        f"--config: '{tmp_path}/c.yaml' line 4, column 1: a tab; YAML forbids tabs for "
+        "indentation: indent with spaces"
+    )
+
+
+@pytest.mark.timeout(30)
+def test_only_a_regular_file_within_the_size_limit_is_read_as_the_config(tmp_path, monkeypatch):
+    from pipelines.config import loader
+
+    os.symlink("/dev/zero", tmp_path / "zero.yaml")
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "big.yaml").write_bytes(b"#" * 101)
+    monkeypatch.setattr(loader, "MAX_CONFIG_BYTES", 100)
+    for name, why in [
+        ("zero.yaml", "is a character device, not a regular file"),
+        ("fifo.yaml", "is a named pipe (FIFO), not a regular file"),
+        ("", "is a folder, not a regular file"),
+        ("big.yaml", "is larger than 0 MiB: not a dataset config (one is a few KiB)"),
+    ]:
+        path = str(tmp_path / name)
+        with pytest.raises(ConfigError) as e:
+            load_config(path)
+        assert str(e.value) == f"--config: {path!r} {why}"
+    (tmp_path / "big.yaml").write_bytes(b"#" * 100)  # at the limit: read (an empty document)
+    with pytest.raises(ConfigError, match="^config: must be a mapping$"):
+        load_config(str(tmp_path / "big.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("allow", "ftype", "message"),
+    [
+        (["infinity"], "int", "features.x.allow: applies to float features, not int"),
+        (["nan"], "float", "features.x.allow: unknown value 'nan' (infinity)"),
+        ([1], "float", "features.x.allow: [1] must be a list of infinity"),
+    ],
+)
+def test_a_feature_allow_names_its_field(allow, ftype, message):
+    cfg = _with(features__x={"type": ftype, "allow": allow})
+    with pytest.raises(ConfigError) as e:
+        parse_config(cfg, base_dir="/cfg")
+    assert str(e.value) == message
+
+
+def test_a_float_feature_may_allow_infinity_and_its_default_follows_it():
+    cfg = _with(features__x={"type": "float", "required": False, "default": float("-inf")})
+    with pytest.raises(ConfigError, match=r"^features.x.default: not a finite number \(-inf\)$"):
+        parse_config(cfg, base_dir="/cfg")
+    cfg["features"]["x"]["allow"] = "infinity"
+    x = {f.name: f for f in parse_config(cfg, base_dir="/cfg").features}["x"]
+    assert (x.allow, x.default) == (("infinity",), [float("-inf")])
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("default: 010", "features.n.default: YAML reads 010 as 8; write 8, or quote it"),
+        ("values: [1, 0x10]", "features.n.values[1]: YAML reads 0x10 as 16; write 16"),
+        ("default: 1_000", "features.n.default: YAML reads 1_000 as 1000; write 1000"),
+    ],
+)
+def test_an_int_yaml_reads_otherwise_than_the_data_is_refused(tmp_path, given, message):
+    text = f"name: t\nsources: []\nfeatures:\n  n: {{type: int, required: false, {given}}}\n"
+    (tmp_path / "c.yaml").write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(str(tmp_path / "c.yaml"))
+    assert str(e.value).startswith(message)
+
+
+def test_a_string_features_fill_missing_value_is_the_text_written(tmp_path):
+    text = (
+        WORDS_CONFIG
+        + "transform:\n  features:\n    said: [{fill_missing: off}, {hash: {buckets: 8}}]\n"
+    )
+    text = text.replace(", default: no}", "}")
+    (tmp_path / "c.yaml").write_text(text)
+    spec = load_config(str(tmp_path / "c.yaml"))
+    assert spec.transform is not None
+    (fill, _) = spec.transform.features["said"]
+    assert fill.params == {"value": b"off"}

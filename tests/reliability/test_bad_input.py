@@ -10,8 +10,8 @@ Policies (also listed in tests/reliability/README.md):
 - A row/line that cannot be parsed (wrong field count, bad quoting, not JSON, not an object) and
   a value that breaks the schema (wrong type, out of range, not in `values`, NaN, undecodable
   text or image) reject that record only: reason, location `file:line` (record number for binary
-  formats), raw record; counted by reason in the manifest. inf is a float32 value (bound it with
-  `min`/`max`); NaN never is.
+  formats), raw record; counted by reason in the manifest. NaN is never a float value, inf
+  only where the feature allows it (`allow: [infinity]`).
 - `""` is missing in CSV by default (`null_values: [""]`, quoted or not); with other null markers
   it is an empty string. In JSONL `""` is an empty string and `null` is missing.
 - A UTF-8 byte order mark at the start of a CSV or JSONL file is dropped; CRLF ends lines.
@@ -190,9 +190,9 @@ def test_tabular_ledger_balances_and_reasons_are_counted(tabular):
         "events": 8,
         "bomjsonl": 2,
     }
-    assert sorted(written) == [1, 2, 7, 11, 12, 20, 30, 31, 50, 51, 55, 60, 61]
+    assert sorted(written) == [1, 2, 11, 12, 20, 30, 31, 50, 51, 60, 61]  # 7, 55: inf
     assert manifest["duplicates"] == 1
-    assert manifest["rejected"]["records"] == len(rejected) == 18
+    assert manifest["rejected"]["records"] == len(rejected) == 20
     assert manifest["rejected"]["reasons"] == dict(Counter(r["reason"] for r in rejected.values()))
     _ledger_balances(manifest, len(written))
     for r in rejected.values():
@@ -235,12 +235,16 @@ def test_csv_out_of_range_and_not_in_values_are_rejected(tabular):
     assert "value" not in rejected["rows", "rows.csv:9"]
 
 
-def test_nan_is_rejected_and_inf_is_a_float(tabular):
-    """NaN is never a value of a float feature; inf is a float32 (bound it with min/max)."""
+def test_nan_and_inf_are_rejected_unless_the_feature_allows_infinity(tabular):
+    """NaN is never a value of a float feature; inf (CSV text, JSON Infinity) is rejected, since
+    an inf label or input trains a NaN model, unless the feature says `allow: [infinity]`
+    (tests/reliability/test_hostile_config.py runs that)."""
     _, written, rejected = tabular
     assert _rejected_in(rejected, "rows")[11] == "x: not a number"
     assert _rejected_in(rejected, "events")[6] == "x: not a number"
-    assert written[7]["x"] == (float("inf"),) and written[55]["x"] == (float("inf"),)
+    assert _rejected_in(rejected, "rows")[12] == "x: not a finite number (inf)"
+    assert _rejected_in(rejected, "events")[8] == "x: not a finite number (inf)"
+    assert 7 not in written and 55 not in written
 
 
 def test_empty_string_vs_null(tabular):

@@ -32,6 +32,7 @@ import io
 import itertools
 import json
 import random
+import re
 import struct
 import tracemalloc
 import zlib
@@ -167,11 +168,96 @@ def test_a_hostile_line_against_a_backtracking_regex_takes_linear_time():
     assert time.monotonic() - started < 5
     assert items == [
         ("rejected", "f.log:2", "text: line does not match regex", "a" * 5000 + "c"),
-        ("rejected", "f.log:3", "text: line holds bytes the encoding cannot decode (the regex "
-         "is matched by RE2)", "\\xffa b"),
+        # undecodable bytes, which RE2 cannot take: Python's engine, within its time limit
+        ("rejected", "f.log:3", "text: line does not match regex", "\\xffa b"),
         (1, {"word": "aaa", "rest": "b"}, "aaa b"),  # rejections come first, then the chunk
         (4, {"word": "aa", "rest": "b"}, "aa b"),
     ]  # fmt: skip
+
+
+@pytest.mark.timeout(60)
+def test_a_regex_re2_can_run_is_matched_by_re2_even_without_a_nested_quantifier():
+    """(b|bb)+ holds no nested quantifier, but Python's engine tries every way to split a run of
+    b's (Fibonacci many: minutes at 49 characters); RE2 takes microseconds."""
+    import time
+
+    from transforms.sources.text import Linear, compile_regex, regex_note
+
+    regex = r"^(?P<w>(b|bb)+)$"
+    assert isinstance(compile_regex(regex), Linear)
+    assert regex_note(regex) is None  # RE2 matches as Python's engine would: nothing to say
+    started = time.monotonic()
+    items = _text(b"bbb\n" + b"b" * 49 + b"c\n" + b"b\xff\n", regex)
+    assert time.monotonic() - started < 5
+    assert items == [
+        ("rejected", "f.log:2", "text: line does not match regex", "b" * 49 + "c"),
+        ("rejected", "f.log:3", "text: line does not match regex", "b\\xff"),
+        (1, {"w": "bbb"}, "bbb"),
+    ]
+
+
+@pytest.mark.timeout(60)
+def test_a_regex_only_python_can_run_gives_up_on_a_line_after_its_time_limit(monkeypatch):
+    """A backreference RE2 cannot run: Python's engine (the `regex` package) with a time limit
+    per line; a line past it is rejected with a reason and the next lines are read."""
+    import time
+
+    from transforms.sources import text
+
+    monkeypatch.setattr(text, "MATCH_SECONDS", 0.2)
+    regex = r"(?P<q>['\"]?)(?P<w>(b|bb)+)(?P=q)"
+    assert isinstance(text.compile_regex(regex), text.Budgeted)
+    assert "Python's backtracking engine" in text.regex_note(regex)
+    started = time.monotonic()
+    items = _text(b"'bb'\n" + b"b" * 60 + b"c\n" + b"bbb\n", regex)
+    assert time.monotonic() - started < 5
+    assert items == [
+        ("rejected", "f.log:2", text.TOO_SLOW, "b" * 60 + "c"),
+        (1, {"q": "'", "w": "bb"}, "'bb'"),
+        (3, {"q": "", "w": "bbb"}, "bbb"),
+    ]
+    assert "longer than 1 s" in text.TOO_SLOW  # the limit as the reason counts it
+
+
+# ASCII and Latin-1 whole, then every 11th code point (surrogates left out): every category
+SAMPLE_CODE_POINTS = [*range(0x100), *range(0x100, 0xD800, 11), *range(0xE000, 0x110000, 11)]
+
+
+def test_re2_matches_what_pythons_engine_matches():
+    """RE2's \\w, \\d, \\s are ASCII; `for_re2` spells Python's Unicode classes for it, so that
+    every character Python's Unicode database knows is matched alike (one a newer Unicode
+    assigned may differ). \\b has no Unicode form in RE2: Python's engine, with its limit."""
+    import unicodedata
+
+    from transforms.sources.text import Budgeted, Linear, compile_regex, regex_note
+
+    for cls in ("w", "d", "s", "W", "D", "S"):
+        ours, python = compile_regex(rf"(?P<x>\{cls})"), re.compile(rf"(?P<x>\{cls})")
+        assert isinstance(ours, Linear)
+        differ = [
+            c
+            for c in map(chr, SAMPLE_CODE_POINTS)
+            if (ours.groups(c) is None) != (python.fullmatch(c) is None)
+        ]
+        assert {unicodedata.category(c) for c in differ} <= {"Cn"}, cls
+    assert regex_note(r"(?P<a>\w+) (?P<b>\d+)") is None
+    regex = r"(?P<a>[\w.]+)[^\s]{,2} (?P<b>\d+)"
+    lines = ["café.x!! ١٢", "a_1 12", "ab!!! 1", "a\u00a0 1", "x 1a"]
+    assert _text("\n".join(lines).encode() + b"\n", regex) == [
+        ("rejected", f"f.log:{i}", "text: line does not match regex", line)
+        for i, line in enumerate(lines, start=1)
+        if re.fullmatch(regex, line) is None
+    ] + [
+        (i, re.fullmatch(regex, line).groupdict(), line)
+        for i, line in enumerate(lines, start=1)
+        if re.fullmatch(regex, line) is not None
+    ]
+    # \b: RE2's on ASCII lines, Python's engine (with its limit) on the others
+    assert _text("café x\nab x\n".encode(), r"(?P<w>\b\w+\b) x") == [
+        (1, {"w": "café"}, "café x"),
+        (2, {"w": "ab"}, "ab x"),
+    ]
+    assert isinstance(compile_regex(r"(?P<w>[\S])"), Budgeted)  # RE2's \S lacks \v
 
 
 def test_a_nested_quantifier_re2_cannot_run_is_refused_at_config_time(tmp_path, capsys):
@@ -194,7 +280,7 @@ def test_a_nested_quantifier_re2_cannot_run_is_refused_at_config_time(tmp_path, 
     assert run(["--config", str(tmp_path / "c.yaml"), "--validate-only"]) == 0
     assert capsys.readouterr().err == (
         "shardflow etl: warning: sources[0] 'logs': regex has a nested quantifier ((a+)+): "
-        "matched by RE2 in linear time, where \\w, \\d, \\s and \\b match ASCII only\n"
+        "matched by RE2 in linear time\n"
     )
 
 

@@ -173,6 +173,9 @@ ODD_VALUES = [
     "nan",
     "inf",
     "-Infinity",
+    " +INF ",
+    float("inf"),
+    float("-inf"),
     "9223372036854775807",
     "9223372036854775808",
     "0x10",
@@ -198,7 +201,7 @@ TYPED_COLUMNS = [
     pa.array([0, 2**64 - 1, None, 7], pa.uint64()),
     pa.array([3, None, -2], pa.int8()),
     pa.array([1.5, float("nan"), None, float("inf"), -0.0, 42.0, 7.0], pa.float64()),
-    pa.array([1.0, 2.5, None], pa.float32()),
+    pa.array([1.0, 2.5, None, float("-inf")], pa.float32()),
     pa.array(["a", None, "Adelie", "42", " 7"], pa.string()),
     pa.array([True, False, None]),
     pa.array([b"x", None, b"\xff"], pa.binary()),
@@ -206,7 +209,9 @@ TYPED_COLUMNS = [
 
 
 @pytest.mark.parametrize("ftype", ["int", "float", "string"])
-@pytest.mark.parametrize("extra", [{}, {"min": 0, "max": 100}, {"required": False}])
+@pytest.mark.parametrize(
+    "extra", [{}, {"min": 0, "max": 100}, {"required": False}, {"allow": ("infinity",)}]
+)
 def test_batch_validation_agrees_with_per_value_coercion(ftype, extra):
     """The vectorized path must give exactly what coerce_feature gives, value by value."""
     kw = {"required": True, **extra}
@@ -244,3 +249,33 @@ def test_batch_validation_agrees_with_per_value_coercion(ftype, extra):
                 f32 = struct.unpack("f", struct.pack("f", expected[2][0][0]))[0]
                 expected = (None, None, [[f32]])
             assert got == expected, (value, column is ODD_VALUES)
+
+
+@pytest.mark.parametrize("value", ["inf", "-Infinity", " +INF\t", float("inf"), float("-inf")])
+def test_infinity_is_rejected_unless_the_feature_allows_it(value):
+    """An inf label trains a NaN model: not a value unless `allow: [infinity]`."""
+    sign = "-" if str(value).strip().startswith("-") else ""
+    with pytest.raises(RecordError) as e:
+        coerce_feature(F("x", "float"), value)
+    assert e.value.reason == f"x: not a finite number ({sign}inf)"
+    assert coerce_feature(F("x", "float", allow=("infinity",)), value) == [float(f"{sign}inf")]
+    for column in ([value, "1.5"], pa.array([float(value), 1.5], pa.float64())):
+        _, reasons = Validator([F("x", "float")], ["s"]).validate(
+            2,
+            {
+                "s": SourceColumns(
+                    {"x": column}, isinstance(column, list) and isinstance(value, str)
+                )
+            },
+        )
+        assert reasons == {0: f"x: not a finite number ({sign}inf)"}
+
+
+def test_float_text_beyond_float32_is_out_of_range_even_where_infinity_is_allowed():
+    allowing = F("x", "float", allow=("infinity",))
+    for feature in (F("x", "float"), allowing):
+        for value in ("1e39", "-3.5e38", 1e39, "1e400"):
+            with pytest.raises(RecordError, match="x: outside float32 range"):
+                coerce_feature(feature, value)
+    with pytest.raises(RecordError, match="x: not a number"):
+        coerce_feature(allowing, "nan")

@@ -65,6 +65,11 @@ TRAIN_SPLIT = "train"  # tf.Transform analyzes this split only
 PRESENT_SUFFIX = "__present"
 # What `output.allow` may let through although it looks like a mistake (transforms.quality).
 ALLOWANCES = ("empty_source", "empty_split", "missing_field")
+# What a float feature's `allow` may let through: infinity (`inf`, `-inf`) is rejected as
+# `not a finite number` by default (transforms.schema), since a label or input holding one
+# trains a model whose loss is NaN.
+INFINITY = "infinity"
+FEATURE_ALLOWANCES = (INFINITY,)
 # The kinds of anomaly data validation finds (transforms.validation.anomalies), and those that
 # fail a run unless the config's `validation.block` says otherwise: the schema's rules broken,
 # but for values outside a string domain, which a schema inferred from data (a domain of the
@@ -152,6 +157,7 @@ class FeatureSpec:
     source: str | None = None  # a source name, when the field is taken from one source only
     field: str | None = None  # the field name in the source record; the feature name by default
     image_size: tuple[int, int, int] | None = None  # an image: height, width, channels to learn at
+    allow: tuple[str, ...] = ()  # of FEATURE_ALLOWANCES: values kept although they look wrong
 
     @property
     def field_name(self) -> str:

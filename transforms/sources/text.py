@@ -10,13 +10,19 @@ the start of a file is not text. Bytes the encoding cannot decode are kept (as l
 a `string` feature rejects such a value, a `bytes` feature gets the bytes back, and a rejected
 record's text shows them as `\\xNN`.
 
-A regex with a nested quantifier (a repeated group that itself holds an unbounded repeat, as in
-`(a+)+` or `(\\w+\\s?)*`) can take time exponential in a line's length with Python's engine
-(backtracking): one hostile line would hold the job for hours. Such a regex is matched with RE2
-(google-re2), which takes linear time; there `\\w`, `\\d`, `\\s` and `\\b` are ASCII-only, and
-a line holding bytes the encoding could not decode is rejected (`NOT_TEXT`). A nested quantifier
-RE2 cannot run (with a backreference or a lookaround) is refused at config time. `regex_note`
-says which regexes RE2 matches, for the warning at start-up. Other regexes keep Python's engine.
+Regexes are matched in bounded time. A regex RE2 (google-re2) can run as Python's engine would
+is matched with RE2, whatever it holds: RE2 takes time linear in a line's length, where Python's
+backtracking engine can take time exponential in it (`(a+)+`, `(b|bb)+` against `bbb…c`:
+minutes at 50 characters), so one hostile line would hold the job for hours. `for_re2` spells
+`\\w`, `\\d`, `\\s` as the classes Python gives them (RE2's are ASCII, its `\\s` lacks `\\v`), so
+both engines match the same text (but for characters newer than Python's Unicode database);
+`\\b`, ASCII in RE2, is RE2's on ASCII lines only. A regex only Python's engine can run (a
+backreference, a lookaround, a possessive repeat), and a line RE2 cannot take (undecoded
+bytes; `\\b` beyond ASCII), is matched with the `regex` package, which matches as `re` does but
+takes a time limit: MATCH_SECONDS per line, past which the line is rejected (`TOO_SLOW`) and
+the next one is read; `re` itself cannot be stopped. `regex_note` warns of that at start-up. A
+nested quantifier RE2 cannot run (`(a+)+` with a backreference) is refused at config time:
+nearly every line that does not match would take the whole limit.
 
 The work per line is done by C code over whole blocks: decoding, `str.split`, the blank test
 (`str.strip` through `map`), `Pattern.fullmatch` through `map`, and a `zip` that turns the
@@ -32,6 +38,8 @@ import operator
 import re
 from typing import Any, BinaryIO, Iterable, Iterator
 
+import re2
+
 from transforms.contract.config import OptionError, SourceOptions, SourceSpec
 from transforms.records import (
     CHUNK_ROWS,
@@ -46,8 +54,13 @@ from transforms.sources.chunks import ChunkBuilder
 from transforms.sources.registry import FILE_COMPRESSIONS, Format, OptionsReader
 
 NO_MATCH = "text: line does not match regex"
+_BOTH = re2._re2.RE2.Anchor.ANCHOR_BOTH  # a match of the whole line
 TOO_LONG = "text: line longer than 64 Mi characters, not read"
-NOT_TEXT = "text: line holds bytes the encoding cannot decode (the regex is matched by RE2)"
+MATCH_SECONDS = 1.0  # Python's engine, per line (a regex RE2 cannot run)
+TOO_SLOW = (
+    f"text: regex took longer than {MATCH_SECONDS:g} s on this line (Python's backtracking "
+    "engine: a regex RE2 cannot run), not read"
+)
 _READ_BYTES = 1 << 20
 _BOM = "\ufeff"
 
@@ -85,42 +98,175 @@ def options(raw: dict[str, Any]) -> TextOptions:
 
 
 def compile_regex(regex: str) -> Any:
-    """The compiled pattern (Python's, or RE2's for a nested quantifier); an `OptionError` on
-    `regex` when it is invalid, has no names, or has a nested quantifier RE2 cannot run."""
+    """The compiled pattern, `Linear` (RE2) where RE2 can match the regex as Python's engine
+    would, else `Budgeted` (Python's engine, a time limit per line); an `OptionError` on `regex`
+    when it is invalid, has no names, or has a nested quantifier RE2 cannot run."""
     try:
         pattern = re.compile(regex)
     except re.error as e:
         raise OptionError("regex", f"invalid regular expression: {e}") from None
     if not pattern.groupindex:
         raise OptionError("regex", "has no named group: name each field as (?P<name>...)")
+    ascii_, why = _re2(regex, unicode=False)
+    if ascii_ is not None:
+        return Linear(regex, ascii_, _re2(regex, unicode=True)[0])
     nested = nested_quantifier(regex)
-    if nested is None:
-        return pattern
-    import re2  # only for the regexes that need it
-
-    options = re2.Options()
-    options.log_errors = False
-    try:
-        return re2.compile(regex, options)
-    except re2.error as e:
-        why = e.args[0].decode("utf-8", "replace") if isinstance(e.args[0], bytes) else e
+    if nested is not None:
         raise OptionError(
             "regex",
             f"has a nested quantifier ({nested}), which can take time exponential in a line's "
             f"length, and the linear-time engine (RE2) cannot run it ({why}); make the inner "
             "repeat possessive (a++) or atomic ((?>...)), or rewrite it without one",
-        ) from None
+        )
+    return Budgeted(regex)
+
+
+def _re2(regex: str, unicode: bool) -> tuple[Any, str]:
+    """(RE2's program of the regex for ASCII lines or for any text, "") or (None, why RE2
+    cannot run it as Python would)."""
+    spelled = for_re2(regex, unicode)
+    if spelled is None:
+        return None, "its \\b, \\B or a negated class in a set means other text in RE2"
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(spelled, options)._regexp, ""
+    except re2.error as e:
+        why = e.args[0].decode("utf-8", "replace") if isinstance(e.args[0], bytes) else e
+        return None, str(why)
+
+
+# What Python's engine means by \w, \d and \s in text (str.isalnum() or _, str.isdecimal(),
+# str.isspace()) as RE2 classes, for any text and for ASCII text: RE2's own are ASCII, and its
+# \s lacks \v and \x1c-\x1f.
+_CLASSES = {
+    True: {"w": r"\p{L}\p{N}_", "d": r"\p{Nd}", "s": r"\t\n\v\f\r\x1c-\x1f\x85\p{Z}"},
+    False: {"w": r"\w", "d": r"\d", "s": r"\t\n\v\f\r\x1c-\x1f "},
+}
+_UP_TO = re.compile(r"\{,([0-9]+)\}")  # Python's {,n} is {0,n}; RE2 reads it as text
+
+
+def for_re2(regex: str, unicode: bool = True) -> str | None:
+    """The regex spelled so that RE2 matches what Python's engine matches, on any text or
+    (`unicode` false) on ASCII text: `\\w`, `\\d`, `\\s` and their negations as Python's
+    classes, `{,n}` as `{0,n}`. None where RE2 cannot say the same: a `[:` in a set (a POSIX
+    class in RE2, text in Python), and for any text `\\b`, `\\B` (RE2's are ASCII) and a
+    negated class in a set."""
+    classes = _CLASSES[unicode]
+    out: list[str] = []
+    i, n, in_set = 0, len(regex), False
+    while i < n:
+        c = regex[i]
+        if c == "\\" and i + 1 < n:
+            e = regex[i + 1]
+            if e in "wds":
+                out.append(classes[e] if in_set else f"[{classes[e]}]")
+            elif e in "WDS":
+                if not in_set:
+                    out.append(f"[^{classes[e.lower()]}]")
+                elif unicode or e == "S":
+                    return None
+                else:
+                    out.append(regex[i : i + 2])  # ASCII \W and \D: RE2's are Python's
+            elif e in "bB" and (unicode or in_set):  # in a set, Python's \b is a backspace
+                return None
+            else:
+                out.append(regex[i : i + 2])
+            i += 2
+        elif in_set:
+            if c == "[" and regex.startswith("[:", i):
+                return None
+            in_set = c != "]"
+            out.append(c)
+            i += 1
+        elif c == "[":
+            start = i + 1 + regex.startswith("^", i + 1)
+            start += regex.startswith("]", start)  # a ] first in a set is text
+            out.append(regex[i:start])
+            i, in_set = start, True
+        elif c == "{" and (up_to := _UP_TO.match(regex, i)):
+            out.append(f"{{0,{up_to.group(1)}}}")
+            i = up_to.end()
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+class Budgeted:
+    """A regex of Python's engine that gives up on a line after MATCH_SECONDS: the `regex`
+    package, as `re` (VERSION0) but with a time limit, for a regex RE2 cannot run."""
+
+    def __init__(self, regex: str):
+        import regex as engine  # the one engine with a time limit; only for such regexes
+
+        self._pattern = engine.compile(regex, engine.VERSION0)
+        self.groupindex = dict(self._pattern.groupindex)
+
+    def groups(self, line: str) -> Any:
+        """The groups of the whole line's match, None, or TOO_SLOW past MATCH_SECONDS."""
+        try:
+            match = self._pattern.fullmatch(line, timeout=MATCH_SECONDS)
+        except TimeoutError:
+            return TOO_SLOW
+        return None if match is None else match.groups()
+
+
+class Linear:
+    """A regex matched by RE2 in time linear in the line: an ASCII line by the program of
+    Python's classes on ASCII (RE2's \\w, \\d, \\b as they are: several times faster than the
+    Unicode classes), another line by the program of the Unicode classes; a line neither can
+    take (lone surrogates from undecoded bytes; `\\b` beyond ASCII) by Python's engine within
+    MATCH_SECONDS.
+
+    Through RE2's C++ binding (`_re2`, of the pinned google-re2): its Python `fullmatch` spends
+    some 40 µs a line in Python code mapping byte offsets to characters, ten times `re`.
+    """
+
+    def __init__(self, regex: str, ascii_: Any, unicode: Any):  # `_re2.RE2` programs
+        self._regex = regex
+        self._ascii = ascii_
+        self._unicode = unicode  # None: not RE2's to match beyond ASCII
+        self.groupindex = dict(re.compile(regex).groupindex)
+        self._fallback: Budgeted | None = None  # made at the first line RE2 cannot take
+
+    def groups(self, line: str) -> Any:
+        """The groups of the whole line's match, None, or TOO_SLOW (Python's engine only)."""
+        if line.isascii():
+            data = line.encode("ascii")
+            spans = self._ascii.Match(_BOTH, data, 0, len(data))
+            if spans[0][0] < 0:
+                return None
+            return tuple(None if a < 0 else line[a:b] for a, b in spans[1:])
+        try:
+            text = line.encode("utf-8")
+        except UnicodeEncodeError:
+            text = b""
+        if not text or self._unicode is None:
+            if self._fallback is None:
+                self._fallback = Budgeted(self._regex)
+            return self._fallback.groups(line)
+        spans = self._unicode.Match(_BOTH, text, 0, len(text))
+        if spans[0][0] < 0:
+            return None
+        return tuple(None if a < 0 else text[a:b].decode("utf-8") for a, b in spans[1:])
 
 
 def regex_note(regex: str | None) -> str | None:
-    """A start-up warning for a regex RE2 matches (a nested quantifier); None for the others."""
-    nested = None if regex is None else nested_quantifier(regex)
-    if nested is None:
+    """A start-up warning for a regex matched by Python's engine (a time limit per line), or by
+    RE2 because it has a nested quantifier (which Python's engine would take exponential time
+    on); None for the others."""
+    if regex is None:
         return None
-    return (
-        f"regex has a nested quantifier ({nested}): matched by RE2 in linear time, where \\w, "
-        "\\d, \\s and \\b match ASCII only"
-    )
+    if _re2(regex, unicode=False)[0] is None:
+        return (
+            "regex is matched by Python's backtracking engine (RE2 cannot run it): a line that "
+            f"takes longer than {MATCH_SECONDS:g} s is rejected"
+        )
+    nested = nested_quantifier(regex)
+    if nested is not None:
+        return f"regex has a nested quantifier ({nested}): matched by RE2 in linear time"
+    return None
 
 
 def nested_quantifier(regex: str) -> str | None:
@@ -173,7 +319,7 @@ def parse_text(
     """Yields chunks of raw records and, for lines the regex does not match, rejected records."""
     opts = source.options_as(TextOptions)
     pattern = compile_regex(opts.regex) if opts.regex is not None else None
-    match = None if pattern is None else _matcher(pattern)
+    match = None if pattern is None else pattern.groups  # a line's groups, None or TOO_SLOW
     pending = ChunkBuilder(source.name, path, chunk_rows, raw_fields=_raw_text, text=True)
     for first, lines in _line_blocks(_decoded(stream, opts.encoding)):
         if len(lines) == 1 and isinstance(lines[0], Overlong):
@@ -192,19 +338,19 @@ def parse_text(
             continue
         assert match is not None  # made with the pattern
         matches = list(map(match, lines))
-        if None in matches or NOT_TEXT in matches:
-            found = [m is not None and m is not NOT_TEXT for m in matches]
+        if None in matches or TOO_SLOW in matches:
+            found = [m is not None and m is not TOO_SLOW for m in matches]
             for m, line, number in itertools.compress(
                 zip(matches, lines, numbers), map(operator.not_, found)
             ):
-                why = NOT_TEXT if m is NOT_TEXT else NO_MATCH
+                why = TOO_SLOW if m is TOO_SLOW else NO_MATCH
                 yield rejection(source.name, location(path, number), why, shown(line))
             matches = list(itertools.compress(matches, found))
             lines = list(itertools.compress(lines, found))
             numbers = list(itertools.compress(numbers, found))
         if not matches:
             continue
-        groups = list(zip(*map(_GROUPS, matches)))
+        groups = list(zip(*matches))
         columns = {name: groups[index - 1] for name, index in pattern.groupindex.items()}
         yield from pending.add(columns, numbers, lines)
     yield from pending.flush()
@@ -220,22 +366,6 @@ FORMAT = Format(
     extensions=(".txt",),
     compressed=FILE_COMPRESSIONS,
 )
-_GROUPS = operator.methodcaller("groups")
-
-
-def _matcher(pattern: Any) -> Any:
-    """`pattern.fullmatch` for Python's engine; for RE2's, the same with NOT_TEXT for a line
-    holding lone surrogates (undecoded bytes), which RE2 cannot take."""
-    if isinstance(pattern, re.Pattern):
-        return pattern.fullmatch
-
-    def fullmatch(line: str) -> Any:
-        try:
-            return pattern.fullmatch(line)
-        except UnicodeEncodeError:
-            return NOT_TEXT
-
-    return fullmatch
 
 
 def shown(line: str) -> str:
