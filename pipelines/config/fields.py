@@ -20,6 +20,7 @@ import yaml
 
 from transforms.contract.config import FeatureSpec
 from transforms.files import is_remote
+from transforms.ui.errors import ShardflowError
 from transforms.ui.suggest import did_you_mean
 
 MAX_NAME_BYTES = 200  # feature and source names: files (vocabularies) are named after them
@@ -27,8 +28,9 @@ MAX_DEPTH = 32  # levels of mappings and lists; a real config nests 6 deep at mo
 MISSING = object()
 
 
-class ConfigError(ValueError):
-    """A config that cannot be used; the message starts with the offending field.
+class ConfigError(ShardflowError, ValueError):
+    """A config that cannot be used; the message starts with the offending field (a password
+    in it masked, as in every ShardflowError).
 
     Field and message are made one printable line (control characters escaped, long text cut):
     names and values come from the user's file and may hold newlines or be megabytes long.

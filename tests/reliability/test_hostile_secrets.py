@@ -175,15 +175,12 @@ _SCHEME = (
     "needs trainer/manifest.py fix (load_manifest refuses a scheme tf.io.gfile lacks) and "
     "transforms/contract/manifest.py fix"
 )
-_CONFIG_ERROR = "needs pipelines/config/fields.py fix: ConfigError(ShardflowError)"
 NEEDS = {
     "train-https-password": _SCHEME,
     "train-query-token": _MANIFEST_ERROR,
     "train-second-data-s3": _SCHEME,
     "predict-data-https-password": _SCHEME,
     "predict-data-query-password": _MANIFEST_ERROR,
-    "init-source-query-token": _CONFIG_ERROR,
-    "etl-source-path-query-sig": _CONFIG_ERROR,
 }
 
 
