@@ -21,6 +21,15 @@ Exit status: 0 done (rejected records included, as long as one was served), 2 ba
 config, input or model, 1 an input that cannot be read, records the model cannot serve, or every
 record rejected.
 
+No run writes over or into what it reads: before any work, `--output` and `--rejected` are
+checked against each other, the files --input matches (and the files its folder or glob would
+match on a later run), --config and --model-dir (`transforms.ui.locations.clash`: real paths,
+so a link to an input is caught). Both files are written whole or not at all: to hidden
+temporary files beside them (`.predict-*.part`), renamed over --output and then --rejected only
+when the run succeeds (exit 0); a failed or interrupted run leaves the old files as they were.
+A temporary file that a killed run left (no process holds its lock) is removed by the next run
+that writes into the same folder.
+
 With `--data`, the first `--take` examples of a split are served (`trainer.predict`), each line
 with the record's key, its label and the answer.
 """
@@ -28,16 +37,23 @@ with the record's key, its label and the answer.
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import dataclasses
 import datetime
+import fcntl
+import glob
 import json
 import os
+import re
 import shutil
+import stat
 import sys
 import tempfile
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Callable, Iterable
 
 from transforms.ui.args import ArgumentParser
+from transforms.ui.locations import clash
 
 if TYPE_CHECKING:
     from transforms.records import Rejected
@@ -46,6 +62,12 @@ _PROG = "shardflow predict"
 
 
 _NO_OUTPUT = "/nonexistent/predict-writes-no-dataset"  # stands for output.path
+_TEMP_PREFIX, _TEMP_SUFFIX = ".predict-", ".part"  # the hidden files written before publication
+
+# The moments of a run with --input where a test may stop it (`main(pause_at=...)`): the model
+# loaded; the first answers in the temporary files; every answer written, nothing published;
+# --output published, --rejected not yet; both published.
+PAUSE_POINTS = ("loaded", "writing", "written", "output-published", "published")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,8 +91,8 @@ examples:
     p.add_argument("--source", help="the config's source to read --input as (several sources)")
     p.add_argument("--output", help="write the answers to this file (default: stdout)")
     p.add_argument("--rejected", help="write rejected records to this file (JSON lines)")
-    p.add_argument("--split", default="test", help="--data: the split (default: test)")
-    p.add_argument("--take", type=int, default=5, help="--data: examples to serve (default: 5)")
+    p.add_argument("--split", help="--data: the split (default: test)")
+    p.add_argument("--take", type=int, help="--data: examples to serve (default: 5)")
     return p
 
 
@@ -78,7 +100,14 @@ class _Refused(Exception):
     """A bad command line, config, input or model: exit 2 with this one line."""
 
 
-def main(argv: list[str] | None = None) -> int:
+class _Failed(Exception):
+    """A run that cannot finish (an input that cannot be read, records the model cannot
+    serve): exit 1 with this one line; nothing is published."""
+
+
+def main(argv: list[str] | None = None, pause_at: Callable[[str], None] | None = None) -> int:
+    """`shardflow predict ARGV`; its exit status. `pause_at`, for tests, is called with each of
+    `PAUSE_POINTS` as a run with --input reaches it."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.data is not None:
@@ -87,25 +116,62 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--{flag} goes with --input, not --data")
         from trainer.predict import predict_split
 
-        return predict_split(args.model_dir, args.data, args.split, args.take)
+        take = 5 if args.take is None else args.take
+        return predict_split(args.model_dir, args.data, args.split or "test", take)
     if args.config is None:
         parser.error("--input needs --config (the config whose source format reads it)")
+    for flag in ("split", "take"):
+        if getattr(args, flag) is not None:
+            parser.error(f"--{flag} goes with --data, not --input")
     try:
-        return _predict_input(args)
+        return _predict_input(args, pause_at or (lambda point: None))
     except _Refused as e:
         print(f"{_PROG}: {e}", file=sys.stderr)
         return 2
 
 
-def _predict_input(args: argparse.Namespace) -> int:
-    from pipelines.config.loader import ConfigError, load_config
-    from pipelines.examples import Examples, encode_files
-    from transforms.files import (
-        RECURSIVE_FORMATS,
-        CorruptFile,
-        FileError,
-        match_files,
+def exit_process(code: int) -> None:
+    """Ends the process once `main` has returned (`pipelines.cli` calls it): the exit handlers
+    run, then the process ends without the interpreter's teardown of TensorFlow and Beam, which
+    costs seconds and does nothing a finished run needs (its files are closed)."""
+    from pipelines.runner.process import exit_process as end
+
+    end(code)
+
+
+def _predict_input(args: argparse.Namespace, pause: Callable[[str], None]) -> int:
+    dataset, source, paths = _inputs(args)
+    with _Outputs(args.output, args.rejected) as files:
+        model = _model(args, dataset)
+        pause("loaded")
+        try:
+            counts, reasons = _serve(model, dataset, source, paths, files, pause)
+            failed = bool(counts["rejected"] and not counts["predicted"])
+            if not failed:
+                files.flush()
+                pause("written")
+                files.publish(pause)
+        except _Failed as e:
+            print(f"{_PROG}: {e}", file=sys.stderr)
+            return 1
+    if not failed:
+        pause("published")
+    where = f" (in {args.rejected})" if args.rejected and counts["rejected"] and not failed else ""
+    print(
+        f"{_PROG}: {counts['predicted']} predicted, {counts['rejected']} rejected{where}",
+        file=sys.stderr,
     )
+    if failed:
+        print(f"{_PROG}: {_all_rejected(args, reasons)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _inputs(args: argparse.Namespace):
+    """The dataset and source that read --input, and its files; refuses (_Refused) a bad config,
+    an --input that matches nothing, and outputs that clash with what the run reads."""
+    from pipelines.config.loader import ConfigError, load_config
+    from transforms.files import RECURSIVE_FORMATS, FileError, match_files
 
     try:
         # A date template in the config's paths is filled with today: --input replaces them.
@@ -114,14 +180,19 @@ def _predict_input(args: argparse.Namespace) -> int:
     except ConfigError as e:
         raise _Refused(str(e)) from None
     dataset, source = _for_prediction(dataset, args.source, args.input)
+    recursive = source.format in RECURSIVE_FORMATS
     try:
-        paths = match_files(args.input, recursive=source.format in RECURSIVE_FORMATS)
+        paths = match_files(args.input, recursive=recursive)
     except FileError as e:  # a pipe or a device
         raise _Refused(f"--input: {e}") from None
     if not paths:
         raise _Refused(f"--input: no files match {args.input!r}")
-    import tensorflow as tf
+    _check_outputs(args, paths, recursive)
+    return dataset, source, paths
 
+
+def _model(args: argparse.Namespace, dataset):
+    """The served model of --model-dir, once it is known to read the config's records."""
     from trainer.predict import PredictError, ServedModel
 
     try:
@@ -134,52 +205,247 @@ def _predict_input(args: argparse.Namespace) -> int:
             f"--config {args.config} does not describe the records the model in "
             f"{args.model_dir} was trained on: {mismatch}"
         )
+    return model
+
+
+def _serve(model, dataset, source, paths: list[str], files: _Outputs, pause):
+    """Writes the answers for the records of `paths` (stdout without --output) and the rejected
+    records; their counts and the reasons of the rejections. Raises _Failed for an input that
+    cannot be read or records the model cannot serve."""
+    import tensorflow as tf
+
+    from pipelines.examples import Examples, encode_files
+    from transforms.files import CorruptFile, FileError
+
     counts = {"predicted": 0, "rejected": 0}
+    reasons: collections.Counter[str] = collections.Counter()
     try:
-        with _output(args.output, sys.stdout) as out, _output(args.rejected, None) as rejects:
-            assert out is not None  # sys.stdout without --output
-            for item in encode_files(dataset, source, paths):
-                if isinstance(item, Examples):
-                    answers = model(item.serialized)
-                    for key, where, answer in zip(item.keys, item.locations, answers):
-                        row = {"key": key, "location": where, **answer}
-                        out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    counts["predicted"] += len(answers)
-                else:
-                    counts["rejected"] += 1
-                    _reject(item, rejects)
+        for item in encode_files(dataset, source, paths):
+            if isinstance(item, Examples):
+                answers = model(item.serialized)
+                files.answer(
+                    {"key": key, "location": where, **answer}
+                    for key, where, answer in zip(item.keys, item.locations, answers)
+                )
+                if not counts["predicted"]:
+                    files.flush()
+                    pause("writing")
+                counts["predicted"] += len(answers)
+            else:
+                counts["rejected"] += 1
+                reasons[item.reason] += 1
+                files.reject(item)
     except (FileError, CorruptFile) as e:
-        print(f"{_PROG}: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"{_PROG}: {e.filename or args.input}: {e.strerror or e}", file=sys.stderr)
-        return 1
+        raise _Failed(str(e)) from None
+    except BrokenPipeError:
+        raise  # stdout's reader has gone: the command line says so (pipelines.cli)
+    except OSError as e:  # an input that cannot be read (writing raises _Failed)
+        raise _Failed(f"{e.filename or source.path}: {e.strerror or e}") from None
     except tf.errors.InvalidArgumentError as e:
         from trainer.errors import first_line
 
-        print(f"{_PROG}: the model cannot serve these records: {first_line(e)}", file=sys.stderr)
-        return 1
-    where = f" (in {args.rejected})" if args.rejected and counts["rejected"] else ""
-    print(
-        f"{_PROG}: {counts['predicted']} predicted, {counts['rejected']} rejected{where}",
-        file=sys.stderr,
-    )
-    if counts["rejected"] and not counts["predicted"]:
-        print(
-            f"{_PROG}: every record was rejected: none could be served (the reasons above; "
-            "new records are read and checked as the config's source reads them)",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+        raise _Failed(f"the model cannot serve these records: {first_line(e)}") from None
+    return counts, reasons
 
 
-def _reject(record: Rejected, rejects: IO[str] | None) -> None:
-    """A rejected record to the --rejected file, or one line on stderr."""
-    if rejects is not None:
-        rejects.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+def _all_rejected(args: argparse.Namespace, reasons: collections.Counter[str]) -> str:
+    """The last line of a run whose every record was rejected (nothing is published)."""
+    if args.rejected is None:
+        why = "the reasons above"
     else:
-        print(f"{_PROG}: rejected {record.location}: {record.reason}", file=sys.stderr)
+        common = ", ".join(f"{reason!r} ({n})" for reason, n in reasons.most_common(3))
+        why = f"most often: {common}"
+    unwritten = [flag for flag in ("--output", "--rejected") if getattr(args, flag[2:])]
+    written = f"; nothing written to {' or '.join(unwritten)}" if unwritten else ""
+    return (
+        f"every record was rejected: none could be served ({why}; new records are read and "
+        f"checked as the config's source reads them){written}"
+    )
+
+
+def _check_outputs(args: argparse.Namespace, paths: list[str], recursive: bool) -> None:
+    """Refuses (_Refused) an --output or --rejected that is, holds or is inside what the run
+    reads (an input file, --config, --model-dir), that --input would read on a later run (a
+    file of its folder or glob), that is the other output, that is a folder, or whose folder
+    is missing: before any work, so nothing is touched."""
+    outputs = [("--output", args.output), ("--rejected", args.rejected)]
+    inputs = [("--input", path) for path in paths]
+    inputs += [("--config", args.config), ("--model-dir", args.model_dir)]
+    found = clash(outputs, [])
+    if found:
+        raise _Refused(f"{found}: the answers and the rejected records need two files apart")
+    found = clash(outputs, inputs)
+    if found:
+        raise _Refused(
+            f"{found}: predict never writes over or into what it reads; choose another "
+            f"{found.split()[0]}"
+        )
+    for flag, path in outputs:
+        if path is None:
+            continue
+        if not path:
+            raise _Refused(f"{flag}: an empty path; name the file to write")
+        if _read_by(args.input, recursive, path):
+            raise _Refused(
+                f"{flag} {path!r} is among the files --input {args.input!r} reads: the next "
+                f"run would read it as new records; choose another {flag}"
+            )
+        if "://" in path:
+            continue
+        if os.path.isdir(path) or path.endswith("/"):
+            raise _Refused(f"{flag} {path!r}: is a folder; name the file to write")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            missing = "does not exist" if not os.path.lexists(folder) else "is not a folder"
+            raise _Refused(
+                f"{flag} {path!r}: its folder {folder!r} {missing}; create it or choose "
+                f"another {flag}"
+            )
+
+
+def _read_by(input_path: str, recursive: bool, path: str) -> bool:
+    """Whether the pattern that lists --input's files (its glob, or its folder's files) also
+    matches `path`: a file of that name would be read as input by the next run."""
+    from apache_beam.io.filesystem import FileSystem
+
+    from transforms.files import file_pattern, pattern_root
+
+    pattern = file_pattern(input_path, recursive)
+    if ("://" in pattern) != ("://" in path):
+        return False
+    if "://" not in pattern:  # compared as real paths: a link or `..` does not hide a match
+        root = pattern_root(pattern)
+        rest = pattern[len(root) :].lstrip("/")
+        base = glob.escape(os.path.realpath(root or ("/" if pattern.startswith("/") else ".")))
+        pattern = os.path.join(base, rest) if rest else base
+        path = os.path.join(os.path.realpath(os.path.dirname(path) or "."), os.path.basename(path))
+    return re.match(FileSystem.translate_pattern(pattern), path) is not None
+
+
+class _Outputs:
+    """The --output and --rejected files (None where not asked for), written to hidden
+    temporary files beside them and published by `publish` alone: renamed over a local path,
+    copied to a gs:// object (which appears only once complete). On leaving the block, what was
+    not published is removed. Each temporary file is locked while its run lives: one that no
+    process holds is a killed run's, and is removed first."""
+
+    def __init__(self, output: str | None, rejected: str | None):
+        self._paths = [output, rejected]
+        self._temps: list[str | None] = [None, None]
+        self._files: list[IO[str] | None] = [None, None]
+
+    def answer(self, rows: Iterable[dict]) -> None:
+        """Answers to --output, or stdout without it."""
+        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        if self._files[0] is None:
+            sys.stdout.write(text)
+        else:
+            self._write(0, text)
+
+    def reject(self, record: Rejected) -> None:
+        """A rejected record to --rejected, or one line on stderr."""
+        if self._files[1] is None:
+            print(f"{_PROG}: rejected {record.location}: {record.reason}", file=sys.stderr)
+        else:
+            self._write(1, json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+
+    def _write(self, i: int, text: str) -> None:
+        f = self._files[i]
+        assert f is not None
+        try:
+            f.write(text)
+        except OSError as e:  # a full disk, a quota
+            raise _Failed(f"cannot write {self._paths[i]!r}: {e.strerror or e}") from None
+
+    def __enter__(self) -> _Outputs:
+        try:
+            for i, path in enumerate(self._paths):
+                if path is not None:
+                    self._open(i, path)
+        except BaseException:
+            self._discard()
+            raise
+        return self
+
+    def _open(self, i: int, path: str) -> None:
+        folder = None if "://" in path else os.path.dirname(os.path.abspath(path))
+        if folder is not None:
+            _remove_abandoned(folder)
+        try:
+            fd, self._temps[i] = tempfile.mkstemp(
+                prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX, dir=folder
+            )
+        except OSError as e:
+            raise _Refused(f"cannot write {path!r}: {e.strerror or e}") from None
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._files[i] = os.fdopen(fd, "w", encoding="utf-8")
+
+    def flush(self) -> None:
+        """What was written so far, on disk (before a publication or a pause)."""
+        for f, path in zip(self._files, self._paths):
+            if f is None:
+                continue
+            try:
+                f.flush()
+                os.fsync(f.fileno())
+            except OSError as e:
+                raise _Failed(f"cannot write {path!r}: {e.strerror or e}") from None
+
+    def publish(self, pause: Callable[[str], None]) -> None:
+        """Puts each file in place, --output first (still locked while it is renamed)."""
+        for i, path in enumerate(self._paths):
+            temp, f = self._temps[i], self._files[i]
+            if path is None or temp is None or f is None:
+                continue
+            try:
+                if "://" in path:  # the local copy is removed on leaving the block
+                    from apache_beam.io.filesystems import FileSystems
+
+                    f.close()
+                    with open(temp, "rb") as data, FileSystems.create(path) as out:
+                        shutil.copyfileobj(data, out, 1 << 20)
+                else:
+                    os.replace(temp, path)
+                    self._temps[i] = None
+            except OSError as e:
+                raise _Failed(f"cannot write {path!r}: {e.strerror or e}") from None
+            f.close()
+            if i == 0:
+                pause("output-published")
+
+    def __exit__(self, *exc) -> None:
+        self._discard()
+
+    def _discard(self) -> None:
+        for i, temp in enumerate(self._temps):
+            f = self._files[i]
+            if f is not None:
+                f.close()
+            if temp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp)
+            self._temps[i] = None
+
+
+def _remove_abandoned(folder: str) -> None:
+    """Removes the temporary files of runs that were killed before they could (no process
+    holds their lock) from `folder`."""
+    for temp in glob.glob(os.path.join(glob.escape(folder), f"{_TEMP_PREFIX}*{_TEMP_SUFFIX}")):
+        try:  # ours are regular files: a link, a folder or a pipe of that name is left alone
+            fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue  # gone meanwhile, a link, or not ours to read
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+        except BlockingIOError:
+            pass  # a live run writes it
+        finally:
+            os.close(fd)
 
 
 def _for_prediction(dataset, source_name: str | None, path: str):
@@ -229,42 +495,5 @@ def _source_of(path: str, sources: list):
     )
 
 
-class _output:
-    """A text stream for JSON lines: `default` without a path; with one, a file written whole or
-    not at all. It is written to a temporary file, then renamed to a local path or copied to a
-    gs:// object (which appears only once complete)."""
-
-    def __init__(self, path: str | None, default: IO[str] | None):
-        self._path = path
-        self._default = default
-        self._file: IO[str] | None = None
-        self._temp = ""
-
-    def __enter__(self) -> IO[str] | None:
-        if self._path is None:
-            return self._default
-        remote = "://" in self._path
-        folder = None if remote else os.path.dirname(os.path.abspath(self._path))
-        try:
-            fd, self._temp = tempfile.mkstemp(prefix=".predict-", suffix=".part", dir=folder)
-        except OSError as e:
-            raise _Refused(f"cannot write {self._path!r}: {e.strerror or e}") from None
-        self._file = os.fdopen(fd, "w", encoding="utf-8")
-        return self._file
-
-    def __exit__(self, kind, value, traceback) -> None:
-        if self._file is None:
-            return
-        assert self._path is not None  # a file is opened for a path only
-        self._file.close()
-        try:
-            if kind is None and "://" in self._path:
-                from apache_beam.io.filesystems import FileSystems
-
-                with open(self._temp, "rb") as f, FileSystems.create(self._path) as out:
-                    shutil.copyfileobj(f, out, 1 << 20)
-            elif kind is None:
-                os.replace(self._temp, self._path)
-        finally:
-            if os.path.exists(self._temp):
-                os.unlink(self._temp)
+if __name__ == "__main__":
+    exit_process(main(sys.argv[1:]))

@@ -25,10 +25,10 @@ import tensorflow as tf
 
 from trainer.export import SIGNATURE, served_label
 from trainer.features import CLASSIFICATION
-from trainer.inspect import take_examples
 from trainer.manifest import ManifestError, load_manifest
 
 BATCH = 256  # records per call of the signature
+MAX_TAKE = 1_000_000  # --take: the examples are held in memory, and printed
 
 
 class PredictError(Exception):
@@ -130,8 +130,12 @@ def add_split_flags(p: argparse.ArgumentParser) -> None:
 
 def predict_split(model_dir: str, data: str, split: str, take: int) -> int:
     """Prints the answers for the first `take` examples of a dataset split; the exit status."""
-    if take < 1:
-        print("shardflow predict: --take: must be 1 or more", file=sys.stderr)
+    if not 1 <= take <= MAX_TAKE:
+        print(
+            f"shardflow predict: --take: {take} is not from 1 to {MAX_TAKE:,} (the examples to "
+            "serve, held in memory)",
+            file=sys.stderr,
+        )
         return 2
     try:
         manifest = load_manifest(data)
@@ -156,6 +160,8 @@ def predict_split(model_dir: str, data: str, split: str, take: int) -> int:
     if not serialized:
         print(f"shardflow predict: split {split!r} is empty", file=sys.stderr)
         return 2
+    from trainer.inspect import take_examples  # --data alone reads examples back as values
+
     examples = take_examples(manifest, files, len(serialized))
     for example, answer in zip(examples, model(serialized)):
         row = {}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.trainer.datasets import make_rows, write_dataset
-from trainer.predict import PredictError, ServedModel, predict_split
+from trainer.predict import MAX_TAKE, PredictError, ServedModel, predict_split
 from trainer.task import main as train
 
 
@@ -41,3 +41,13 @@ def test_a_regression_answers_with_its_prediction(tmp_path, capsys):
 def test_a_model_dir_without_an_export_is_refused(tmp_path):
     with pytest.raises(PredictError, match="no export/ in"):
         ServedModel(str(tmp_path))
+
+
+@pytest.mark.parametrize("take", [0, -1, MAX_TAKE + 1, 10**12])
+def test_take_out_of_range_is_refused_before_anything_is_read(tmp_path, capsys, take):
+    """Checked first: no manifest, model or shard is opened, nothing is allocated."""
+    assert predict_split(str(tmp_path / "m"), str(tmp_path / "no-data"), "test", take) == 2
+    assert capsys.readouterr().err == (
+        f"shardflow predict: --take: {take} is not from 1 to 1,000,000 (the examples to serve, "
+        "held in memory)\n"
+    )
