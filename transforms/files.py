@@ -120,6 +120,8 @@ def match_files(path: str, recursive: bool = False) -> list[str]:
     problem = location_problem(path)
     if problem is not None:
         raise FileError(problem)
+    if not is_remote(path) and "/" not in path and any(c in path for c in _GLOB_CHARS):
+        path = f"./{path}"  # Beam's local glob of a bare `*.csv` matches nothing; `./*.csv` does
     results = FileSystems.match([file_pattern(path, recursive)])[0].metadata_list
     root = pattern_root(path)
     files = sorted(m.path for m in results if is_input(m.path, root))

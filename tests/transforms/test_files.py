@@ -127,3 +127,12 @@ def test_a_truncated_gzip_input_raises_naming_the_file(tmp_path):
     with pytest.raises(CorruptFile, match="cut.txt.gz: truncated or corrupt compressed file"):
         with open_file(str(path)) as stream:
             stream.read()
+
+
+def test_a_bare_glob_matches_in_the_working_folder(tmp_path, monkeypatch):
+    """`*.csv` (no folder part) matches as `./*.csv` does: Beam's local glob alone finds none."""
+    for name in ("a.csv", "b.csv", ".hidden.csv", "c.txt"):
+        (tmp_path / name).write_text("x\n")
+    monkeypatch.chdir(tmp_path)
+    assert match_files("*.csv") == ["./a.csv", "./b.csv"]
+    assert match_files("a.csv") == ["a.csv"]
