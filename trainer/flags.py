@@ -4,13 +4,19 @@ No TensorFlow here (trainer.config holds the choices and defaults): `shardflow l
 checks the arguments it passes on to the trainer with this parser, on a machine that may not
 have TensorFlow. `parse_args` also reads Vertex AI's AIP_ output locations
 (trainer.config.output_dirs).
+
+Every number a flag takes is checked against its range here, before anything runs (`between`,
+`learning_rate`): a batch of a billion records, a learning rate of inf or NaN, zero epochs are
+refused in one line naming the flag and the range. The readers (trainer.readers) hold their
+arguments to the same bounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from trainer.config import (
     CACHES,
@@ -25,7 +31,57 @@ from trainer.config import (
     TrainConfig,
     output_dirs,
 )
-from transforms.ui.args import ArgumentParser, positive_int
+from transforms.ui.args import ArgumentParser
+
+# The ranges of the flags' numbers (and of the readers' arguments): far beyond any real run,
+# well short of what would exhaust memory or never end.
+MAX_EPOCHS = 100_000
+MAX_STEPS = 10**9  # steps per epoch, checkpoint interval, a profiled batch's number
+MAX_BATCH_SIZE = 1 << 20  # records in one batch (global)
+MAX_SHUFFLE_BUFFER = 1 << 26  # records
+MAX_READ_BATCH = 1 << 16  # records
+MAX_CYCLE_LENGTH = 1024  # shards read at once
+MAX_BLOCK_LENGTH = 1 << 16  # records
+MAX_RAM_MB = 1 << 24  # 16 TiB
+MAX_PROFILE_BATCHES = 100_000
+MAX_PROFILED_BATCHES = 1000  # batches one --tensorboard-profile traces
+MAX_STEPS_PER_EXECUTION = 10_000
+MAX_VOCABULARY_SIZE = 10_000_000
+MAX_UNITS = 1 << 16  # of one hidden layer
+MAX_LAYERS = 100
+MAX_LEARNING_RATE = 100.0
+MAX_SEED = 2**32 - 1  # numpy's seeds
+MAX_TAKE = 10_000  # examples `inspect` shows
+MAX_WORKERS = 1024  # loader workers of a reader
+MAX_WORLD_SIZE = 1 << 16  # ranks (processes) reading one dataset
+
+
+def between(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high]; the error names the bound it breaks
+    (as transforms.ui.args.positive_int words it)."""
+
+    def whole_number(text: str) -> int:
+        value = _whole(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at least {low:,}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at most {high:,}")
+        return value
+
+    return whole_number
+
+
+def learning_rate(text: str) -> float:
+    """An argparse type: a finite number in (0, MAX_LEARNING_RATE]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_LEARNING_RATE):
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a finite number > 0 and <= {MAX_LEARNING_RATE:g}"
+        )
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,13 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--epochs",
-        type=positive_int,
+        type=between(1, MAX_EPOCHS),
         help="train exactly N epochs in all (default: until the validation loss stops "
         "improving, the best epoch's weights kept)",
     )
     p.add_argument(
         "--batch-size",
-        type=positive_int,
+        type=between(1, MAX_BATCH_SIZE),
         help="global batch (default: sized to the train split, 32 to 512)",
     )
     p.add_argument(
@@ -85,7 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="same example order and op results on every run (slower input pipeline)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seeds shuffles and weights (default 0)")
+    p.add_argument(
+        "--seed",
+        type=between(0, MAX_SEED),
+        default=0,
+        help="seeds shuffles and weights (default 0)",
+    )
     p.add_argument(
         "--verbose",
         action="store_true",
@@ -94,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--vocabulary-size",
-        type=_non_negative,
+        type=between(0, MAX_VOCABULARY_SIZE),
         default=ModelConfig.vocabulary_size,
         metavar="N",
         help="a string list (shape [null], no values) or free text keeps its N most frequent "
@@ -110,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--learning-rate",
-        type=_positive_float,
+        type=learning_rate,
         default=ModelConfig.learning_rate,
         help=f"AdamW learning rate, cut on plateaus (default {ModelConfig.learning_rate})",
     )
@@ -126,25 +187,25 @@ def build_parser() -> argparse.ArgumentParser:
     inputs = p.add_argument_group("input pipeline (defaults derived from the dataset)")
     inputs.add_argument(
         "--shuffle-buffer",
-        type=positive_int,
+        type=between(1, MAX_SHUFFLE_BUFFER),
         help=f"records in the shuffle buffer (default {DEFAULT_SHUFFLE_BUFFER}, fewer for a "
         "smaller split or RAM budget)",
     )
     inputs.add_argument(
         "--read-batch",
-        type=positive_int,
+        type=between(1, MAX_READ_BATCH),
         help="consecutive records read and shuffled together (default "
         f"{DEFAULT_READ_BATCH}, one per 2,000 records of a smaller train split; 1 shuffles "
         "record by record)",
     )
     inputs.add_argument(
         "--cycle-length",
-        type=positive_int,
+        type=between(1, MAX_CYCLE_LENGTH),
         help="shards read at once (default: one per core, >= 4)",
     )
     inputs.add_argument(
         "--block-length",
-        type=positive_int,
+        type=between(1, MAX_BLOCK_LENGTH),
         default=1,
         help="runs of records taken from a shard in turn (default 1)",
     )
@@ -162,12 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inputs.add_argument(
         "--input-ram-mb",
-        type=positive_int,
+        type=between(1, MAX_RAM_MB),
         help="RAM the input pipeline may buffer (default: a quarter of the machine's memory)",
     )
     p.add_argument(
         "--checkpoint-every",
-        type=positive_int,
+        type=between(1, MAX_STEPS),
         metavar="STEPS",
         help="also checkpoint every STEPS training steps (default: at the end of each epoch)",
     )
@@ -178,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--profile-batches",
-        type=positive_int,
+        type=between(1, MAX_PROFILE_BATCHES),
         default=50,
         help="batches timed by --profile-input (default 50)",
     )
@@ -192,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--steps-per-epoch",
-        type=positive_int,
+        type=between(1, MAX_STEPS),
         help="default: ceil(train records / batch size)",
     )
     p.add_argument(
@@ -231,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     device.add_argument(
         "--steps-per-execution",
-        type=positive_int,
+        type=between(1, MAX_STEPS_PER_EXECUTION),
         metavar="N",
         help="train steps run per call into the device (default: 32 on a TPU, else 1)",
     )
@@ -310,30 +371,17 @@ def _whole(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
-def _non_negative(text: str) -> int:
-    value = _whole(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is not an integer >= 0")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
-    return value
-
-
 def _batch_range(text: str) -> tuple[int, int]:
     try:
         first, last = (int(part) for part in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not FIRST,LAST (e.g. 5,8)") from None
-    if not 1 <= first <= last:
-        raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= FIRST <= LAST")
+    if not 1 <= first <= last <= MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= FIRST <= LAST <= {MAX_STEPS:,}")
+    if last - first >= MAX_PROFILED_BATCHES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: traces more than {MAX_PROFILED_BATCHES:,} batches (LAST - FIRST + 1)"
+        )
     return first, last
 
 
@@ -346,8 +394,10 @@ def _units(text: str) -> tuple[int, ...]:
         units = tuple(int(u) for u in text.split(",") if u.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list") from None
-    if any(u < 1 for u in units):
-        raise argparse.ArgumentTypeError(f"{text!r}: sizes must be positive")
+    if any(not 1 <= u <= MAX_UNITS for u in units):
+        raise argparse.ArgumentTypeError(f"{text!r}: each size must be in 1..{MAX_UNITS:,}")
+    if len(units) > MAX_LAYERS:
+        raise argparse.ArgumentTypeError(f"{text!r}: more than {MAX_LAYERS} layers")
     return units
 
 
@@ -369,7 +419,12 @@ def inspect_parser() -> argparse.ArgumentParser:
         default="train",
         help="split to show statistics and examples of, or 'all' for every split (default: train)",
     )
-    p.add_argument("--take", type=int, default=5, help="number of examples to show (default: 5)")
+    p.add_argument(
+        "--take",
+        type=between(0, MAX_TAKE),
+        default=5,
+        help=f"number of examples to show, 0 to {MAX_TAKE:,} (default: 5)",
+    )
     p.add_argument(
         "--stats",
         action="store_true",

@@ -31,10 +31,11 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.errors import first_line
-from trainer.manifest import Manifest, ManifestError
+from trainer.manifest import Manifest, ManifestError, read_file
 from trainer.paths import join
+from trainer.readers.storage import not_regular
 from transforms.contract.layout import MANIFEST
-from transforms.contract.manifest import FileEntry
+from transforms.contract.manifest import MANIFEST_MAX_BYTES, FileEntry
 
 _READ = 4 << 20  # bytes hashed at a time
 _THREADS = 8  # shards checked at once (remote storage waits more than it works)
@@ -84,7 +85,7 @@ def verify_shards(manifest: Manifest, hashes: bool = True) -> None:
     """ManifestError for a split whose record count is not the sum of its shards', and for the
     first shard whose size (or, with `hashes`, sha256 and record count, read in the same pass)
     is not the manifest's and that reads without an error; a corrupt shard is left to the
-    reader."""
+    reader. A shard that is no regular file (a FIFO, a link to a device) is refused unread."""
     for name, split in manifest.splits.items():
         listed = sum(f.records or 0 for f in split.files)
         if split.files and split.records != listed:
@@ -93,6 +94,13 @@ def verify_shards(manifest: Manifest, hashes: bool = True) -> None:
                 f"shards {listed:,}: the manifest was edited after the ETL wrote it; rerun the ETL"
             )
     shards = [f for split in manifest.splits.values() for f in split.files]
+    for shard in shards:
+        kind = not_regular(shard.path)
+        if kind is not None:
+            raise ManifestError(
+                f"{shard.path}: {kind}, not a regular file: a shard the ETL wrote is a file; "
+                "refused unread"
+            )
     compression = manifest.compression_type
 
     def differs(shard: FileEntry) -> str | None:
@@ -206,8 +214,10 @@ def _manifest_bytes(root: str) -> bytes | None:
     path = join(root, MANIFEST)
     if not tf.io.gfile.exists(path):
         return None
-    with tf.io.gfile.GFile(path, "rb") as f:
-        return f.read()
+    try:
+        return read_file(path, MANIFEST_MAX_BYTES)
+    except ManifestError as e:  # replaced by what no reader reads: changed all the same
+        return str(e).encode()
 
 
 @dataclass(frozen=True)

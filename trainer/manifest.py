@@ -7,7 +7,8 @@ the dataset was preprocessed with tf.Transform, where the transform output is an
 shards hold raw or transformed examples. This module anchors it at the dataset's location: the
 trainer's `Manifest` holds absolute paths. `load_statistics` reads the dataset's statistics.json
 as a `transforms.contract.statistics.Statistics`. All file access goes through tf.io.gfile, so
-DATASET may be a local folder or a gs:// prefix.
+DATASET may be a local folder or a gs:// prefix. Each file is read only when it is a regular
+file within its size limit (`read_file`; the limits are the contract's, as for the readers).
 """
 
 from __future__ import annotations
@@ -24,10 +25,14 @@ import tensorflow as tf
 
 from trainer.paths import join, normalize_root
 from trainer.readers.dataset import parse_facts
+from trainer.readers.storage import check_size, local_size, not_regular
 from transforms.contract import manifest as contract
 from transforms.contract.facts import Facts
 from transforms.contract.layout import COMPRESSIONS, MANIFEST, STATISTICS
 from transforms.contract.manifest import (
+    FACTS_MAX_BYTES,
+    MANIFEST_MAX_BYTES,
+    STATISTICS_MAX_BYTES,
     ManifestError,
     RejectedEntry,
     SourceEntry,
@@ -131,7 +136,8 @@ class Manifest:
         return found is not None and bool(found.files) and found.records > 0
 
     def split_files(self, split: str) -> list[str]:
-        """Absolute paths of the split's shards; raises ManifestError if there are none."""
+        """Absolute paths of the split's shards; raises ManifestError if there are none, or one is
+        no regular file."""
         if split not in self.splits:
             known = ", ".join(sorted(self.splits)) or "none"
             raise ManifestError(
@@ -140,6 +146,13 @@ class Manifest:
         files = self.splits[split].files
         if not files:
             raise ManifestError(f"{self.root}: split {split!r} has no files")
+        for f in files:  # opening a FIFO would wait for ever; a device never ends
+            kind = not_regular(f.path)
+            if kind is not None:
+                raise ManifestError(
+                    f"{f.path}: {kind}, not a regular file: a shard the ETL wrote is a file; "
+                    "refused unread"
+                )
         return [f.path for f in files]
 
     def split_records(self, split: str) -> int:
@@ -157,7 +170,8 @@ def load_manifest(dataset_uri: str) -> Manifest:
             f"{dataset_uri}: no manifest.json at {path}, "
             "the run is incomplete or this is not a shardflow dataset"
         )
-    return _anchored(contract.Manifest.from_json(_read_bytes(path), where=path), root)
+    data = read_file(path, MANIFEST_MAX_BYTES)
+    return _anchored(contract.Manifest.from_json(data, where=path), root)
 
 
 def load_statistics(root: str) -> Statistics | None:
@@ -168,7 +182,7 @@ def load_statistics(root: str) -> Statistics | None:
     if not tf.io.gfile.exists(path):
         return None
     try:
-        return Statistics.from_json(read_json(path), where=path)
+        return Statistics.from_json(read_json(path, STATISTICS_MAX_BYTES), where=path)
     except StatisticsError as e:
         raise ManifestError(str(e)) from None
 
@@ -181,34 +195,46 @@ def load_facts(manifest: Manifest) -> tuple[Facts | None, ...]:
         written = (
             manifest.written
             if not manifest.parts
-            else contract.Manifest.from_json(_read_bytes(join(root, MANIFEST)))
+            else contract.Manifest.from_json(read_file(join(root, MANIFEST), MANIFEST_MAX_BYTES))
         )
         if written.facts is None:
             out.append(None)
             continue
         path = join(root, written.facts.path)
-        out.append(parse_facts(_read_bytes(path), written.facts.sha256, path))
+        data = read_file(path, FACTS_MAX_BYTES, written.facts.bytes)
+        out.append(parse_facts(data, written.facts.sha256, path))
     return tuple(out)
 
 
-def read_json(path: str) -> Any:
-    """The JSON document of a local or gs:// file; ManifestError when it is not valid JSON
-    (nor UTF-8 text, or nested too deep to read) or is a folder."""
+def read_json(path: str, limit: int) -> Any:
+    """The JSON document of a local or gs:// file of at most `limit` bytes (`read_file`);
+    ManifestError when it is not valid JSON (nor UTF-8 text, or nested too deep to read)."""
     try:
-        return json.loads(_read_bytes(path).decode("utf-8"))
+        return json.loads(read_file(path, limit).decode("utf-8"))
     except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError; too deep
         raise ManifestError(f"{path}: not valid JSON: {e}") from None
 
 
-def _read_bytes(path: str) -> bytes:
-    """The bytes of a dataset's file; ManifestError when it is a folder or cannot be read."""
-    if tf.io.gfile.isdir(path):
-        raise ManifestError(f"{path}: is a folder, not a file: not a shardflow dataset")
+def read_file(path: str, limit: int, listed: int | None = None) -> bytes:
+    """The bytes of a dataset's file, when it is a regular file of at most `limit` bytes (and
+    of `listed` bytes when the manifest lists its size); ManifestError naming it before it is
+    opened when it is a folder, a FIFO or device (a link to /dev/zero), too large, or cannot be
+    read: nothing waits on a pipe or reads without end."""
     try:
+        if "://" in path:
+            if tf.io.gfile.isdir(path):
+                raise ManifestError(f"{path}: is a folder, not a file: not a shardflow dataset")
+            size = tf.io.gfile.stat(path).length
+        else:
+            size = local_size(path)
+        check_size(path, size, limit, listed)
         with tf.io.gfile.GFile(path, "rb") as f:
-            return f.read()
+            data = f.read(limit + 1)
     except tf.errors.OpError as e:
         raise ManifestError(f"{path}: cannot be read: {e.message}") from None
+    if len(data) > limit:
+        raise ManifestError(f"{path}: grew past {limit:,} bytes while it was read: refused")
+    return data
 
 
 def parse_manifest(raw: Any, root: str, where: str = MANIFEST) -> Manifest:

@@ -6,7 +6,10 @@ several dataset URIs, and a URI may hold a date range in braces, `out/daily/{202
 `{2026/11/01..2026/11/26}` gives `2026/11/01` ...). Their manifests must agree on the features,
 the label and the compression (an error names the first difference); their splits are read as
 one (the files of all, the records summed). A tf.Transform output comes from the first dataset:
-the others' raw shards go through it too.
+the others' raw shards go through it too. Nothing is read twice: a dataset given twice (`ds` and
+`ds/`, a link to it, a date range that repeats one) or one shard file listed twice (in one
+split or two, by one dataset or two) is refused before training, naming both
+(trainer.readers.dataset.check_once, the readers' own check).
 """
 
 from __future__ import annotations
@@ -17,15 +20,18 @@ from collections import Counter
 from collections.abc import Sequence
 
 from trainer.manifest import Manifest, ManifestError, load_manifest
-from trainer.paths import expand
+from trainer.paths import expand, normalize_root
+from trainer.readers.dataset import check_once
 from transforms.contract.manifest import RejectedEntry, SplitEntry
 
 logger = logging.getLogger(__name__)
 
 
 def load_datasets(uris: Sequence[str]) -> Manifest:
-    """The manifest of the datasets at `uris` (date ranges expanded) read as one."""
+    """The manifest of the datasets at `uris` (date ranges expanded) read as one; ManifestError
+    for one given twice, or a shard file listed twice."""
     roots = expand(uris)
+    check_once("--data", [normalize_root(root) for root in roots], {})
     missing, manifests = [], []
     for root in roots:
         try:
@@ -38,7 +44,9 @@ def load_datasets(uris: Sequence[str]) -> Manifest:
         raise ManifestError(
             f"--data: {len(missing)} of {len(roots)} datasets cannot be read, e.g. {missing[0][1]}"
         )
-    return combine(manifests)
+    combined = combine(manifests)
+    check_once("--data", (), {n: [f.path for f in s.files] for n, s in combined.splits.items()})
+    return combined
 
 
 def combine(manifests: Sequence[Manifest]) -> Manifest:

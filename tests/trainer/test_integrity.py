@@ -179,3 +179,32 @@ def test_an_image_tensorflow_cannot_decode_is_named_with_its_shard_and_record(tm
         "image (Invalid PNG data, size 77); rerun the ETL, which rejects such images, or leave "
         "the feature out (--exclude-features photo)"
     ]
+
+
+def test_a_shard_of_any_split_that_is_a_fifo_is_refused_before_a_read(tmp_path):
+    import json
+    import os
+
+    from trainer.integrity import verify_shards
+    from trainer.manifest import ManifestError
+
+    written = write_dataset(tmp_path / "d", make_rows(40), splits={"train": 1})
+    root = written.root
+    os.mkfifo(root / "test.tfrecord.gz")
+    raw = json.loads((root / "manifest.json").read_text())
+    raw["splits"]["test"] = {"records": 1, "files": [{"path": "test.tfrecord.gz", "records": 1}]}
+    (root / "manifest.json").write_text(json.dumps(raw))
+    with pytest.raises(ManifestError, match="test.tfrecord.gz: a FIFO .named pipe., not a regular"):
+        verify_shards(load_manifest(str(root)))
+
+
+def test_a_manifest_replaced_by_a_link_to_dev_zero_stops_the_run_unread(tmp_path):
+    from trainer.integrity import DatasetChanged, DatasetWatch
+
+    written = write_dataset(tmp_path / "d", make_rows(40), splits={"train": 1})
+    watch = DatasetWatch([str(written.root)])
+    manifest = written.root / "manifest.json"
+    manifest.rename(written.root / "kept.json")
+    manifest.symlink_to("/dev/zero")
+    with pytest.raises(DatasetChanged, match="its manifest changed during epoch 1"):
+        watch.on_epoch_end(0)

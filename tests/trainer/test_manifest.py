@@ -162,3 +162,69 @@ def test_transform_path_is_anchored_at_the_dataset_root(dataset, root, entry, ex
     raw = _with(dataset.manifest, ["transform"], entry)
     transform = parse_manifest(raw, root).transform
     assert transform is not None and (transform.path, transform.materialize) == expected
+
+
+def _copy(dataset, tmp_path):
+    import shutil
+
+    root = tmp_path / "d"
+    shutil.copytree(dataset.root, root)
+    return root
+
+
+def test_a_manifest_that_is_no_regular_file_is_refused_unread(dataset, tmp_path):
+    import os
+
+    root = _copy(dataset, tmp_path)
+    (root / "manifest.json").unlink()
+    (root / "manifest.json").symlink_to("/dev/zero")
+    with pytest.raises(ManifestError, match="manifest.json: a character device, not a regular"):
+        load_manifest(str(root))
+    (root / "manifest.json").unlink()
+    os.mkfifo(root / "manifest.json")
+    with pytest.raises(ManifestError, match=r"manifest.json: a FIFO \(named pipe\)"):
+        load_manifest(str(root))
+    (root / "manifest.json").unlink()  # no FIFO left for the session's check of manifests
+
+
+def test_a_manifest_over_its_size_limit_is_refused_unread(dataset, tmp_path):
+    from transforms.contract.manifest import MANIFEST_MAX_BYTES
+
+    root = _copy(dataset, tmp_path)
+    with open(root / "manifest.json", "r+b") as f:
+        f.truncate(MANIFEST_MAX_BYTES + 1)  # sparse
+    with pytest.raises(ManifestError, match="67,108,865 bytes, more than the 67,108,864"):
+        load_manifest(str(root))
+
+
+def test_statistics_and_facts_are_read_only_within_their_limits(dataset, tmp_path):
+    import json
+    import os
+
+    from trainer.manifest import load_facts, load_statistics
+
+    root = _copy(dataset, tmp_path)
+    os.mkfifo(root / "statistics.json")
+    with pytest.raises(ManifestError, match="statistics.json: a FIFO"):
+        load_statistics(str(root))
+    (root / "statistics.json").unlink()
+    raw = json.loads((root / "manifest.json").read_text())
+    raw["facts"] = {"path": "facts.json", "bytes": 10, "sha256": "0" * 64}
+    (root / "manifest.json").write_text(json.dumps(raw))
+    (root / "facts.json").write_bytes(b"{}" * 50)
+    with pytest.raises(ManifestError, match="facts.json: 100 bytes where the manifest lists 10"):
+        load_facts(load_manifest(str(root)))
+    (root / "manifest.json").write_text(json.dumps(dataset.manifest))  # for the session's check
+
+
+def test_a_shard_that_is_no_regular_file_is_refused_unread(dataset, tmp_path):
+    import os
+
+    root = _copy(dataset, tmp_path)
+    shard = root / "eval/eval-00000-of-00001.tfrecord.gz"
+    shard.unlink()
+    os.mkfifo(shard)
+    m = load_manifest(str(root))
+    assert len(m.split_files("train")) == 2
+    with pytest.raises(ManifestError, match=f"{shard}: a FIFO .named pipe., not a regular file"):
+        m.split_files("eval")

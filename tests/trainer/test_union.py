@@ -95,3 +95,33 @@ def test_training_on_a_date_range_counts_the_steps_of_all_days(daily, tmp_path):
     assert metrics["steps_per_epoch"] == 4  # ceil((32 + 40 + 48) train records / 30)
     assert len(metrics["datasets"]) == 3
     assert sum(map(sum, metrics["eval_classes"]["confusion_matrix"]["matrix"])) == 8 + 10 + 12
+
+
+@pytest.mark.parametrize(
+    "second, says",
+    [
+        (lambda day: str(day), "2026-11-01 given twice"),
+        (lambda day: f"{day}/", "2026-11-01 given twice"),
+        (lambda day: f"{day}/../2026-11-01", "2026-11-01 given twice"),
+        (lambda day: f"{day.parent}/{{2026-11-01..2026-11-02}}", "2026-11-01 given twice"),
+    ],
+)
+def test_one_dataset_given_twice_is_refused(daily, second, says):
+    with pytest.raises(ManifestError, match=f"--data: .*{says}: its records would be read"):
+        load_datasets([str(daily / "2026-11-01"), second(daily / "2026-11-01")])
+
+
+def test_a_link_to_a_dataset_given_with_it_is_refused(daily, tmp_path):
+    (tmp_path / "link").symlink_to(daily / "2026-11-02")
+    with pytest.raises(ManifestError, match=f"link is {daily}/2026-11-02, given twice"):
+        load_datasets([str(daily / "2026-11-02"), str(tmp_path / "link")])
+
+
+def test_two_datasets_whose_shards_are_the_same_files_are_refused(daily, tmp_path):
+    import os
+
+    twin = tmp_path / "twin"
+    shutil.copytree(daily / "2026-11-03", twin, copy_function=os.link)  # other names, one file
+    with pytest.raises(ManifestError, match=f"--data: {twin}/eval/.* is {daily}/2026-11-03/"
+                       r"eval/.*: one shard listed twice \(split 'eval'\)"):  # fmt: skip
+        load_datasets([str(daily / "2026-11-03"), str(twin)])

@@ -6,7 +6,11 @@ names the field that is wrong), statistics.json when there is one and the facts.
 manifest lists (`transforms.contract.facts`); several URIs (as
 `shardflow train --data A B`) are read as one dataset, their features, label and compression
 the same (an error names the first difference) and each split's shards those of all. Shard
-paths are made absolute, with the size and sha256 the manifest lists for them.
+paths are made absolute, with the size and sha256 the manifest lists for them. Nothing is read
+twice: one dataset given twice (`ds` and `ds/`, a link to it, a date range that repeats one)
+and one shard file listed twice (in one split or two, or by two datasets) are refused, naming
+both (`check_once`, which the trainer calls too); the small files are read only when they are
+regular files within their size limits (trainer.readers.storage).
 """
 
 from __future__ import annotations
@@ -19,7 +23,14 @@ from trainer.paths import expand
 from trainer.readers import storage
 from transforms.contract.facts import Facts, FactsError
 from transforms.contract.layout import COMPRESSIONS, MANIFEST, STATISTICS
-from transforms.contract.manifest import Manifest, ManifestError, ManifestFeature
+from transforms.contract.manifest import (
+    FACTS_MAX_BYTES,
+    MANIFEST_MAX_BYTES,
+    STATISTICS_MAX_BYTES,
+    Manifest,
+    ManifestError,
+    ManifestFeature,
+)
 from transforms.contract.statistics import Statistics, StatisticsError
 
 
@@ -71,6 +82,7 @@ def open_dataset(data: str | Sequence[str]) -> Dataset:
     if not uris:
         raise ManifestError("no dataset given")
     roots = tuple(storage.normalize_root(u) for u in uris)
+    check_once("data", roots, {})
     manifests = [_load_manifest(root) for root in roots]
     first = manifests[0]
     for root, other in zip(roots[1:], manifests[1:]):
@@ -88,6 +100,7 @@ def open_dataset(data: str | Sequence[str]) -> Dataset:
                 for f in entry.files
             )
             splits[name] = splits.get(name, ()) + shards
+    check_once("data", (), {name: [s.path for s in shards] for name, shards in splits.items()})
     return Dataset(
         roots=roots,
         features=dict(first.features),
@@ -106,7 +119,7 @@ def _load_manifest(root: str) -> Manifest:
             f"{root}: no manifest.json at {path}, "
             "the run is incomplete or this is not a shardflow dataset"
         )
-    return Manifest.from_json(storage.read_bytes(path), where=path)
+    return Manifest.from_json(storage.read_bytes(path, MANIFEST_MAX_BYTES), where=path)
 
 
 def _load_statistics(root: str) -> Statistics | None:
@@ -114,7 +127,7 @@ def _load_statistics(root: str) -> Statistics | None:
     if not storage.exists(path):
         return None
     try:
-        return Statistics.loads(storage.read_bytes(path), where=path)
+        return Statistics.loads(storage.read_bytes(path, STATISTICS_MAX_BYTES), where=path)
     except StatisticsError as e:
         raise ManifestError(str(e)) from None
 
@@ -126,7 +139,38 @@ def _load_facts(root: str, manifest: Manifest) -> Facts | None:
     path = storage.join(root, manifest.facts.path)
     if not storage.exists(path):
         raise ManifestError(f"{root}: the manifest lists {manifest.facts.path}, which is missing")
-    return parse_facts(storage.read_bytes(path), manifest.facts.sha256, path)
+    data = storage.read_bytes(path, FACTS_MAX_BYTES, manifest.facts.bytes)
+    return parse_facts(data, manifest.facts.sha256, path)
+
+
+def check_once(flag: str, roots: Sequence[str], splits: Mapping[str, Sequence[str]]) -> None:
+    """ManifestError when two of the dataset locations `roots` are one dataset, or when two of
+    the shard paths of `splits` (split name -> absolute paths) are one file (compared as
+    storage.same_file_key: links and `..` do not hide it): its records would be read twice,
+    or a model scored on records it trained on. `flag` names the argument in the error."""
+    seen: dict = {}
+    for root in roots:
+        key = storage.same_file_key(root)
+        if key in seen:
+            same = "" if seen[key] == root else f" is {seen[key]},"
+            raise ManifestError(
+                f"{flag}: {root}{same} given twice: its records would be read (and scored) "
+                "twice; give each dataset once"
+            )
+        seen[key] = root
+    places: dict = {}
+    for name, paths in splits.items():
+        for path in paths:
+            key = storage.same_file_key(path)
+            if key in places:
+                first, split = places[key]
+                where = f"split {name!r}" if split == name else f"splits {split!r} and {name!r}"
+                raise ManifestError(
+                    f"{flag}: {path} is {first}: one shard listed twice ({where}): its "
+                    "records would be read twice, or a model scored on records it trained on; "
+                    "give each dataset once, and rerun the ETL of one whose shards are links"
+                )
+            places[key] = (path, name)
 
 
 def parse_facts(data: bytes, sha256: str | None, path: str) -> Facts:

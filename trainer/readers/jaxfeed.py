@@ -15,7 +15,8 @@ devices makes global arrays). A batch the devices cannot split evenly (the small
 of a pass) goes whole to the first local device. With
 `shuffle`, epochs follow one another without end (a training loop takes the steps it wants);
 without, the iterator ends after one pass. A run resumed with `start_step` gets the batches
-after the first `start_step` of the same run.
+after the first `start_step` of the same run; one past the end of the data (of the one pass
+without shuffling) is refused (ValueError naming start_step and the steps there are).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from trainer.flags import MAX_EPOCHS, MAX_WORLD_SIZE
 from trainer.readers.ahead import ahead, parallel_map
 from trainer.readers.stream import Reader
 
@@ -46,11 +48,12 @@ class Batches:
         self.info = reader.info
         self.placement = Placement(sharding)
         layout = reader.layout(world_size=count)
-        epoch, done = layout.start(start_step)
+        passes = MAX_EPOCHS if reader.shuffle else 1  # without shuffling: one pass
+        epoch, done = layout.start(start_step, passes)
 
         def serialized() -> Iterator[list[bytes]]:
             first = epoch
-            while reader.shuffle or first == epoch:
+            while reader.shuffle or first < passes:
                 steps = layout.steps(first)
                 skip = done if first == epoch else 0
                 yield from reader.record_batches(layout, first, index, skip=skip, limit=steps)
@@ -123,6 +126,8 @@ def jax_batches(
     devices, or as `sharding` (a jax.sharding.Sharding) says, this process giving its batch."""
     index = jax.process_index() if process_index is None else process_index
     count = jax.process_count() if process_count is None else process_count
+    if not 1 <= count <= MAX_WORLD_SIZE:
+        raise ValueError(f"process_count {count} is not in 1..{MAX_WORLD_SIZE:,}")
     if not 0 <= index < count:
         raise ValueError(f"process index {index} is not in [0, {count})")
     if start_step < 0:

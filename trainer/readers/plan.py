@@ -13,7 +13,8 @@ each worker in order, skipping a worker that is done), so a rank's order of batc
 function of its streams' batch counts; `Position` finds, for a number of batches consumed,
 each worker's own count and whose turn is next, which is all a resumed run needs. Under
 DistributedDataParallel every rank must take as many steps: each epoch is cut to the fewest
-batches of any rank.
+batches of any rank. A resume position past the end of the data (after `epochs` epochs, at most
+MAX_EPOCHS) is refused, naming the steps there are, without walking the epochs up to it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trainer.flags import MAX_EPOCHS
 from trainer.readers.dataset import Shard
 
 
@@ -90,18 +92,62 @@ class Layout:
         """The batches every rank yields in `epoch`: the fewest of any rank."""
         return min(sum(self.worker_batches(epoch, r)) for r in range(self.world_size))
 
-    def start(self, start_step: int) -> tuple[int, int]:
-        """(epoch, batches into it) of the batch after `start_step` consumed ones."""
+    @property
+    def same_every_epoch(self) -> bool:
+        """True when every epoch has as many steps: its streams' records do not depend on the
+        shards' order (no shuffle, one stream, fewer shards than streams, or shards alike)."""
+        streams = self.world_size * self.workers
+        return (
+            not self.shuffle
+            or streams == 1
+            or len(self.shards) < streams
+            or len({s.records for s in self.shards}) <= 1
+        )
+
+    def start(self, start_step: int, epochs: int = MAX_EPOCHS) -> tuple[int, int]:
+        """(epoch, batches into it) of the batch after `start_step` consumed ones; ValueError
+        naming start_step when it is past the end of `epochs` epochs (`start_step` equal to
+        the steps of all of them gives (epochs, 0): nothing left)."""
+        first = self.steps(0)
+        if first == 0:
+            raise ValueError("the split holds no records to read")
+        if self.same_every_epoch:
+            if start_step > epochs * first:
+                raise ValueError(self._past(start_step, epochs, f"{epochs * first:,}"))
+            return divmod(start_step, first)
+        # an epoch's steps are at most its records over the batch, plus a partial batch each
+        most = epochs * (sum(s.records for s in self.shards) // self.batch_size + self.workers)
+        if start_step > most:
+            raise ValueError(self._past(start_step, epochs, f"at most {most:,}"))
         epoch, left = 0, start_step
-        while True:
-            steps = self.steps(epoch)
-            if steps == 0:
-                raise ValueError("the split holds no records to read")
+        while epoch < epochs:
+            steps = self._steps_of_order(epoch)
             if left < steps:
                 return epoch, left
             epoch, left = epoch + 1, left - steps
-            if not self.shuffle:  # every epoch alike: skip the whole ones at once
-                epoch, left = epoch + left // steps, left % steps
+        if left:
+            raise ValueError(self._past(start_step, epochs, f"{start_step - left:,}"))
+        return epoch, 0
+
+    def _steps_of_order(self, epoch: int) -> int:
+        """`steps(epoch)` where each stream reads whole shards (shards >= streams), in one
+        permutation and a few array operations: a resumed run may walk many epochs."""
+        streams = self.world_size * self.workers
+        records = np.array([s.records for s in self.shards], np.int64)
+        if self.shuffle:
+            records = records[seeded(self.seed, epoch).permutation(len(records))]
+        records = np.concatenate([records, np.zeros(-len(records) % streams, np.int64)])
+        per_stream = records.reshape(-1, streams).sum(axis=0)  # shard i: stream i mod streams
+        batches = -(-per_stream // self.batch_size)
+        return int(batches.reshape(self.world_size, self.workers).sum(axis=1).min())
+
+    def _past(self, start_step: int, epochs: int, total: str) -> str:
+        span = "its one pass" if epochs == 1 else f"{epochs:,} epochs, the most a run reads"
+        return (
+            f"start_step {start_step:,} is past the end of the data: the split gives "
+            f"{self.steps(0):,} steps in an epoch (batch size {self.batch_size:,}, "
+            f"{self.world_size} rank(s)), {total} in {span}"
+        )
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ to the next epoch each time the loader starts one, as the loader's own copy does
 made with `start_step` (the batches a run has consumed) starts in the epoch and at the batch
 where that run stopped: whole epochs are skipped without reading, and in the epoch it resumes,
 each worker skips its own batches without decoding them and the workers' turns start where
-they stood.
+they stood; a `start_step` past the end of the data (MAX_EPOCHS epochs) is refused, naming
+the steps there are.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from trainer.flags import MAX_WORKERS, MAX_WORLD_SIZE
 from trainer.readers.ahead import ahead, parallel_map
 from trainer.readers.plan import Layout, Position
 from trainer.readers.stream import Reader
@@ -409,8 +411,12 @@ def torch_loader(
     reads its own shards, `num_workers` loader processes decode. With `device` (e.g. "cuda")
     the batches come on it, each moved in one copy; `image_dtype="uint8"` gives images as
     pixels in [0, 255] instead of floats in [0, 1] (for a model that divides on the GPU)."""
-    if num_workers < 0 or start_step < 0:
-        raise ValueError(f"num_workers {num_workers} and start_step {start_step} must be >= 0")
+    if not 0 <= num_workers <= MAX_WORKERS:
+        raise ValueError(f"num_workers {num_workers} is not in 0..{MAX_WORKERS:,}")
+    if not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise ValueError(f"world_size {world_size} is not in 1..{MAX_WORLD_SIZE:,}")
+    if start_step < 0:
+        raise ValueError(f"start_step {start_step} must be >= 0")
     reader = Reader(
         data,
         split,

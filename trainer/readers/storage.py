@@ -3,6 +3,9 @@
 A local path is opened with `open`; a `gs://bucket/object` URI with google-cloud-storage (its
 client is made once per process, on the first remote read). Both give a binary stream read in
 large pieces. Locations are joined and made absolute by the trainer's one rule (trainer.paths).
+A dataset's small files are read whole only when they are regular files within a size limit
+(`read_bytes`, `not_regular`): a FIFO, a link to /dev/zero or a huge file is refused before it
+is opened, never read until memory runs out.
 """
 
 from __future__ import annotations
@@ -10,11 +13,16 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import stat
 from typing import IO, Any
 
 from trainer.paths import join, normalize_root
+from transforms.contract.manifest import ManifestError
 
-__all__ = ["exists", "is_remote", "join", "normalize_root", "open_read", "read_bytes"]
+__all__ = [
+    "exists", "is_remote", "join", "normalize_root", "not_regular", "open_read", "read_bytes",
+    "same_file_key",
+]  # fmt: skip
 
 GCS = "gs://"
 
@@ -25,10 +33,11 @@ def is_remote(path: str) -> bool:
 
 
 def exists(path: str) -> bool:
-    """True when the file exists."""
+    """True when the file exists (a local one of any kind: `read_bytes` refuses what is no
+    regular file, naming it)."""
     if is_remote(path):
         return _blob(path).exists()
-    return os.path.isfile(path)
+    return os.path.exists(path)
 
 
 def open_read(path: str) -> IO[bytes]:
@@ -38,10 +47,88 @@ def open_read(path: str) -> IO[bytes]:
     return open(path, "rb")
 
 
-def read_bytes(path: str) -> bytes:
-    """The whole file."""
+def read_bytes(path: str, limit: int, listed: int | None = None) -> bytes:
+    """The whole file, when it is a regular file of at most `limit` bytes (and of `listed`
+    bytes when its manifest lists its size); else ManifestError naming it, before it is
+    opened."""
+    if is_remote(path):
+        blob = _blob(path)
+        blob.reload()
+        size = blob.size or 0
+    else:
+        size = local_size(path)
+    check_size(path, size, limit, listed)
     with open_read(path) as f:
-        return f.read()
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ManifestError(f"{path}: grew past {limit:,} bytes while it was read: refused")
+    check_size(path, len(data), limit, listed)
+    return data
+
+
+def local_size(path: str) -> int:
+    """The size of a local file; ManifestError naming it when it is missing, a folder, or no
+    regular file (a FIFO, a device, a socket: what a link to /dev/zero is)."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ManifestError(f"{path}: cannot be read: {e.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ManifestError(f"{path}: is a folder, not a file: not a shardflow dataset")
+    if not stat.S_ISREG(st.st_mode):
+        raise ManifestError(f"{path}: {_kind(st.st_mode)}, not a regular file: refused unread")
+    return st.st_size
+
+
+def check_size(path: str, size: int, limit: int, listed: int | None = None) -> None:
+    """ManifestError when `size` is over `limit`, or is not the `listed` one."""
+    if size > limit:
+        raise ManifestError(
+            f"{path}: {size:,} bytes, more than the {limit:,} a reader reads of it: refused "
+            "unread (not a file the ETL writes)"
+        )
+    if listed is not None and size != listed:
+        raise ManifestError(
+            f"{path}: {size:,} bytes where the manifest lists {listed:,}: changed after "
+            "publication; rerun the ETL"
+        )
+
+
+def not_regular(path: str) -> str | None:
+    """Why a local file that exists is no regular file (`a FIFO`, ...); None for a regular
+    file, a missing one and a remote one."""
+    if is_remote(path):
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else _kind(mode)
+
+
+def _kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISDIR: "a folder",
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((what for test, what in kinds.items() if test(mode)), "a special file")
+
+
+def same_file_key(path: str) -> Any:
+    """What two names of one file share: a local file's device and inode (a symbolic or hard
+    link, `..` or a trailing slash do not hide it; its real path when it does not exist), a
+    URI's text without a trailing slash."""
+    if "://" in path:
+        scheme, _, rest = path.partition("://")
+        return f"{scheme.lower()}://{rest.rstrip('/')}"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino)
 
 
 def _blob(uri: str) -> Any:

@@ -7,7 +7,9 @@ from each in turn, as the tf.data path interleaves them; with fewer shards than 
 n-th record; then a bounded shuffle buffer of serialized records seeded by (seed, epoch,
 stream); then batches of `batch_size` (the last one may be smaller), each decoded at once
 (trainer.readers.decode). `skip` batches at the start are read but not decoded: a resumed run
-starts where the run it resumes stopped.
+starts where the run it resumes stopped. Sizes are checked against the flags' bounds
+(trainer.flags) before anything is allocated, and a shard that is no regular file is refused
+unread.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from trainer.config import DEFAULT_SHUFFLE_BUFFER
+from trainer.flags import MAX_BATCH_SIZE, MAX_SHUFFLE_BUFFER, MAX_WORKERS, MAX_WORLD_SIZE
+from trainer.readers import storage
 from trainer.readers.dataset import Dataset, open_dataset
 from trainer.readers.decode import Decoder, RecordError
 from trainer.readers.facts import DatasetFacts
 from trainer.readers.framing import read_shard
 from trainer.readers.plan import Assignment, Layout, seeded
+from transforms.contract.manifest import ManifestError
 
 CYCLE = 4  # shards read at once when not deterministic
 RUN = 64  # records taken from one shard at a time
@@ -50,11 +55,24 @@ class Reader:
         decode_images: bool = True,
         image_dtype: str = "float32",
     ):
-        if batch_size < 1:
-            raise ValueError(f"batch size must be positive, got {batch_size}")
+        for name, value, low, high in (
+            ("batch_size", batch_size, 1, MAX_BATCH_SIZE),
+            ("shuffle_buffer", shuffle_buffer, 1, MAX_SHUFFLE_BUFFER),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"{name} {value!r} is not a whole number")
+            if not low <= value <= high:
+                raise ValueError(f"{name} {value:,} is not in {low:,}..{high:,}")
         self.dataset = data if isinstance(data, Dataset) else open_dataset(data)
         self.split = split
         self.shards = self.dataset.shards(split)
+        for shard in self.shards:  # opening a FIFO would wait for ever; a device never ends
+            kind = storage.not_regular(shard.path)
+            if kind is not None:
+                raise ManifestError(
+                    f"{shard.path}: {kind}, not a regular file: a shard the ETL wrote is a "
+                    "file; refused unread"
+                )
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
@@ -73,8 +91,11 @@ class Reader:
 
     def layout(self, world_size: int = 1, workers: int = 1) -> Layout:
         """The streams of `world_size` ranks of `workers` loader workers each."""
-        if world_size < 1 or workers < 1:
-            raise ValueError(f"world size {world_size} and workers {workers} must be positive")
+        if not (1 <= world_size <= MAX_WORLD_SIZE and 1 <= workers <= MAX_WORKERS):
+            raise ValueError(
+                f"world size {world_size} and workers {workers}: not in 1..{MAX_WORLD_SIZE:,} "
+                f"and 1..{MAX_WORKERS:,}"
+            )
         return Layout(self.shards, self.batch_size, world_size, workers, self.seed, self.shuffle)
 
     def batches(

@@ -15,6 +15,7 @@ as a frozen dataclass with its `from_json` check, naming the field that is wrong
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +31,16 @@ from transforms.contract.layout import (
 
 class ManifestError(ValueError):
     """The dataset has no manifest, or its manifest breaks the contract."""
+
+
+# The most bytes a reader of a dataset reads of each of its small files (manifest.json,
+# statistics.json, facts.json): a file beyond them (or one that is no regular file: a FIFO, a
+# device) is refused before it is read, so that a damaged or hostile dataset cannot make a
+# reader wait or fill its memory. The ETL's are far smaller (a manifest of 100,000 shards is
+# about 20 MB).
+MANIFEST_MAX_BYTES = 64 << 20
+STATISTICS_MAX_BYTES = 256 << 20
+FACTS_MAX_BYTES = 1 << 30
 
 
 def dumps(manifest: Mapping[str, Any]) -> str:
@@ -547,6 +558,7 @@ class Manifest:
         raw_splits = raw.get("splits")
         _check(isinstance(raw_splits, dict), where, "splits", "must be an object")
         splits = {n: SplitEntry.from_dict(s, where, n) for n, s in raw_splits.items()}
+        _check_shards_once(splits, where)
         raw_sources = raw.get("sources") or {}
         _check(isinstance(raw_sources, dict), where, "sources", "must be an object")
         sources = {n: SourceEntry.from_dict(s, where, n) for n, s in raw_sources.items()}
@@ -586,6 +598,30 @@ class Manifest:
             validation=ValidationEntry.from_dict(raw.get("validation"), where),
             facts=None if facts is None else FileEntry.from_dict(facts, where, "facts", False),
         )
+
+
+def _check_shards_once(splits: Mapping[str, SplitEntry], where: str) -> None:
+    """ManifestError naming the first shard listed twice, in one split or in two: its records
+    would be trained on twice, or a model scored on records it trained on."""
+    seen: dict[str, str] = {}
+    for name, split in splits.items():
+        for i, entry in enumerate(split.files):
+            at = f"splits.{name}.files[{i}]"
+            path = posixpath.normpath(entry.path)
+            first = seen.setdefault(path, at)
+            if first != at:
+                _check(
+                    False,
+                    where,
+                    f"{at}.path",
+                    f"{entry.path!r} is also {first}: a shard listed twice would be "
+                    + (
+                        "read twice in an epoch"
+                        if first.startswith(f"splits.{name}.")
+                        else "in two splits (a model scored on records it trained on)"
+                    )
+                    + "; the manifest was edited after the ETL wrote it: rerun the ETL",
+                )
 
 
 def _files(raw: list, where: str, at: str) -> tuple[FileEntry, ...]:

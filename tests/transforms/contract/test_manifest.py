@@ -251,3 +251,45 @@ def test_an_image_size_reads_back_and_a_bad_one_names_the_field():
             ManifestFeature.from_dict({**raw, "image_size": bad}, "m.json", "photo")
     with pytest.raises(ManifestError, match=r"features\.name\.image_size"):
         ManifestFeature.from_dict({"type": "string", "image_size": [1, 1, 3]}, "m.json", "name")
+
+
+def _with_files(**splits) -> dict:
+    """A minimal manifest whose splits list these shard paths."""
+    return {
+        "format_version": 1,
+        "name": "t",
+        "features": {"x": {"type": "int"}},
+        "splits": {
+            name: {"records": len(paths), "files": [{"path": p, "records": 1} for p in paths]}
+            for name, paths in splits.items()
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "splits, message",
+    [
+        (
+            {"train": ["train/a", "train/b", "train/a"]},
+            r"splits.train.files\[2\].path: 'train/a' is also splits.train.files\[0\]: a shard "
+            "listed twice would be read twice in an epoch; the manifest was edited",
+        ),
+        (
+            {"train": ["train/a", "test/b"], "test": ["test/b"]},
+            r"splits.test.files\[0\].path: 'test/b' is also splits.train.files\[1\]: a shard "
+            r"listed twice would be in two splits \(a model scored on records it trained on\)",
+        ),
+        (
+            {"train": ["train/a"], "eval": ["train/./a"]},
+            r"splits.eval.files\[0\].path: 'train/./a' is also splits.train.files\[0\]",
+        ),
+    ],
+)
+def test_a_shard_listed_twice_is_refused_naming_both_places(splits, message):
+    with pytest.raises(ManifestError, match=message):
+        Manifest.from_dict(_with_files(**splits))
+
+
+def test_shards_listed_once_each_read_back():
+    raw = _with_files(train=["train/a", "train/b"], eval=["eval/a"], test=["test/a"])
+    assert [f.path for f in Manifest.from_dict(raw).splits["eval"].files] == ["eval/a"]

@@ -16,13 +16,13 @@ def unreadable_manifests(folder: Path) -> tuple[int, list[str]]:
     """(manifests read, problems) for every manifest.json under `folder` that claims to be a
     shardflow manifest (`manifest_problem`): each must parse as a `Manifest`, and the
     statistics.json it lists, where still the file it lists (its sha256), as `Statistics` that
-    writes back the same bytes. Files that claim nothing (tests of other tools' files) and
-    symbolic links are not read."""
+    writes back the same bytes. Files that claim nothing (tests of other tools' files),
+    symbolic links and what is no regular file (a FIFO) are not read."""
     read, problems = 0, []
     for root, _, files in os.walk(folder):
         path = os.path.join(root, MANIFEST)
-        if MANIFEST not in files or os.path.islink(path):
-            continue
+        if MANIFEST not in files or os.path.islink(path) or not os.path.isfile(path):
+            continue  # a link, or a FIFO or device a test made: never opened
         try:
             data = Path(path).read_bytes()
         except OSError:  # removed or made unreadable by its test
@@ -45,6 +45,8 @@ def _statistics_problem(root: str, manifest: Manifest) -> str | None:
     """Why the dataset's statistics.json, as the ETL wrote it, does not read back the same."""
     entry = manifest.statistics
     if entry is None:
+        return None
+    if not os.path.isfile(Path(root, entry.path)):  # removed by its test, or a FIFO it made
         return None
     try:
         data = Path(root, entry.path).read_bytes()
