@@ -8,11 +8,13 @@ epochs without improvement, training stops after `PATIENCE` such epochs, and the
 best epoch are kept (`BestEpoch`). `--epochs N` trains exactly N epochs instead (still keeping
 the best). BackupAndRestore checkpoints every epoch (or every --checkpoint-every steps) and
 keeps its checkpoint, so that a killed run resumes (its patience starts afresh). The chief
-keeps the per-epoch history (MODEL_DIR/history.csv, trainer.report) and, when tensorboard is
-installed, TensorBoard logs; other workers write to a temporary folder of their own. After
-training every evaluated split is scored in the label's units beside the baseline
-(trainer.evaluate). `train` returns the trained model and the run's metrics; exporting them is
-the caller's (trainer.task).
+keeps the per-epoch history beside its checkpoint (`history_file`; trainer.task publishes it as
+MODEL_DIR/history.csv) and, when tensorboard is installed, TensorBoard logs; other workers
+write to a temporary folder of their own. After training every evaluated split is scored in the
+label's units beside the baseline (trainer.evaluate). A step whose loss is NaN or infinite
+stops the run (`TrainingDiverged`, naming the epoch and step) before anything is saved of it.
+`train` returns the trained model and the run's metrics; exporting them is the caller's
+(trainer.task).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import logging
 import math
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -105,8 +108,15 @@ def schedule(cfg: TrainConfig, inputs: Inputs, replicas: int = 1, skipped: int =
     )
 
 
-def train(cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs) -> Trained:
-    """Builds the model in `strategy`'s scope and fits it; returns it with the run's metrics."""
+def train(
+    cfg: TrainConfig,
+    strategy: tf.distribute.Strategy,
+    inputs: Inputs,
+    pause: Callable[[str], None] | None = None,
+) -> Trained:
+    """Builds the model in `strategy`'s scope and fits it; returns it with the run's metrics.
+    TrainingDiverged when the loss becomes NaN or infinite. `pause`, for tests, is called with
+    "checkpoint" after each training step's checkpoint (trainer.task.POINTS)."""
     _quiet_callback_timing()
     manifest = inputs.manifest
     corrupt = scan_corrupt(manifest) if cfg.skip_corrupt else {}
@@ -132,7 +142,7 @@ def train(cfg: TrainConfig, strategy: tf.distribute.Strategy, inputs: Inputs) ->
             inputs.recipe.input_bytes(),
         )
         logger.info("train input: %s", input_plan.describe())
-        trained = _fit(cfg, strategy, inputs, model, input_plan, plan, corrupt)
+        trained = _fit(cfg, strategy, inputs, model, input_plan, plan, corrupt, pause)
     trained.metrics.update(accelerator_fields(accelerator))
     trained.metrics["model"] = cfg.model_module or "built-in"
     if not isinstance(strategy, tf.distribute.TPUStrategy):
@@ -171,6 +181,7 @@ def _fit(
     input_plan: InputPlan,
     plan: Schedule,
     corrupt: dict[str, list[CorruptShard]],
+    pause: Callable[[str], None] | None = None,
 ) -> Trained:
     # A resumed run's input starts after the batches the killed run trained on: with
     # --deterministic it sees exactly the examples an uninterrupted run sees.
@@ -195,6 +206,10 @@ def _fit(
     monitor = "val_loss" if eval_data is not None else "loss"
     best = BestEpoch(monitor, PATIENCE if plan.early_stopping else None)
     callbacks, logs_dir = _callbacks(cfg, chief, out_dir, throughput, plan.batch_size)
+    if pause is not None:
+        callbacks.append(_PauseAfterCheckpoint(pause))
+    # First: a step whose loss is not finite stops the run before a callback saves or logs it.
+    callbacks.insert(0, StopOnNonFiniteLoss(cfg.model.learning_rate))
     if plan.early_stopping:
         callbacks.append(
             tf_keras.callbacks.ReduceLROnPlateau(
@@ -346,10 +361,21 @@ def _callbacks(
     if chief:
         # Before BackupAndRestore: a run killed between an epoch's row and its checkpoint redoes
         # the epoch and writes its row again (the report keeps the later one); never loses one.
+        # The rows go beside the checkpoint they belong to, not to MODEL_DIR: history.csv there
+        # is published whole with the export (trainer.task), never left half a run's.
+        history = history_file(cfg)
+        published = join(out_dir, HISTORY)
+        if (
+            not tf.io.gfile.exists(history)
+            and tf.io.gfile.exists(published)
+            and resume_step(cfg.checkpoints)
+        ):
+            # a model folder of before: its rows were kept in MODEL_DIR only
+            tf.io.gfile.copy(published, history)
         callbacks.insert(
             0,
             HistoryLogger(
-                join(out_dir, HISTORY),
+                history,
                 functools.partial(throughput.epoch_examples_per_sec, batch_size),
             ),
         )
@@ -363,6 +389,53 @@ def _callbacks(
         logs_dir = None
         logger.warning("tensorboard is not installed: no TensorBoard logs are written")
     return callbacks, logs_dir
+
+
+def history_file(cfg: TrainConfig) -> str:
+    """Where the chief appends the per-epoch history while it trains: beside its checkpoint
+    (BackupAndRestore's `chief` folder, trainer.dataset.resume_step)."""
+    return join(join(cfg.checkpoints, "chief"), HISTORY)
+
+
+class TrainingDiverged(Exception):
+    """The training loss became NaN or infinite; the message says where and what to try."""
+
+
+class StopOnNonFiniteLoss(tf_keras.callbacks.Callback):
+    """Stops the run (TrainingDiverged) at the first step whose loss is NaN or infinite, naming
+    the epoch and step: a model trained on is worthless, and exporting it would replace a good
+    one."""
+
+    def __init__(self, learning_rate: float):
+        super().__init__()
+        self._learning_rate = learning_rate
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is None or math.isfinite(float(loss)):
+            return
+        raise TrainingDiverged(
+            f"the training loss became {float(loss)} at epoch {self._epoch + 1}, step "
+            f"{batch + 1}: nothing was exported (an earlier export is untouched); try a lower "
+            f"--learning-rate (it was {self._learning_rate:g}), and check the label's values "
+            "(huge or extreme values) and the features' ranges"
+        )
+
+
+class _PauseAfterCheckpoint(tf_keras.callbacks.Callback):
+    """Calls `pause("checkpoint")` at each step's end, after BackupAndRestore (an earlier
+    callback) saved its checkpoint there (tests, with --checkpoint-every 1)."""
+
+    def __init__(self, pause: Callable[[str], None]):
+        super().__init__()
+        self._pause = pause
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._pause("checkpoint")
 
 
 class _CallbackTiming(logging.Filter):

@@ -1,12 +1,13 @@
 """The run report: per-epoch history in MODEL_DIR/history.csv and one page, MODEL_DIR/report.html.
 
-During training the chief appends one row per epoch to history.csv (`HistoryLogger`, a Keras
-CSVLogger that also records the epoch's training examples per second), so a resumed run (the
-same --model-dir, more --epochs) adds its epochs to those of the runs before it. At the end,
-`write_report` renders metrics.json, the history and a summary of the manifest into a single
-self-contained HTML page: inline CSS and hand-written SVG charts, no scripts, no external
-files, so it opens offline and can be copied anywhere. Both files are written with
-tf.io.gfile, so local folders and gs:// work alike.
+During training the chief appends one row per epoch to a history.csv beside the checkpoints
+(`HistoryLogger`, a Keras CSVLogger that also records the epoch's training examples per second;
+trainer.fit.history_file), so a resumed run (the same --model-dir, more --epochs) adds its
+epochs to those of the runs before it. At the end, `render` makes metrics.json, the history and
+a summary of the manifest into a single self-contained HTML page: inline CSS and hand-written
+SVG charts, no scripts, no external files, so it opens offline and can be copied anywhere.
+trainer.task publishes the history and the page into MODEL_DIR whole (trainer.modeldir). Files
+are read and written with tf.io.gfile, so local folders and gs:// work alike.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.manifest import Manifest
-from trainer.paths import join
 from transforms.ui.style import SERIES, in_split_order, page
 
 HISTORY = "history.csv"
@@ -85,15 +85,6 @@ def read_history(path: str) -> list[dict]:
     return [by_epoch[e] for e in sorted(by_epoch)]
 
 
-def write_report(model_dir: str, metrics: dict, manifest_summary: dict | None = None) -> str:
-    """Renders MODEL_DIR/report.html from `metrics` and MODEL_DIR/history.csv; returns its path."""
-    history = read_history(join(model_dir, HISTORY))
-    path = join(model_dir, REPORT)
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write(render(metrics, history, manifest_summary))
-    return path
-
-
 def render(metrics: dict, history: list[dict], manifest_summary: dict | None = None) -> str:
     """One self-contained HTML page: the run summary, final metrics, charts and epoch table.
 
@@ -142,23 +133,27 @@ def _warnings(metrics: dict) -> str:
 
 def _summary(metrics: dict) -> str:
     epochs, first = metrics.get("epochs"), metrics.get("initial_epoch") or 0
-    if epochs is not None and first >= epochs:
+    # the epochs truly trained (early stopping ends a run before its cap, `epochs`)
+    last = metrics.get("epochs_trained", epochs)
+    if last is not None and first >= last:
         this_run = "none: all were done by earlier runs"
     else:
-        this_run = f"{first + 1} to {epochs}"
+        this_run = f"{first + 1} to {last}"
     rows = [  # (heading, metrics.json key: the cell's data-key, value)
         ("Dataset", "dataset", metrics.get("dataset")),
         ("Label", "label", metrics.get("label")),
         ("Task", "task", metrics.get("task")),
         ("Strategy", "strategy", metrics.get("strategy")),
         ("Replicas", "replicas", metrics.get("replicas")),
-        ("Epochs", "epochs", epochs),
+        ("Epochs at most" if metrics.get("early_stopping") else "Epochs", "epochs", epochs),
         ("Epochs trained by this run", "this_run", this_run),
         ("Steps per epoch", "steps_per_epoch", metrics.get("steps_per_epoch")),
         ("Steps in all", "steps", metrics.get("steps")),
         ("Global batch size", "batch_size", metrics.get("batch_size")),
         ("Examples/s (this run)", RATE, metrics.get(RATE)),
     ]
+    if "epochs_trained" in metrics:
+        rows.insert(6, ("Epochs trained in all", "epochs_trained", metrics["epochs_trained"]))
     if metrics.get("skipped_records"):
         rows.append(("Corrupt records skipped", "skipped_records", metrics["skipped_records"]))
     for heading, key in (

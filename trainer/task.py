@@ -10,14 +10,19 @@ run with a message naming the file; with --skip-corrupt the rest of each corrupt
 skipped, and the skipped records are counted in the log and metrics.json. With --profile-input
 it only measures the input pipeline and the model step apart and prints the result as a JSON
 line (trainer.profile). On Vertex AI, the job's output locations apply (trainer.config.
-output_dirs). Exit status: 0 success, 2 for a bad command line or dataset, 1 for a failed run.
+output_dirs). MODEL_DIR is shardflow's only where its run.json says so, one run writes it at a
+time, and its outputs are published whole (trainer.modeldir); a loss that becomes NaN stops the
+run with nothing exported. Exit status: 0 success, 2 for a bad command line or dataset, 1 for a
+failed run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
+from collections.abc import Callable
 
 import tensorflow as tf
 import tf_keras
@@ -28,13 +33,13 @@ from trainer.dataset import Inputs, check_dataset, corrupt_message, mismatch_mes
 from trainer.errors import first_line
 from trainer.evaluate import warnings_of
 from trainer.export import export_model
-from trainer.fit import Trained, is_chief, train
+from trainer.fit import Trained, TrainingDiverged, history_file, is_chief, train
 from trainer.flags import parse_args
 from trainer.integrity import DatasetChanged, undecodable_image, verify_shards
 from trainer.manifest import Manifest, ManifestError
 from trainer.paths import join
 from trainer.profile import profile_input
-from trainer.report import HISTORY, summarize_manifest, write_report
+from trainer.report import HISTORY, REPORT, read_history, render, summarize_manifest
 from trainer.strategy import StrategyError, get_strategy
 from trainer.union import load_datasets
 from transforms.ui.errors import UsageError
@@ -42,9 +47,14 @@ from transforms.ui.errors import UsageError
 # Named, not __name__: under `python -m trainer.task` __name__ is "__main__".
 logger = logging.getLogger("trainer.task")
 
+Pause = Callable[[str], None]
+# The points a run calls its `pause` hook at, in order (tests kill a run there).
+POINTS = ("claimed", "checkpoint", "staged", "export-published", "published")
+EXPORT = modeldir.EXPORT
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs `shardflow train`; returns the exit status."""
+
+def main(argv: list[str] | None = None, pause: Pause | None = None) -> int:
+    """Runs `shardflow train`; returns the exit status. `pause`: see `run`."""
     try:
         cfg = parse_args(argv)
     except SystemExit as e:
@@ -69,11 +79,11 @@ def main(argv: list[str] | None = None) -> int:
             verify_shards(manifest, cfg.verify)
             print(json.dumps(profile_input(cfg, inputs_of(cfg, manifest))), flush=True)
         else:
-            run(cfg, manifest)
+            run(cfg, manifest, pause)
     except (UsageError, ManifestError) as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 2
-    except DatasetChanged as e:
+    except (DatasetChanged, TrainingDiverged) as e:
         print(f"shardflow train: {e}", file=sys.stderr)
         return 1
     except tf.errors.DataLossError as e:
@@ -94,31 +104,59 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(cfg: TrainConfig, manifest: Manifest) -> dict:
-    """Trains, evaluates and exports; returns the metrics written to metrics.json."""
+def run(cfg: TrainConfig, manifest: Manifest, pause: Pause | None = None) -> dict:
+    """Trains, evaluates and exports; returns the metrics written to metrics.json. `pause`, for
+    tests that kill a run at a known point, is called with each point's name (`POINTS`)."""
+    modeldir.check_locations(cfg, [*cfg.datasets, *(manifest.parts or (manifest.root,))])
+    modeldir.read(cfg)  # a folder shardflow did not make is refused before any work
     tf_keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     strategy = get_strategy(cfg.strategy)
+    chief = is_chief(strategy)
+    with modeldir.locked(cfg, chief):
+        return _run(cfg, manifest, strategy, chief, pause or _no_pause)
+
+
+def _run(
+    cfg: TrainConfig,
+    manifest: Manifest,
+    strategy: tf.distribute.Strategy,
+    chief: bool,
+    pause: Pause,
+) -> dict:
     verify_shards(manifest, cfg.verify)
     inputs = inputs_of(cfg, manifest)
-    chief = is_chief(strategy)
     for note in inputs.notes if chief else ():
         print(f"shardflow train: warning: {note}", file=sys.stderr)
     earlier = modeldir.claim(cfg, inputs, chief)
+    pause("claimed")
     if earlier.complete and (cfg.epochs is None or cfg.epochs <= earlier.epochs_trained):
+        missing = modeldir.missing_outputs(cfg)
+        if not missing:
+            print(
+                f"{cfg.model_dir} holds this run already, complete ({earlier.epochs_trained} "
+                "epochs; export/, metrics.json, report.html): nothing to train. --fresh trains "
+                "anew, --epochs N trains on to N epochs"
+            )
+            return {}
         print(
-            f"{cfg.model_dir} holds this run already, complete ({earlier.epochs_trained} epochs; "
-            "export/, metrics.json, report.html): nothing to train. --fresh trains anew, "
-            "--epochs N trains on to N epochs"
+            f"shardflow train: note: {cfg.model_dir} says its run is complete but lacks "
+            f"{', '.join(missing)}: not complete; training again from its last checkpoint "
+            f"(to epoch {cfg.epochs or earlier.epochs_trained}) to write its outputs anew",
+            file=sys.stderr,
         )
-        return {}
-    trained = train(cfg, strategy, inputs)
-    _write_outputs(cfg, inputs, trained)
+        cfg = dataclasses.replace(cfg, epochs=cfg.epochs or earlier.epochs_trained)
+    trained = train(cfg, strategy, inputs, pause)
+    mine = modeldir.fingerprint(cfg, inputs)
+    _write_outputs(cfg, inputs, trained, mine, pause)
     if chief:
-        epochs = trained.metrics["epochs_trained"]
-        modeldir.record(cfg, modeldir.fingerprint(cfg, inputs), True, epochs)
+        modeldir.record(cfg, mine, True, trained.metrics["epochs_trained"])
     return trained.metrics
+
+
+def _no_pause(point: str) -> None:
+    pass
 
 
 def inputs_of(cfg: TrainConfig, manifest: Manifest) -> Inputs:
@@ -133,22 +171,44 @@ def inputs_of(cfg: TrainConfig, manifest: Manifest) -> Inputs:
     )
 
 
-def _write_outputs(cfg: TrainConfig, inputs: Inputs, trained: Trained) -> None:
-    """The SavedModel (every worker: saving is collective); metrics.json and the run report
-    (the chief); a worker's temporary folder is removed."""
-    out_dir = trained.out_dir
-    export_dir = export_model(trained.model, inputs, join(out_dir, "export"))
+def _write_outputs(
+    cfg: TrainConfig, inputs: Inputs, trained: Trained, mine: dict, pause: Pause
+) -> None:
+    """The SavedModel (every worker: saving is collective); on the chief, metrics.json,
+    history.csv and the run report, published whole (trainer.modeldir): the export staged and
+    renamed into place, then each file written to a temporary file and renamed over the old; a
+    worker's temporary folder is removed."""
     if not trained.chief:
-        tf.io.gfile.rmtree(out_dir)
+        export_model(trained.model, inputs, join(trained.out_dir, EXPORT))
+        tf.io.gfile.rmtree(trained.out_dir)
         return
+    assert cfg.model_dir is not None  # parse_args requires it of a run that trains
     # What resuming costs: the checkpoint (the model, the optimizer and its step count, which
     # is also the input's position: no input state is saved).
     metrics = trained.metrics
     metrics["checkpoint_bytes"] = _folder_bytes(cfg.checkpoints)
     metrics["warnings"] = [*inputs.notes, *warnings_of(metrics)]
-    with tf.io.gfile.GFile(join(out_dir, "metrics.json"), "w") as f:
-        f.write(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-    report = write_report(out_dir, metrics, summarize_manifest(inputs.manifest))
+    history = history_file(cfg)
+    texts = {
+        "metrics.json": json.dumps(metrics, indent=2, sort_keys=True) + "\n",
+        HISTORY: _text_of(history),
+        REPORT: render(metrics, read_history(history), summarize_manifest(inputs.manifest)),
+    }
+    try:
+        staged = modeldir.staging(cfg, EXPORT)
+        export_model(trained.model, inputs, staged)
+        pause("staged")
+        # from here until every output is published the folder holds no complete run
+        modeldir.record(cfg, mine, False, metrics["epochs_trained"])
+        export_dir = modeldir.publish_folder(cfg, EXPORT, staged)
+        pause("export-published")
+        for name, text in texts.items():
+            modeldir.write_text(join(cfg.model_dir, name), text)
+        pause("published")
+    finally:
+        modeldir.discard_staging(cfg)
+    out_dir = cfg.model_dir
+    report = join(out_dir, REPORT)
     print(f"model exported to {export_dir}")
     print(f"metrics written to {join(out_dir, 'metrics.json')} (per-epoch history in "
           f"{join(out_dir, HISTORY)})")  # fmt: skip
@@ -199,6 +259,14 @@ def result_lines(metrics: dict) -> list[str]:
                 f"RMSE {scored['baseline_rmse']:.4g}); {scored['records']} records"
             )
     return lines
+
+
+def _text_of(path: str) -> str:
+    """The text of `path`; "" when there is none."""
+    if not tf.io.gfile.exists(path):
+        return ""
+    with tf.io.gfile.GFile(path) as f:
+        return f.read()
 
 
 def _folder_bytes(folder: str) -> int:

@@ -67,16 +67,23 @@ def test_new_records_in_the_same_dataset_are_refused_too(dataset, tmp_path, caps
     ]
 
 
-def test_checkpoints_without_a_record_of_their_run_are_refused(dataset, tmp_path, capsys):
+@pytest.mark.parametrize("fresh", [[], ["--fresh"]])
+def test_checkpoints_without_a_record_of_their_run_are_refused_and_kept(
+    dataset, tmp_path, capsys, fresh
+):
     model_dir = tmp_path / "model"
     (model_dir / "checkpoints" / "chief").mkdir(parents=True)
     (model_dir / "checkpoints" / "chief" / "checkpoint").write_text("old")
-    code, _, err = _train(capsys, "--data", str(dataset.root), "--model-dir", str(model_dir))
+    argv = ["--data", str(dataset.root), "--model-dir", str(model_dir), *fresh]
+    code, _, err = _train(capsys, *argv)
     assert code == 2
     assert err == [
-        f"shardflow train: --model-dir {model_dir}: holds checkpoints of a run that says nothing "
-        "of what it trained: rerun with --fresh to start anew, or choose another --model-dir"
+        f"shardflow train: --model-dir {model_dir}: is not a model folder (no run.json) but "
+        "holds checkpoints/, which shardflow did not write and would write over: nothing was "
+        "deleted; choose another --model-dir (a new or empty folder)"
     ]
+    assert (model_dir / "checkpoints" / "chief" / "checkpoint").read_text() == "old"
+    assert sorted(p.name for p in model_dir.iterdir()) == ["checkpoints"]
 
 
 def test_a_complete_run_is_not_trained_again(dataset, tmp_path, capsys):
@@ -186,3 +193,93 @@ def test_bad_new_flags_are_one_line_and_exit_2(dataset, tmp_path, capsys, flags,
     )
     assert code == 2
     assert message in err[-1]
+
+
+@pytest.mark.parametrize(
+    "model_dir, how",
+    [(".", "is"), ("./model", "is inside"), ("..", "holds")],
+)
+def test_a_model_dir_that_is_in_or_holds_the_dataset_is_refused_before_any_work(
+    dataset, capsys, model_dir, how
+):
+    model_dir = str((dataset.root / model_dir).resolve())
+    before = sorted(p.relative_to(dataset.root) for p in dataset.root.rglob("*"))
+
+    code, out, err = _train(capsys, "--data", str(dataset.root), "--model-dir", model_dir)
+
+    assert (code, out) == (2, [])
+    assert err == [
+        f"shardflow train: --model-dir {model_dir!r} {how} --data {str(dataset.root)!r}: a "
+        "model folder must be apart from the datasets it reads (an ETL run that replaces the "
+        "dataset would delete it): choose another --model-dir"
+    ]
+    assert sorted(p.relative_to(dataset.root) for p in dataset.root.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    "variable, name",
+    [("AIP_CHECKPOINT_DIR", "the checkpoint folder"),
+     ("AIP_TENSORBOARD_LOG_DIR", "the TensorBoard log folder")],
+)  # fmt: skip
+def test_checkpoints_or_logs_inside_the_dataset_are_refused(
+    dataset, tmp_path, capsys, monkeypatch, variable, name
+):
+    inside = str(dataset.root / "train" / "x")
+    monkeypatch.setenv(variable, inside)
+
+    code, _, err = _train(capsys, "--data", str(dataset.root), "--model-dir", str(tmp_path / "m"))
+
+    assert code == 2
+    assert err[-1].startswith(
+        f"shardflow train: {name} {inside!r} is inside --data {str(dataset.root)!r}: "
+    )
+    assert not (dataset.root / "train" / "x").exists() and not (tmp_path / "m").exists()
+
+
+_DIVERGING = """
+import os
+import tensorflow as tf
+
+
+def build_model(spec):
+    keras = spec.keras
+    x = keras.layers.Flatten()(spec.inputs["flipper_mm"])
+    logits = keras.layers.Dense(len(spec.label.classes))(x)
+    # NaN probabilities once a file `diverge` lies beside this one
+    diverge = os.path.exists(os.path.join(os.path.dirname(__file__), "diverge"))
+    scale = float("inf") if diverge else 1.0
+    out = keras.layers.Lambda(lambda t: tf.nn.softmax(t * scale))(logits)
+    return keras.Model(spec.inputs, out)
+"""
+
+
+def test_a_loss_that_becomes_nan_stops_the_run_naming_epoch_and_step_and_keeps_the_export(
+    dataset, tmp_path, capsys
+):
+    module, model_dir = tmp_path / "model.py", tmp_path / "m"
+    module.write_text(_DIVERGING)
+    argv = ["--data", str(dataset.root), "--model-dir", str(model_dir), "--model-module",
+            str(module), "--batch-size", "32", "--hidden-units", "8"]  # fmt: skip
+    assert _train(capsys, *argv, "--epochs", "1")[0] == 0
+    published = {
+        str(p.relative_to(model_dir)): p.read_bytes()
+        for p in model_dir.rglob("*")
+        if p.is_file()
+        and p.parts[len(model_dir.parts)]
+        in ("export", "metrics.json", "history.csv", "report.html")
+    }
+    (tmp_path / "diverge").touch()
+
+    code, out, err = _train(capsys, *argv, "--epochs", "2")
+
+    assert code == 1
+    assert err[-1] == (
+        "shardflow train: the training loss became nan at epoch 2, step 1: nothing was exported "
+        "(an earlier export is untouched); try a lower --learning-rate (it was 0.001), and check "
+        "the label's values (huge or extreme values) and the features' ranges"
+    )
+    assert "Traceback" not in "\n".join(out + err)
+    assert published == {k: (model_dir / k).read_bytes() for k in published}
+    assert not [p for p in model_dir.iterdir() if p.name.startswith(".")]
+    run = json.loads((model_dir / "run.json").read_text())
+    assert (run["complete"], run["epochs_trained"]) == (True, 1)

@@ -150,6 +150,24 @@ def test_render_without_history_says_so_and_draws_no_chart():
     assert "<svg" not in page
 
 
+def test_the_summary_names_the_epochs_truly_trained_not_the_cap_of_early_stopping():
+    metrics = {**METRICS, "epochs": 200, "initial_epoch": 0, "epochs_trained": 20,
+               "early_stopping": True, "stopped_early": True}  # fmt: skip
+
+    cells = _Cells(render(metrics, HISTORY, None))
+
+    assert cells.texts[(None, "this_run")] == "1 to 20"  # was "1 to 200"
+    assert cells.values[(None, "epochs_trained")] == 20
+    assert cells.values[(None, "epochs")] == 200
+    assert "<th>Epochs at most</th>" in render(metrics, HISTORY, None)
+
+
+def test_a_run_that_trained_nothing_new_says_so():
+    metrics = {**METRICS, "epochs": 3, "initial_epoch": 3, "epochs_trained": 3}
+    cells = _Cells(render(metrics, HISTORY, None))
+    assert cells.texts[(None, "this_run")] == "none: all were done by earlier runs"
+
+
 def test_read_history_keeps_the_last_row_of_an_epoch_and_reads_na_as_none(tmp_path):
     path = tmp_path / "history.csv"
     path.write_text(
