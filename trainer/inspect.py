@@ -56,13 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         splits = list(manifest.splits) if args.split == "all" else [args.split]
         files = {s: manifest.split_files(s) for s in splits} if args.take or args.stats else {}
         statistics = load_statistics(manifest.root) if args.stats else None
+        lines = summary(manifest)  # reads facts.json: damaged or oversized, one line
     except ManifestError as e:
         _say(f"shardflow inspect: {e}", error=True)
         return 2
     except tf.errors.OpError as e:  # a scheme TensorFlow has no file system for; no network
         _say(f"shardflow inspect: {args.dataset}: cannot be read: {first_line(e)}", error=True)
         return 2 if isinstance(e, tf.errors.UnimplementedError) else 1
-    for line in summary(manifest):
+    for line in lines:
         _say(line)
     if args.stats:
         if statistics is None:

@@ -165,7 +165,13 @@ def load_manifest(dataset_uri: str) -> Manifest:
     """Reads and validates DATASET/manifest.json."""
     root = normalize_root(dataset_uri)
     path = join(root, MANIFEST)
-    if not tf.io.gfile.exists(path):
+    try:
+        found = tf.io.gfile.exists(path)
+    except tf.errors.UnimplementedError:  # a scheme TensorFlow has no file system for
+        raise ManifestError(
+            f"{dataset_uri}: not a dataset location: give a local folder or gs://BUCKET/PREFIX"
+        ) from None
+    if not found:
         raise ManifestError(
             f"{dataset_uri}: no manifest.json at {path}, "
             "the run is incomplete or this is not a shardflow dataset"

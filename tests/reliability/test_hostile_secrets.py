@@ -8,8 +8,6 @@ Two rules, one function each (transforms/ui/safe.py), whatever the command:
   would act on (ESC of an escape sequence, a bell, a carriage return, a C1 control, a bidi
   override): every case here checks all it printed (`_ACTIVE`), and the visible escape it must
   show instead (`says`).
-Cases whose fix lies in a module another change owns are marked xfail (strict) with that
-module's name: they pass, and must be unmarked, once it masks.
 """
 
 from __future__ import annotations
@@ -170,20 +168,6 @@ TERMINAL = [
 CASES = SECRETS + TERMINAL
 
 # Cases whose fix is in a module another change owns (the fix is described in its report).
-_MANIFEST_ERROR = "needs transforms/contract/manifest.py fix: ManifestError(ShardflowError)"
-_SCHEME = (
-    "needs trainer/manifest.py fix (load_manifest refuses a scheme tf.io.gfile lacks) and "
-    "transforms/contract/manifest.py fix"
-)
-NEEDS = {
-    "train-https-password": _SCHEME,
-    "train-query-token": _MANIFEST_ERROR,
-    "train-second-data-s3": _SCHEME,
-    "predict-data-https-password": _SCHEME,
-    "predict-data-query-password": _MANIFEST_ERROR,
-}
-
-
 class _Recorder:
     """capfd as run_case uses it, keeping what the command printed."""
 
@@ -198,8 +182,7 @@ class _Recorder:
 
 
 def _param(case: Case):
-    marks = [pytest.mark.xfail(strict=True, reason=NEEDS[case.name])] if case.name in NEEDS else []
-    return pytest.param(case, id=case.name, marks=marks)
+    return pytest.param(case, id=case.name)
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
@@ -212,13 +195,11 @@ def test_hostile_secret_or_terminal_text(case: Case, tmp_path: Path, capfd):
 
 def test_the_corpus_has_its_cases():
     assert len(CASES) >= 12 and len({c.name for c in CASES}) == len(CASES)
-    assert set(NEEDS) <= {c.name for c in CASES}
 
 
 # --- the readers and the error text of TensorFlow: no command prints them, a traceback does ---
 
 
-@pytest.mark.xfail(strict=True, reason=_MANIFEST_ERROR)
 @pytest.mark.parametrize("data", [HTTPS, S3, "{d}/ds?token=" + SECRET])
 def test_the_readers_errors_never_hold_a_secret(data, tmp_path):
     from trainer.readers.dataset import open_dataset

@@ -27,10 +27,12 @@ from transforms.contract.layout import (
     FORMAT_VERSION,
     MANIFEST,
 )
+from transforms.ui.errors import ShardflowError
 
 
-class ManifestError(ValueError):
-    """The dataset has no manifest, or its manifest breaks the contract."""
+class ManifestError(ShardflowError, ValueError):
+    """The dataset has no manifest, or its manifest breaks the contract (a password in the
+    message masked, as in every ShardflowError: the readers raise it naming the location)."""
 
 
 # The most bytes a reader of a dataset reads of each of its small files (manifest.json,
