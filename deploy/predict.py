@@ -54,6 +54,7 @@ from typing import IO, TYPE_CHECKING, Callable, Iterable
 
 from transforms.ui.args import ArgumentParser
 from transforms.ui.locations import clash
+from transforms.ui.safe import mask_logs, shown
 
 if TYPE_CHECKING:
     from transforms.records import Rejected
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None, pause_at: Callable[[str], None] | None =
     `PAUSE_POINTS` as a run with --input reaches it."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    mask_logs()
     if args.data is not None:
         for flag in ("config", "source", "output", "rejected"):
             if getattr(args, flag) is not None:
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None, pause_at: Callable[[str], None] | None =
     try:
         return _predict_input(args, pause_at or (lambda point: None))
     except _Refused as e:
-        print(f"{_PROG}: {e}", file=sys.stderr)
+        print(shown(f"{_PROG}: {e}"), file=sys.stderr)
         return 2
 
 
@@ -152,7 +154,7 @@ def _predict_input(args: argparse.Namespace, pause: Callable[[str], None]) -> in
                 pause("written")
                 files.publish(pause)
         except _Failed as e:
-            print(f"{_PROG}: {e}", file=sys.stderr)
+            print(shown(f"{_PROG}: {e}"), file=sys.stderr)
             return 1
     if not failed:
         pause("published")
@@ -162,7 +164,7 @@ def _predict_input(args: argparse.Namespace, pause: Callable[[str], None]) -> in
         file=sys.stderr,
     )
     if failed:
-        print(f"{_PROG}: {_all_rejected(args, reasons)}", file=sys.stderr)
+        print(shown(f"{_PROG}: {_all_rejected(args, reasons)}"), file=sys.stderr)
         return 1
     return 0
 
@@ -345,7 +347,7 @@ class _Outputs:
     def reject(self, record: Rejected) -> None:
         """A rejected record to --rejected, or one line on stderr."""
         if self._files[1] is None:
-            print(f"{_PROG}: rejected {record.location}: {record.reason}", file=sys.stderr)
+            print(shown(f"{_PROG}: rejected {record.location}: {record.reason}"), file=sys.stderr)
         else:
             self._write(1, json.dumps(record.to_json(), ensure_ascii=False) + "\n")
 

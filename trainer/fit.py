@@ -45,6 +45,7 @@ from trainer.report import HISTORY, HistoryLogger
 from trainer.strategy import accelerator_settings, strategy_name
 from trainer.usermodel import load_module
 from transforms.ui.errors import UsageError
+from transforms.ui.safe import masked
 
 logger = logging.getLogger(__name__)
 
@@ -280,7 +281,7 @@ def _fit(
         ),
         "strategy": strategy_name(strategy),
         "replicas": strategy.num_replicas_in_sync,
-        "dataset": inputs.manifest.root,
+        "dataset": masked(inputs.manifest.root),
     }
     if len(inputs.manifest.parts) > 1:
         metrics["datasets"] = list(inputs.manifest.parts)

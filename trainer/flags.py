@@ -125,8 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fresh",
         action="store_true",
-        help="start anew: delete what MODEL_DIR holds of an earlier run (checkpoints, export, "
-        "history, metrics) before training",
+        help="start anew: delete what MODEL_DIR's run.json lists of an earlier run (checkpoints, "
+        "export, history, metrics) before training; a folder shardflow did not make is refused, "
+        "never cleared",
     )
     p.add_argument(
         "--class-weight",

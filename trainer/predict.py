@@ -26,6 +26,7 @@ import tensorflow as tf
 from trainer.export import SIGNATURE, served_label
 from trainer.features import CLASSIFICATION
 from trainer.manifest import ManifestError, load_manifest
+from transforms.ui.safe import shown
 
 BATCH = 256  # records per call of the signature
 MAX_TAKE = 1_000_000  # --take: the examples are held in memory, and printed
@@ -141,19 +142,21 @@ def predict_split(model_dir: str, data: str, split: str, take: int) -> int:
         manifest = load_manifest(data)
         files = manifest.split_files(split)
     except ManifestError as e:
-        print(f"shardflow predict: {e}", file=sys.stderr)
+        print(shown(f"shardflow predict: {e}"), file=sys.stderr)
         return 2
     if manifest.transform is not None and manifest.transform.materialize == "transformed":
         print(
-            f"shardflow predict: {data}: the shards hold transformed examples; "
-            "the model serves raw ones",
+            shown(
+                f"shardflow predict: {data}: the shards hold transformed examples; "
+                "the model serves raw ones"
+            ),
             file=sys.stderr,
         )
         return 2
     try:
         model = ServedModel(model_dir)
     except PredictError as e:
-        print(f"shardflow predict: {e}", file=sys.stderr)
+        print(shown(f"shardflow predict: {e}"), file=sys.stderr)
         return 2
     records = tf.data.TFRecordDataset(files, compression_type=manifest.compression_type)
     serialized = [r.numpy() for r in records.take(take)]
@@ -169,7 +172,7 @@ def predict_split(model_dir: str, data: str, split: str, take: int) -> int:
             row["key"] = example.get(manifest.key)
         if manifest.label:
             row["label"] = example.get(manifest.label)
-        print(json.dumps({**row, **answer}, ensure_ascii=False))
+        print(shown(json.dumps({**row, **answer}, ensure_ascii=False), json=True))
     return 0
 
 

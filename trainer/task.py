@@ -43,6 +43,7 @@ from trainer.report import HISTORY, REPORT, read_history, render, summarize_mani
 from trainer.strategy import StrategyError, get_strategy
 from trainer.union import load_datasets
 from transforms.ui.errors import UsageError
+from transforms.ui.safe import mask_logs, shown
 
 # Named, not __name__: under `python -m trainer.task` __name__ is "__main__".
 logger = logging.getLogger("trainer.task")
@@ -60,12 +61,13 @@ def main(argv: list[str] | None = None, pause: Pause | None = None) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    mask_logs()
     logging.getLogger("trainer").setLevel(logging.INFO)
     try:
         manifest = load_datasets(cfg.datasets)
         check_dataset(manifest)
     except ManifestError as e:
-        print(f"shardflow train: {e}", file=sys.stderr)
+        _say(str(e))
         return 2
     if manifest.limit is not None:
         print(
@@ -81,27 +83,32 @@ def main(argv: list[str] | None = None, pause: Pause | None = None) -> int:
         else:
             run(cfg, manifest, pause)
     except (UsageError, ManifestError) as e:
-        print(f"shardflow train: {e}", file=sys.stderr)
+        _say(str(e))
         return 2
     except (DatasetChanged, TrainingDiverged) as e:
-        print(f"shardflow train: {e}", file=sys.stderr)
+        _say(str(e))
         return 1
     except tf.errors.DataLossError as e:
         logger.debug("training failed", exc_info=True)
-        print(f"shardflow train: {corrupt_message(manifest, e)}", file=sys.stderr)
+        _say(corrupt_message(manifest, e))
         return 1
     except tf.errors.InvalidArgumentError as e:
         logger.debug("training failed", exc_info=True)
         mismatch = mismatch_message(manifest, e)
         undecodable = None if mismatch else undecodable_image(manifest, e)
         line = mismatch or undecodable or f"training failed: {first_line(e)}"
-        print(f"shardflow train: {line}", file=sys.stderr)
+        _say(line)
         return 2 if mismatch else 1
     except (StrategyError, tf.errors.OpError) as e:
         logger.debug("training failed", exc_info=True)
-        print(f"shardflow train: training failed: {first_line(e)}", file=sys.stderr)
+        _say(f"training failed: {first_line(e)}")
         return 1
     return 0
+
+
+def _say(line: str) -> None:
+    """One line on stderr, as `shardflow train: LINE`: secrets masked, text from data escaped."""
+    print(shown(f"shardflow train: {line}"), file=sys.stderr)
 
 
 def run(cfg: TrainConfig, manifest: Manifest, pause: Pause | None = None) -> dict:
@@ -128,7 +135,7 @@ def _run(
     verify_shards(manifest, cfg.verify)
     inputs = inputs_of(cfg, manifest)
     for note in inputs.notes if chief else ():
-        print(f"shardflow train: warning: {note}", file=sys.stderr)
+        _say(f"warning: {note}")
     earlier = modeldir.claim(cfg, inputs, chief)
     pause("claimed")
     if earlier.complete and (cfg.epochs is None or cfg.epochs <= earlier.epochs_trained):
