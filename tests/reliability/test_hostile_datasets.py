@@ -7,6 +7,7 @@ traceback, and nothing trained on data that is not what the manifest says."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -84,6 +85,23 @@ def _manifest_folder(d: Path) -> Path:
     return root
 
 
+def _special(name: str, kind: str):
+    """A copy whose `name` is a link to /dev/zero (`zero`), a FIFO (`fifo`) or a folder."""
+
+    def damaged(d: Path) -> Path:
+        root = _copy(d)
+        (root / name).unlink(missing_ok=True)
+        if kind == "zero":
+            (root / name).symlink_to("/dev/zero")
+        elif kind == "fifo":
+            os.mkfifo(root / name)
+        else:
+            (root / name).mkdir()
+        return root
+
+    return damaged
+
+
 def _statistics(data: bytes):
     def damaged(d: Path) -> Path:
         root = _copy(d)
@@ -159,6 +177,13 @@ CASES = [
          "statistics.json: not valid JSON"),
     Case("manifest-garbage-validate", "trainer",
          _validate(_edit_manifest(_bytes(b"not json at all"))), 2, "not valid JSON"),
+    Case("manifest-dev-zero-validate", "trainer", _validate(_special("manifest.json", "zero")), 2,
+         "manifest.json: is a character device, not a regular file: refused unread"),
+    Case("statistics-fifo-validate", "trainer", _validate(_special("statistics.json", "fifo")), 2,
+         "statistics.json: is a named pipe (FIFO), not a regular file: refused unread"),
+    Case("statistics-a-folder-validate", "trainer",
+         _validate(_special("statistics.json", "folder")), 2,
+         "statistics.json: is a folder, not a regular file: refused unread"),
     Case("split-count-edited-to-1e9", "trainer",
          _train(_edit_manifest(_set(["splits", "train", "records"], 10**9))), 2,
          "split 'train' lists 1,000,000,000 records but its shards", check=_not_exported),

@@ -167,7 +167,7 @@ TERMINAL = [
 
 CASES = SECRETS + TERMINAL
 
-# Cases whose fix is in a module another change owns (the fix is described in its report).
+
 class _Recorder:
     """capfd as run_case uses it, keeping what the command printed."""
 

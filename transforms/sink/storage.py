@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.files import create_file, is_remote
+from transforms.files import create_file, is_remote, special_kind
 
 logger = logging.getLogger(__name__)
 _DELETE_THREADS = 16  # local files deleted at once
@@ -110,9 +110,23 @@ def read_object(path: str) -> tuple[bytes, int] | None:
     raise OSError(f"{path} keeps changing; could not read it")
 
 
-def read_if_exists(path: str) -> bytes | None:
-    """The bytes of a local or remote file; None when there is none."""
+# The most read of one of a dataset's small files (manifest.json, statistics.json, schema.pbtxt,
+# a --schema file): a real one is kilobytes to a few megabytes.
+READ_LIMIT = 256 << 20
+
+
+def read_if_exists(path: str, limit: int = READ_LIMIT) -> bytes | None:
+    """The bytes of a local or remote file; None when there is none. ValueError naming the file,
+    unread, when a local one is not a regular file (a FIFO would never end, a link to /dev/zero
+    never stop) or when it holds more than `limit` bytes."""
     if not FileSystems.exists(path):
         return None
+    if not is_remote(path):
+        kind = special_kind(path) or ("a folder" if os.path.isdir(path) else None)
+        if kind is not None:
+            raise ValueError(f"{path}: is {kind}, not a regular file: refused unread")
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return f.read()
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path}: larger than {limit:,} bytes: refused (not a file of a dataset)")
+    return data
