@@ -43,7 +43,7 @@ from trainer.features import (
     dtype_of,
     parse_spec,
 )
-from trainer.manifest import InputFeature
+from trainer.manifest import InputFeature, read_file
 from trainer.model import to_label_units
 from trainer.transform import Transform
 
@@ -168,5 +168,4 @@ def served_label(export_dir: str) -> dict | None:
     path = f"{export_dir.rstrip('/')}/{LABEL_FILE}"
     if not tf.io.gfile.exists(path):
         return None
-    with tf.io.gfile.GFile(path) as f:
-        return json.loads(f.read())
+    return json.loads(read_file(path, 1 << 20, None, "a training run"))

@@ -221,11 +221,12 @@ def read_json(path: str, limit: int) -> Any:
         raise ManifestError(f"{path}: not valid JSON: {e}") from None
 
 
-def read_file(path: str, limit: int, listed: int | None = None) -> bytes:
-    """The bytes of a dataset's file, when it is a regular file of at most `limit` bytes (and
-    of `listed` bytes when the manifest lists its size); ManifestError naming it before it is
-    opened when it is a folder, a FIFO or device (a link to /dev/zero), too large, or cannot be
-    read: nothing waits on a pipe or reads without end."""
+def read_file(path: str, limit: int, listed: int | None = None, writer: str = "the ETL") -> bytes:
+    """The bytes of a dataset's file (or a model folder's: `writer` "a training run"), when it
+    is a regular file of at most `limit` bytes (and of `listed` bytes when the manifest lists
+    its size); ManifestError naming it before it is opened when it is a folder, a FIFO or device
+    (a link to /dev/zero), too large, or cannot be read: nothing waits on a pipe or reads
+    without end."""
     try:
         if "://" in path:
             if tf.io.gfile.isdir(path):
@@ -233,7 +234,7 @@ def read_file(path: str, limit: int, listed: int | None = None) -> bytes:
             size = tf.io.gfile.stat(path).length
         else:
             size = local_size(path)
-        check_size(path, size, limit, listed)
+        check_size(path, size, limit, listed, writer)
         with tf.io.gfile.GFile(path, "rb") as f:
             data = f.read(limit + 1)
     except tf.errors.OpError as e:

@@ -54,6 +54,7 @@ import tensorflow as tf
 
 from trainer.config import TrainConfig
 from trainer.dataset import Inputs
+from trainer.manifest import read_file
 from trainer.paths import join
 from transforms.ui.errors import UsageError
 from transforms.ui.locations import clash
@@ -61,6 +62,8 @@ from transforms.ui.locations import clash
 logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
+RUN_FILE_LIMIT = 1 << 20  # run.json is a few kilobytes: more is not shardflow's
+RUN = "a training run"  # what writes the model folder's files (read_file's `writer`)
 EXPORT = "export"
 # Every name shardflow writes in MODEL_DIR; the marker lists those a run wrote.
 OUTPUTS = (
@@ -269,8 +272,8 @@ def _writer(cfg: TrainConfig) -> int | None:
     lock has not always claimed the folder yet: run.json may still be an earlier run's)."""
     assert cfg.model_dir is not None  # parse_args requires it of a run that trains
     try:
-        with open(join(cfg.model_dir, RUN_FILE), encoding="utf-8") as f:
-            pid = json.loads(f.read()).get("pid")
+        record = read_file(join(cfg.model_dir, RUN_FILE), RUN_FILE_LIMIT, None, RUN)
+        pid = json.loads(record).get("pid")
         if isinstance(pid, int):
             os.kill(pid, 0)
             return pid
@@ -345,9 +348,8 @@ def _marker(cfg: TrainConfig, path: str) -> Earlier:
     if tf.io.gfile.isdir(path):
         why = "a folder"
     else:
-        try:
-            with tf.io.gfile.GFile(path) as f:
-                found = json.loads(f.read())
+        try:  # a FIFO or a link to /dev/zero named run.json: refused unread (ManifestError)
+            found = json.loads(read_file(path, RUN_FILE_LIMIT, None, RUN))
         except (json.JSONDecodeError, UnicodeDecodeError):
             why = "not JSON"
     if why is None and not (isinstance(found, dict) and isinstance(found.get("fingerprint"), dict)):

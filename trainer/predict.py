@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from trainer.export import SIGNATURE, served_label
 from trainer.features import CLASSIFICATION
-from trainer.manifest import ManifestError, load_manifest
+from trainer.manifest import ManifestError, load_manifest, read_file
 from transforms.ui.safe import shown
 
 BATCH = 256  # records per call of the signature
@@ -44,7 +44,10 @@ class ServedModel:
         if not tf.io.gfile.exists(f"{export}/saved_model.pb"):
             raise PredictError(f"no export/ in {model_dir!r} (train a model there first)")
         self._signature = tf.saved_model.load(export).signatures[SIGNATURE]
-        label = served_label(export) or _label_from_metrics(model_dir)
+        try:
+            label = served_label(export) or _label_from_metrics(model_dir)
+        except (ManifestError, ValueError) as e:  # a label file that is no JSON, or no file
+            raise PredictError(f"{export}: its label file cannot be read: {e}") from None
         self.task = label["task"]
         self.classes = list(label["classes"]) if self.task == CLASSIFICATION else None
         # the raw features the export parses: name -> {"type", "shape"} (older exports: None)
@@ -102,8 +105,7 @@ def _label_from_metrics(model_dir: str) -> dict:
     """The label of an export written without its label file, from the run's metrics.json."""
     path = f"{model_dir.rstrip('/')}/metrics.json"
     try:
-        with tf.io.gfile.GFile(path) as f:
-            metrics = json.load(f)
+        metrics = json.loads(read_file(path, 64 << 20, None, "a training run"))
         return {"task": metrics["task"], "classes": metrics.get("classes")}
     except (tf.errors.OpError, ValueError, KeyError):
         raise PredictError(

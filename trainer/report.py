@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import html
+import io
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from typing import TypeGuard
 import tensorflow as tf
 import tf_keras
 
-from trainer.manifest import Manifest
+from trainer.manifest import Manifest, read_file
 from transforms.ui.style import SERIES, in_split_order, page
 
 HISTORY = "history.csv"
@@ -76,8 +77,8 @@ def read_history(path: str) -> list[dict]:
     """
     if not tf.io.gfile.exists(path):
         return []
-    with tf.io.gfile.GFile(path, "r") as f:
-        rows = list(csv.DictReader(f))
+    text = read_file(path, 256 << 20, None, "a training run").decode("utf-8")
+    rows = list(csv.DictReader(io.StringIO(text)))
     by_epoch = {}
     for row in rows:
         values = {k: _float(v) for k, v in row.items() if k != "epoch"}

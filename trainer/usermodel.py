@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras
 
+from trainer.manifest import ManifestError, read_file
 from trainer.preprocess import LayerNames, ModelInput
 from transforms.ui.errors import UsageError
 
@@ -86,8 +87,10 @@ def load_module(path: str) -> types.ModuleType:
     """The model module at `path` (local or gs://); UsageError naming what is wrong."""
     if not tf.io.gfile.exists(path):
         raise UsageError(f"--model-module: no file {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-        source = f.read()
+    try:
+        source = read_file(path, 16 << 20, None, "a model's author").decode("utf-8")
+    except (ManifestError, UnicodeDecodeError) as e:
+        raise UsageError(f"--model-module: {e}") from None
     module = types.ModuleType(MODULE_NAME)
     module.__file__ = path
     try:

@@ -79,6 +79,31 @@ def _run_json(content: str | None):
     return prepare
 
 
+def _run_json_special(kind: str):
+    """d/m/run.json a FIFO (`fifo`) or a link to /dev/zero (`zero`), beside the user's export/."""
+
+    def prepare(d: Path) -> None:
+        _foreign("export")(d)
+        if kind == "fifo":
+            os.mkfifo(d / "m" / "run.json")
+        else:
+            (d / "m" / "run.json").symlink_to("/dev/zero")
+
+    return prepare
+
+
+def _module(target: str):
+    """d/module.py a link to TARGET (/dev/zero), or a FIFO for `fifo`."""
+
+    def prepare(d: Path) -> None:
+        if target == "fifo":
+            os.mkfifo(d / "module.py")
+        else:
+            (d / "module.py").symlink_to(target)
+
+    return prepare
+
+
 def _symlink(d: Path) -> None:
     (d / "link").symlink_to(d / "d", target_is_directory=True)
 
@@ -194,6 +219,17 @@ CASES = [
     Case("run-json-without-a-fingerprint", "modeldir",
          _with(_run_json('{"complete": true}'), "m", *FAST), 2,
          f"{_NOT_RECORD} (no fingerprint of a run in it)", keep=("m",)),
+    Case("run-json-is-a-fifo", "modeldir", _with(_run_json_special("fifo"), "m", "--fresh", *FAST),
+         2, "run.json: a FIFO (named pipe), not a regular file: refused unread", keep=("m",)),
+    Case("run-json-links-to-dev-zero", "modeldir",
+         _with(_run_json_special("zero"), "m", "--fresh", *FAST), 2,
+         "run.json: a character device, not a regular file: refused unread", keep=("m/export",)),
+    Case("model-module-links-to-dev-zero", "modeldir",
+         _with(_module("/dev/zero"), "m", "--model-module", "@module.py", *FAST), 2,
+         "--model-module: ", keep=("d",)),
+    Case("model-module-is-a-fifo", "modeldir",
+         _with(_module("fifo"), "m", "--model-module", "@module.py", *FAST), 2,
+         "module.py: a FIFO (named pipe), not a regular file: refused unread", keep=("d",)),
     Case("model-folder-of-another-run-without-fresh", "modeldir", _with(_another_run, "m", *FAST),
          2, "holds a run of other data (/elsewhere): rerun with --fresh",
          keep=("m",)),

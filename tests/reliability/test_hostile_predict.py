@@ -57,6 +57,13 @@ def _link(name: str, target: str, hard: bool = False):
     return prepare
 
 
+def _label_file_to(d: Path, target: str) -> None:
+    """The copied model's export/label.json replaced by a link to `target`."""
+    label = d / "m" / "export" / "assets.extra" / "label.json"
+    label.unlink()
+    label.symlink_to(target)
+
+
 def _folder_of_csvs(d: Path) -> None:
     (d / "in").mkdir()
     (d / "in" / "a.csv").write_text(new_records(0, 2))
@@ -159,6 +166,10 @@ CASES = [
     Case("model-export-deleted", "model",
          _predict(copy=True, prepare=lambda d: shutil.rmtree(d / "m" / "export")), 2,
          "no export/ in", keep=("m", "new.csv")),
+    Case("model-label-file-links-to-dev-zero", "model",
+         _predict(copy=True, prepare=lambda d: _label_file_to(d, "/dev/zero")), 2,
+         "label.json: a character device, not a regular file: refused unread",
+         keep=("new.csv",)),
     Case("model-dir-is-the-dataset", "model", _data("--split", "eval", model="data"), 2,
          "no export/ in"),
 ]  # fmt: skip

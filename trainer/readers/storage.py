@@ -80,12 +80,15 @@ def local_size(path: str) -> int:
     return st.st_size
 
 
-def check_size(path: str, size: int, limit: int, listed: int | None = None) -> None:
-    """ManifestError when `size` is over `limit`, or is not the `listed` one."""
+def check_size(
+    path: str, size: int, limit: int, listed: int | None = None, writer: str = "the ETL"
+) -> None:
+    """ManifestError when `size` is over `limit`, or is not the `listed` one; `writer` is what
+    writes such a file (the ETL, a training run)."""
     if size > limit:
         raise ManifestError(
             f"{path}: {size:,} bytes, more than the {limit:,} a reader reads of it: refused "
-            "unread (not a file the ETL writes)"
+            f"unread (not a file {writer} writes)"
         )
     if listed is not None and size != listed:
         raise ManifestError(
