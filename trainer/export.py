@@ -22,7 +22,7 @@ What the outputs mean travels with the export in `assets.extra/label.json` (`LAB
 label's name, the task, for classification the class names in the order of `probabilities`'
 columns, for regression the label's scale; and the raw features the signature parses (`inputs`:
 name, type and shape), which `shardflow predict` compares with a config's.
-`served_label(export_dir)` reads it back.
+`trainer.served` names them and reads the label file back (`served_label`).
 """
 
 from __future__ import annotations
@@ -43,13 +43,11 @@ from trainer.features import (
     dtype_of,
     parse_spec,
 )
-from trainer.manifest import InputFeature, read_file
+from trainer.manifest import InputFeature
 from trainer.model import to_label_units
+from trainer.served import LABEL_FILE, SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.transform import Transform
 
-SIGNATURE = "serving_default"
-LABEL_FILE = "assets.extra/label.json"
-TRANSFORM_SIGNATURE = "transform_features"
 _EXAMPLES = tf.TensorSpec([None], tf.string, name="examples")
 
 
@@ -160,12 +158,3 @@ def served_inputs(spec: ParseSpec, features: Mapping[str, InputFeature]) -> dict
         if feature is not None:
             out[name] = {"type": feature.type, "shape": list(feature.shape)}
     return out
-
-
-def served_label(export_dir: str) -> dict | None:
-    """The label an export predicts ({"name", "task", "classes"}), or None for an export written
-    without `LABEL_FILE`."""
-    path = f"{export_dir.rstrip('/')}/{LABEL_FILE}"
-    if not tf.io.gfile.exists(path):
-        return None
-    return json.loads(read_file(path, 1 << 20, None, "a training run"))

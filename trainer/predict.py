@@ -5,7 +5,7 @@ examples of a dataset split.
 signature `serving_default`) and turns its outputs for serialized raw tf.train.Example records
 into one JSON-ready answer per record: for classification the predicted `class` and
 `probabilities`, an object from class name to probability (the class names come with the export,
-`trainer.export.LABEL_FILE`); for regression the `prediction`.
+`trainer.served.LABEL_FILE`); for regression the `prediction`.
 
 With `--data`, the records are the first `--take` of a split (they still hold the label, which
 the signature ignores): each line holds the record's `key` (when the dataset's key is a
@@ -23,9 +23,9 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from trainer.export import SIGNATURE, served_label
 from trainer.features import CLASSIFICATION
 from trainer.manifest import ManifestError, load_manifest, read_file
+from trainer.served import SIGNATURE, served_label
 from transforms.ui.safe import shown
 
 BATCH = 256  # records per call of the signature

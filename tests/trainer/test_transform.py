@@ -26,10 +26,11 @@ from tests.trainer.datasets import (
 )
 from trainer import predict
 from trainer.dataset import Inputs
-from trainer.export import TRANSFORM_SIGNATURE, export_model
+from trainer.export import export_model
 from trainer.features import dense_inputs
 from trainer.manifest import InputFeature, ManifestError, load_manifest, parse_manifest
 from trainer.model import IdEmbedding, ModelConfig, OneHotIds, build_model
+from trainer.served import TRANSFORM_SIGNATURE
 from trainer.task import main
 from trainer.transform import load_transform, output_features
 
