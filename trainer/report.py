@@ -13,7 +13,6 @@ are read and written with tf.io.gfile, so local folders and gs:// work alike.
 from __future__ import annotations
 
 import csv
-import html
 import io
 import math
 import os
@@ -24,6 +23,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.manifest import Manifest, read_file
+from transforms.ui.safe import for_html
 from transforms.ui.style import SERIES, in_split_order, page
 
 HISTORY = "history.csv"
@@ -396,4 +396,4 @@ def _finite(value: object) -> TypeGuard[float]:
 
 
 def _esc(text) -> str:
-    return html.escape(str(text), quote=True)
+    return for_html(str(text))

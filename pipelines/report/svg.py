@@ -8,11 +8,11 @@ simpler to draw than to configure. Every text is HTML-escaped (`escape`).
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import Any
 
 from transforms.contract.statistics import Bar, ValueCount
+from transforms.ui.safe import for_html
 
 BAR_W, BAR_H = 240, 48  # shard chart area, px
 HIST_W, HIST_H = 200, 44  # one split's histogram, px (at most; splits side by side)
@@ -31,7 +31,7 @@ def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
 
 
 def escape(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    return for_html(str(text))
 
 
 def attrs(**attrs: Any) -> str:

@@ -44,6 +44,14 @@ def _csv(hostile: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _report_shows_escapes(d: Path) -> None:
+    """The run report holds the hostile value as visible escapes, no character a page acts on
+    (a bidi override would reverse the rest of its cell)."""
+    page = (d / "out" / "report.html").read_text(encoding="utf-8")
+    assert "Emp\\x1b[31meror\\u202e\\x85\\x07" in page
+    assert _ACTIVE.search(page.replace("\t", " ").replace("\r", " ")) is None
+
+
 def _etl_config(d: Path, name: str, hostile: bool, features: dict | None = None, **top) -> str:
     (d / f"{name}.csv").write_text(_csv(hostile))
     features = features or {"id": {"type": "int"}, "species": {"type": "string"}}
@@ -139,7 +147,7 @@ SECRETS = [
 TERMINAL = [
     Case("etl-escape-codes-in-a-header-and-a-value", "terminal",
          lambda d: ("etl", ["--config", _etl_config(d, "h", hostile=True)]), 0,
-         "na\\x1b[31mme\\x07"),
+         "na\\x1b[31mme\\x07", check=_report_shows_escapes),
     Case("etl-escape-codes-in-a-rejected-value", "terminal",
          lambda d: ("etl", ["--config", _etl_config(
              d, "h", hostile=True,

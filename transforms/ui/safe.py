@@ -16,6 +16,7 @@ Two rules every command applies to what it prints, whatever the text came from:
 
 from __future__ import annotations
 
+import html
 import logging
 import re
 
@@ -63,6 +64,15 @@ def printable(text: str, json: bool = False) -> str:
     if json:
         return _ACTIVE.sub(lambda m: m[0] if m[0] in _NAMED else f"\\u{ord(m[0]):04x}", text)
     return _ACTIVE.sub(lambda m: _NAMED.get(m[0]) or _escape(m[0]), text)
+
+
+def for_html(text: str) -> str:
+    """`text` for an HTML page: markup escaped (`html.escape`), and the characters a page would
+    act on rather than show (bidi overrides that reverse what follows them in their cell,
+    controls) as visible escapes, as `printable` shows them; tabs and line breaks stay."""
+    return html.escape(
+        _ACTIVE.sub(lambda m: m[0] if m[0] in _NAMED else _escape(m[0]), text), quote=True
+    )
 
 
 def _escape(char: str) -> str:

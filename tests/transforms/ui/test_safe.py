@@ -13,7 +13,7 @@ import pytest
 
 from transforms.files import redacted
 from transforms.ui.errors import ShardflowError, UsageError
-from transforms.ui.safe import mask_logs, masked, printable, shown
+from transforms.ui.safe import for_html, mask_logs, masked, printable, shown
 
 SECRET = "s3cr3t-Pw"
 
@@ -92,6 +92,13 @@ def test_printable_json_keeps_the_text_json_and_its_layout():
     escaped = printable(text, json=True)
     assert escaped == '{\n "v": "a\\u202e\\u0085\\u007f\\u001b"\n}'
     assert json.loads(escaped) == {"v": "a\u202e\x85\x7f\x1b"}
+
+
+def test_for_html_escapes_markup_and_what_a_page_would_act_on():
+    assert for_html('<b a="1">x</b>\u202eab\x1b\x85') == (
+        "&lt;b a=&quot;1&quot;&gt;x&lt;/b&gt;\\u202eab\\x1b\\x85"
+    )
+    assert for_html("two\nlines\tand a tab") == "two\nlines\tand a tab"
 
 
 def test_shown_masks_and_escapes():
