@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-import tensorflow as tf
 
-from trainer.dataset import mismatch_message
 from trainer.errors import first_line
-from trainer.features import parse_spec
 from trainer.flags import inspect_parser
 from trainer.manifest import (
     InputFeature,
@@ -38,6 +35,9 @@ from transforms.contract.facts import REPEATED_SHARE
 from transforms.contract.layout import STATISTICS
 from transforms.contract.statistics import Sizes, Statistics
 from transforms.ui.safe import mask_logs, shown
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 SIZE_TYPES = ("bytes", "image")
 TOP_SHOWN = 3  # top values shown per string feature
@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     except ManifestError as e:
         _say(f"shardflow inspect: {e}", error=True)
         return 2
-    except tf.errors.OpError as e:  # a scheme TensorFlow has no file system for; no network
+    except _tensorflow_errors() as e:  # a gs:// dataset that cannot be reached
         _say(f"shardflow inspect: {args.dataset}: cannot be read: {first_line(e)}", error=True)
-        return 2 if isinstance(e, tf.errors.UnimplementedError) else 1
+        return 1
     for line in lines:
         _say(line)
     if args.stats:
@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for example in take_examples(manifest, files[split], args.take):
                     _say(json.dumps(example, ensure_ascii=False), json_line=True)
-            except tf.errors.OpError as e:
+            except _tensorflow_errors() as e:
+                from trainer.dataset import mismatch_message
+
                 mismatch = mismatch_message(manifest, e)
                 _say(f"shardflow inspect: {mismatch or read_failure(split, e)}", error=True)
                 return 2 if mismatch else 1
@@ -89,6 +91,13 @@ def _say(line: str, error: bool = False, json_line: bool = False) -> None:
     """Prints a line (on stderr for an `error`) as a terminal may show it: secrets masked,
     control characters escaped (as JSON escapes in a `json_line`)."""
     print(shown(line, json=json_line), file=sys.stderr if error else sys.stdout)
+
+
+def _tensorflow_errors() -> tuple[type[BaseException], ...]:
+    """TensorFlow's errors, once it is loaded (a gs:// dataset, `--take`); none before: the
+    summary of a local dataset never imports TensorFlow (about 5 s)."""
+    tf = sys.modules.get("tensorflow")
+    return (tf.errors.OpError,) if tf is not None else ()
 
 
 def read_failure(split: str, e: tf.errors.OpError) -> str:
@@ -233,6 +242,10 @@ def _short(text: str) -> str:
 
 def take_examples(manifest: Manifest, files: list[str], n: int) -> list[dict]:
     """The first `n` examples of `files` (file order), as JSON-friendly dicts."""
+    import tensorflow as tf
+
+    from trainer.features import parse_spec
+
     records = tf.data.TFRecordDataset(files, compression_type=manifest.compression_type)
     if manifest.transform is not None and manifest.transform.materialize == "transformed":
         return [_as_lists(r.numpy()) for r in records.take(n)]
@@ -251,6 +264,8 @@ def take_examples(manifest: Manifest, files: list[str], n: int) -> list[dict]:
 
 def _as_lists(serialized: bytes) -> dict:
     """A serialized tf.train.Example as {feature: [values]}, in feature name order."""
+    import tensorflow as tf
+
     example = tf.train.Example.FromString(serialized)
     out = {}
     for name, feature in sorted(example.features.feature.items()):
@@ -272,6 +287,8 @@ def _text_or_size(value: bytes) -> str:
 
 
 def _rows(value: tf.Tensor | tf.RaggedTensor) -> list:
+    import tensorflow as tf
+
     if isinstance(value, tf.RaggedTensor):
         # dtype=object: a numpy bytes array would drop trailing NUL bytes
         return [np.array(row, dtype=object) for row in value.to_list()]

@@ -6,9 +6,11 @@ the label, the compression, the shard files of each split with their record coun
 the dataset was preprocessed with tf.Transform, where the transform output is and whether the
 shards hold raw or transformed examples. This module anchors it at the dataset's location: the
 trainer's `Manifest` holds absolute paths. `load_statistics` reads the dataset's statistics.json
-as a `transforms.contract.statistics.Statistics`. All file access goes through tf.io.gfile, so
-DATASET may be a local folder or a gs:// prefix. Each file is read only when it is a regular
-file within its size limit (`read_file`; the limits are the contract's, as for the readers).
+as a `transforms.contract.statistics.Statistics`. DATASET may be a local folder (read with
+Python's own file calls) or a URI such as a gs:// prefix (read through tf.io.gfile, imported only
+then: `shardflow inspect` of a local dataset loads no TensorFlow). Each file is read only when
+it is a regular file within its size limit (`read_file`; the limits are the contract's, as for
+the readers).
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
-
-import tensorflow as tf
 
 from trainer.paths import join, normalize_root
 from trainer.readers.dataset import parse_facts
@@ -165,13 +165,7 @@ def load_manifest(dataset_uri: str) -> Manifest:
     """Reads and validates DATASET/manifest.json."""
     root = normalize_root(dataset_uri)
     path = join(root, MANIFEST)
-    try:
-        found = tf.io.gfile.exists(path)
-    except tf.errors.UnimplementedError:  # a scheme TensorFlow has no file system for
-        raise ManifestError(
-            f"{dataset_uri}: not a dataset location: give a local folder or gs://BUCKET/PREFIX"
-        ) from None
-    if not found:
+    if not exists(path, dataset_uri):
         raise ManifestError(
             f"{dataset_uri}: no manifest.json at {path}, "
             "the run is incomplete or this is not a shardflow dataset"
@@ -185,7 +179,7 @@ def load_statistics(root: str) -> Statistics | None:
     ManifestError naming the file (and the field) when it is not JSON or breaks the contract
     (`transforms.contract.statistics`)."""
     path = join(root, STATISTICS)
-    if not tf.io.gfile.exists(path):
+    if not exists(path):
         return None
     try:
         return Statistics.from_json(read_json(path, STATISTICS_MAX_BYTES), where=path)
@@ -227,18 +221,24 @@ def read_file(path: str, limit: int, listed: int | None = None, writer: str = "t
     its size); ManifestError naming it before it is opened when it is a folder, a FIFO or device
     (a link to /dev/zero), too large, or cannot be read: nothing waits on a pipe or reads
     without end."""
-    try:
-        if "://" in path:
+    if "://" not in path:
+        check_size(path, local_size(path), limit, listed, writer)
+        try:
+            with open(path, "rb") as f:
+                data = f.read(limit + 1)
+        except OSError as e:
+            raise ManifestError(f"{path}: cannot be read: {e.strerror or e}") from None
+    else:
+        import tensorflow as tf
+
+        try:
             if tf.io.gfile.isdir(path):
                 raise ManifestError(f"{path}: is a folder, not a file: not a shardflow dataset")
-            size = tf.io.gfile.stat(path).length
-        else:
-            size = local_size(path)
-        check_size(path, size, limit, listed, writer)
-        with tf.io.gfile.GFile(path, "rb") as f:
-            data = f.read(limit + 1)
-    except tf.errors.OpError as e:
-        raise ManifestError(f"{path}: cannot be read: {e.message}") from None
+            check_size(path, tf.io.gfile.stat(path).length, limit, listed, writer)
+            with tf.io.gfile.GFile(path, "rb") as f:
+                data = f.read(limit + 1)
+        except tf.errors.OpError as e:
+            raise ManifestError(f"{path}: cannot be read: {e.message}") from None
     if len(data) > limit:
         raise ManifestError(f"{path}: grew past {limit:,} bytes while it was read: refused")
     return data
@@ -267,9 +267,30 @@ def missing_files(paths: list[str]) -> list[str]:
     """The paths that do not exist; one directory listing per parent folder."""
     listed: dict[str, set[str]] = {}
     for parent in {_parent(p) for p in paths}:
-        names = tf.io.gfile.listdir(parent) if tf.io.gfile.isdir(parent) else []
+        if "://" not in parent:
+            names = os.listdir(parent) if os.path.isdir(parent) else []
+        else:
+            import tensorflow as tf
+
+            names = tf.io.gfile.listdir(parent) if tf.io.gfile.isdir(parent) else []
         listed[parent] = {n.rstrip("/") for n in names}
     return [p for p in paths if p.rsplit("/", 1)[-1] not in listed[_parent(p)]]
+
+
+def exists(path: str, dataset: str | None = None) -> bool:
+    """Whether a file or folder is at `path`: a local path, or a URI through tf.io.gfile;
+    ManifestError naming `dataset` (or the path) for a scheme TensorFlow has no file system
+    for."""
+    if "://" not in path:
+        return os.path.exists(path)
+    import tensorflow as tf
+
+    try:
+        return tf.io.gfile.exists(path)
+    except tf.errors.UnimplementedError:
+        raise ManifestError(
+            f"{dataset or path}: not a dataset location: give a local folder or gs://BUCKET/PREFIX"
+        ) from None
 
 
 def _parent(path: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from tests.trainer.datasets import make_rows, to_example, write_dataset
+from tests.trainer.datasets import make_rows, run_python, to_example, write_dataset
 from trainer.inspect import main
 from transforms.contract.statistics import Statistics
 
@@ -53,6 +53,20 @@ def test_inspect_prints_the_summary_and_the_first_examples(dataset, capsys):
     assert [json.loads(line) for line in lines[-3:]] == [
         _expected(r) for r in dataset.rows["train"][:3]
     ]
+
+
+def test_the_summary_of_a_local_dataset_loads_no_tensorflow(dataset):
+    """`inspect --take 0` (the summary) reads manifest.json and facts.json with Python's file
+    calls: TensorFlow (about 5 s to import) is loaded only to read examples or a gs:// dataset."""
+    done = run_python(
+        "-c",
+        "import sys; from trainer.inspect import main; "
+        f"code = main([{str(dataset.root)!r}, '--take', '0']); "
+        "print('tensorflow' in sys.modules); sys.exit(code)",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("dataset: ")
+    assert done.stdout.rstrip().endswith("False"), done.stdout[-500:]
 
 
 def test_inspect_other_split_and_take_more_than_it_holds(dataset, capsys):
