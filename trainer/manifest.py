@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from trainer.paths import join, normalize_root
+from trainer.readers import storage
 from trainer.readers.dataset import parse_facts
 from trainer.readers.storage import check_size, local_size, not_regular
 from transforms.contract import manifest as contract
@@ -165,7 +166,7 @@ def load_manifest(dataset_uri: str) -> Manifest:
     """Reads and validates DATASET/manifest.json."""
     root = normalize_root(dataset_uri)
     path = join(root, MANIFEST)
-    if not exists(path, dataset_uri):
+    if not found(path, dataset_uri):
         raise ManifestError(
             f"{dataset_uri}: no manifest.json at {path}, "
             "the run is incomplete or this is not a shardflow dataset"
@@ -179,7 +180,7 @@ def load_statistics(root: str) -> Statistics | None:
     ManifestError naming the file (and the field) when it is not JSON or breaks the contract
     (`transforms.contract.statistics`)."""
     path = join(root, STATISTICS)
-    if not exists(path):
+    if not found(path):
         return None
     try:
         return Statistics.from_json(read_json(path, STATISTICS_MAX_BYTES), where=path)
@@ -277,12 +278,12 @@ def missing_files(paths: list[str]) -> list[str]:
     return [p for p in paths if p.rsplit("/", 1)[-1] not in listed[_parent(p)]]
 
 
-def exists(path: str, dataset: str | None = None) -> bool:
-    """Whether a file or folder is at `path`: a local path, or a URI through tf.io.gfile;
-    ManifestError naming `dataset` (or the path) for a scheme TensorFlow has no file system
-    for."""
+def found(path: str, dataset: str | None = None) -> bool:
+    """Whether a file or folder is at `path`: a local path as the readers tell it
+    (`storage.exists`), a URI through tf.io.gfile (the trainer's file systems); ManifestError
+    naming `dataset` (or the path) for a scheme TensorFlow has no file system for."""
     if "://" not in path:
-        return os.path.exists(path)
+        return storage.exists(path)
     import tensorflow as tf
 
     try:

@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from pipelines.init.infer import Feature, Guess
+from pipelines.init.guess import Guess
+from pipelines.init.infer import Feature
 from pipelines.init.sample import Sample, relative_to
 from transforms.contract.layout import DEFAULT_COMPRESSION, DEFAULT_SHARD_SIZE_MB
 

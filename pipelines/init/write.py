@@ -20,7 +20,8 @@ import yaml
 
 from pipelines.config.fields import ConfigError
 from pipelines.config.loader import NAME_RE, parse_config
-from pipelines.init.infer import guess_key, guess_label, infer_features, suggest_classes
+from pipelines.init.guess import guess_key, guess_label, suggest_classes
+from pipelines.init.infer import infer_features
 from pipelines.init.render import render
 from pipelines.init.sample import Sample, find_sources, read_sample
 from transforms.files import is_remote
