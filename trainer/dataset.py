@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.config import ModelConfig, TrainConfig
-from trainer.errors import first_line
+from trainer.errors import first_line, type_mismatch
 from trainer.facts import SAMPLE_RECORDS, gather
 from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
 from trainer.input import input_batches
@@ -259,13 +259,7 @@ def mismatch_message(manifest: Manifest, e: tf.errors.OpError) -> str | None:
     if match is None:
         return None
     held = _TYPE_NAMES.get(match["held"] or match["held2"], match["held"] or match["held2"])
-    want = manifest.features.get(match["key"])
-    declared = want.type if want is not None else match["want"] or match["want2"]
-    return (
-        f"{manifest.root}: feature {match['key']!r}: the shards hold {held} values where "
-        f"manifest.json declares {declared}: the manifest was edited after the ETL wrote it, "
-        "or is not these shards' manifest; rerun the ETL"
-    )
+    return type_mismatch(manifest, match["key"], held)
 
 
 def corrupt_message(manifest: Manifest, e: tf.errors.DataLossError) -> str:

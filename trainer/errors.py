@@ -7,6 +7,7 @@ No TensorFlow and no Beam here: deploy/ imports it as well as trainer/.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from transforms.ui.safe import shown
 
@@ -30,3 +31,15 @@ def first_line(e: BaseException) -> str:
     line = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", line)
     line = re.sub(r"\s*\[Op:\w+\]( name: ?\S*)?$", "", line)
     return shown(f"{type(e).__name__}: {line}") if line else type(e).__name__
+
+
+def type_mismatch(manifest: Any, feature: str, held: str) -> str:
+    """One line for a shard whose `feature` holds `held` values (int, float, string or bytes)
+    where the manifest declares another type: the manifest was edited, or is another's."""
+    want = manifest.features.get(feature)
+    declared = want.type if want is not None else "another type"
+    return (
+        f"{manifest.root}: feature {feature!r}: the shards hold {held} values where "
+        f"manifest.json declares {declared}: the manifest was edited after the ETL wrote it, "
+        "or is not these shards' manifest; rerun the ETL"
+    )

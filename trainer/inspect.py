@@ -4,24 +4,29 @@ Prints a summary of the manifest (name, label, features, splits with records and
 rejected records, duplicates) and of its facts (facts.json: repeated rows, conflicting labels);
 with --stats, the per-feature statistics of the split that the ETL wrote to
 DATASET/statistics.json (one line saying there are none for a dataset written
-without them); then the first N examples of the split in file order, decoded with
-the manifest's parse spec, one JSON object per line. A missing value of an optional feature is
-null; image and bytes values are shown by size, not content. Shards that hold tf.Transform
-outputs (manifest `transform.materialize: transformed`) are shown feature by feature as lists
-of the values each example holds. `--split all` does this for every split.
-Every line goes out through `transforms.ui.safe.shown` (`_say`): names and values come from
-data (escape codes, bidi overrides are escaped) and a dataset URI may hold a password.
+without them); then the first N examples of the split in file order, decoded as the manifest
+declares (by the readers' TFRecord framing and tfx-bsl's decoder: a local dataset is inspected
+without importing TensorFlow), one JSON object per line; a record that holds another kind or
+number of values than declared ends the command with exit 2, naming the feature. A missing
+value of an optional feature is null; image and bytes values are shown by size, not content.
+Shards that hold tf.Transform outputs (manifest `transform.materialize: transformed`) are shown
+feature by feature as lists of the values each example holds. `--split all` does this for
+every split. Every line goes out through `transforms.ui.safe.shown` (`_say`): names and values
+come from data (escape codes, bidi overrides are escaped) and a dataset URI may hold a password.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
+import pyarrow as pa
+from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
-from trainer.errors import first_line
+from trainer.errors import first_line, type_mismatch
 from trainer.flags import inspect_parser
 from trainer.manifest import (
     InputFeature,
@@ -31,13 +36,13 @@ from trainer.manifest import (
     load_manifest,
     load_statistics,
 )
+from trainer.readers.dataset import Shard
+from trainer.readers.decode import RecordError, schema_of
+from trainer.readers.framing import CorruptShardError, read_shard
 from transforms.contract.facts import REPEATED_SHARE
-from transforms.contract.layout import STATISTICS
+from transforms.contract.layout import COMPRESSIONS, STATISTICS
 from transforms.contract.statistics import Sizes, Statistics
 from transforms.ui.safe import mask_logs, shown
-
-if TYPE_CHECKING:
-    import tensorflow as tf
 
 SIZE_TYPES = ("bytes", "image")
 TOP_SHOWN = 3  # top values shown per string feature
@@ -78,12 +83,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for example in take_examples(manifest, files[split], args.take):
                     _say(json.dumps(example, ensure_ascii=False), json_line=True)
-            except _tensorflow_errors() as e:
-                from trainer.dataset import mismatch_message
-
-                mismatch = mismatch_message(manifest, e)
-                _say(f"shardflow inspect: {mismatch or read_failure(split, e)}", error=True)
-                return 2 if mismatch else 1
+            except RecordError as e:
+                _say(f"shardflow inspect: {e}", error=True)
+                return 2
+            except (CorruptShardError, OSError, *_storage_errors()) as e:  # type: ignore[misc]
+                _say(f"shardflow inspect: {read_failure(split, e)}", error=True)
+                return 1
     return 0
 
 
@@ -94,15 +99,22 @@ def _say(line: str, error: bool = False, json_line: bool = False) -> None:
 
 
 def _tensorflow_errors() -> tuple[type[BaseException], ...]:
-    """TensorFlow's errors, once it is loaded (a gs:// dataset, `--take`); none before: the
-    summary of a local dataset never imports TensorFlow (about 5 s)."""
+    """TensorFlow's errors, once it is loaded (the manifest of a gs:// dataset); none before: a
+    local dataset's summary and examples never import TensorFlow (about 5 s)."""
     tf = sys.modules.get("tensorflow")
     return (tf.errors.OpError,) if tf is not None else ()
 
 
-def read_failure(split: str, e: tf.errors.OpError) -> str:
+def _storage_errors() -> tuple[type[BaseException], ...]:
+    """Cloud Storage's errors, once its client is loaded (the shards of a gs:// dataset)."""
+    errors = sys.modules.get("google.api_core.exceptions")
+    return (errors.GoogleAPIError,) if errors is not None else ()
+
+
+def read_failure(split: str, e: BaseException) -> str:
     """One line for a split whose shards cannot be read (a corrupt shard)."""
-    return f"split {split!r}: its shards cannot be read: {first_line(e)}"
+    why = shown(str(e)) if isinstance(e, CorruptShardError) else first_line(e)
+    return f"split {split!r}: its shards cannot be read: {why}"
 
 
 def summary(manifest: Manifest) -> list[str]:
@@ -242,38 +254,70 @@ def _short(text: str) -> str:
 
 def take_examples(manifest: Manifest, files: list[str], n: int) -> list[dict]:
     """The first `n` examples of `files` (file order), as JSON-friendly dicts."""
-    import tensorflow as tf
+    return as_values(manifest, first_records(manifest, files, n))
 
-    from trainer.features import parse_spec
 
-    records = tf.data.TFRecordDataset(files, compression_type=manifest.compression_type)
-    if manifest.transform is not None and manifest.transform.materialize == "transformed":
-        return [_as_lists(r.numpy()) for r in records.take(n)]
-    spec = parse_spec(manifest)
-    ds = records.take(n).batch(n).map(lambda s: tf.io.parse_example(s, spec))
-    batch = next(iter(ds), None)
-    if batch is None:
+def first_records(manifest: Manifest, files: list[str], n: int) -> list[bytes]:
+    """The first `n` serialized examples of `files`, in file order, read by the readers'
+    TFRecord framing (each frame's checksums checked; no TensorFlow). Raises
+    CorruptShardError for a shard that cannot be read that far."""
+    listed = {f.path: f for split in manifest.splits.values() for f in split.files}
+    wbits = COMPRESSIONS[manifest.compression].wbits
+    out: list[bytes] = []
+    for path in files:
+        entry = listed.get(path)
+        shard = Shard(path, entry.records or 0 if entry else 0)
+        for records in read_shard(shard, wbits, check_sha256=False):
+            out += records[: n - len(out)]
+            if len(out) >= n:
+                return out
+    return out
+
+
+def as_values(manifest: Manifest, records: list[bytes]) -> list[dict]:
+    """Serialized examples as JSON-friendly dicts of the manifest's features (decoded by
+    tfx-bsl's decoder with the manifest's schema, no TensorFlow); shards of transformed
+    examples as {feature: [values]}. Raises RecordError naming the feature, for a record that
+    does not hold what the manifest declares."""
+    if not records:
         return []
-    columns = {name: _rows(value) for name, value in batch.items()}
-    count = len(next(iter(columns.values())))
+    if manifest.transform is not None and manifest.transform.materialize == "transformed":
+        return [_as_lists(r) for r in records]
+    decoder = ExamplesToRecordBatchDecoder(schema_of(manifest.features))
+    try:
+        batch = decoder.DecodeBatch(records)
+    except RuntimeError as e:  # the C++ decoder's: a value of another kind
+        raise RecordError(_kind_mismatch(manifest, e)) from None
+    columns = {name: batch.column(name).to_pylist() for name in manifest.features}
     return [
-        {name: _decode(manifest.features[name], columns[name][i]) for name in manifest.features}
-        for i in range(count)
+        {name: _decode(manifest, row, columns[name][row], name) for name in manifest.features}
+        for row in range(len(records))
     ]
+
+
+_WRONG_KIND = re.compile(r'found (?P<held>\w+)_list for feature "(?P<key>.*)"')
+
+
+def _kind_mismatch(manifest: Manifest, e: RuntimeError) -> str:
+    match = _WRONG_KIND.search(str(e))
+    if match is None:
+        return f"{manifest.root}: a record cannot be decoded as the manifest declares: {e}"
+    held = {"int64": "int", "bytes": "string or bytes"}.get(match["held"], match["held"])
+    return type_mismatch(manifest, match["key"], held)
 
 
 def _as_lists(serialized: bytes) -> dict:
     """A serialized tf.train.Example as {feature: [values]}, in feature name order."""
-    import tensorflow as tf
-
-    example = tf.train.Example.FromString(serialized)
+    batch = ExamplesToRecordBatchDecoder().DecodeBatch([serialized])
     out = {}
-    for name, feature in sorted(example.features.feature.items()):
-        kind = feature.WhichOneof("kind")
-        values = list(getattr(feature, kind).value) if kind else []
-        if kind == "bytes_list":
+    for name, column in sorted(zip(batch.schema.names, batch.columns)):
+        values = column[0].as_py()
+        if values is None:  # a feature this example does not hold
+            continue
+        kind = column.type.value_type
+        if pa.types.is_large_binary(kind) or pa.types.is_binary(kind):
             values = [_text_or_size(v) for v in values]
-        elif kind == "float_list":
+        elif pa.types.is_floating(kind):
             values = [float(str(np.float32(v))) for v in values]
         out[name] = values
     return out
@@ -286,22 +330,24 @@ def _text_or_size(value: bytes) -> str:
         return f"<{len(value)} bytes>"
 
 
-def _rows(value: tf.Tensor | tf.RaggedTensor) -> list:
-    import tensorflow as tf
-
-    if isinstance(value, tf.RaggedTensor):
-        # dtype=object: a numpy bytes array would drop trailing NUL bytes
-        return [np.array(row, dtype=object) for row in value.to_list()]
-    return list(value.numpy())
-
-
-def _decode(feature: InputFeature, value: np.ndarray):
-    values = np.asarray(value)
-    if not feature.variable_length and not feature.always_full and values.size == 0:
-        return None
-    items = [_item(feature, v) for v in values.reshape(-1)]
+def _decode(manifest: Manifest, row: int, values: list | None, name: str):
+    """One feature's values in record `row` of a batch (None: the record does not hold it) as
+    shown: a scalar, a nested list of the feature's shape, the list of a variable-length
+    feature, None for a missing optional one."""
+    feature = manifest.features[name]
+    items = [_item(feature, v) for v in values or ()]
     if feature.variable_length:
         return items
+    if not items and not feature.always_full:
+        return None
+    if len(items) != feature.size:
+        need = "always present" if feature.always_full else "when present"
+        raise RecordError(
+            f"{manifest.root}: feature {name!r}: record {row + 1} of the split holds "
+            f"{len(items)} values where the manifest declares shape {list(feature.shape)} "
+            f"({need}): the manifest was edited after the ETL wrote it, or is not these "
+            "shards' manifest; rerun the ETL"
+        )
     if feature.shape == ():
         return items[0]
     shape = cast("tuple[int, ...]", feature.shape)  # not a variable-length list: no None

@@ -160,14 +160,19 @@ def predict_split(model_dir: str, data: str, split: str, take: int) -> int:
     except PredictError as e:
         print(shown(f"shardflow predict: {e}"), file=sys.stderr)
         return 2
-    records = tf.data.TFRecordDataset(files, compression_type=manifest.compression_type)
-    serialized = [r.numpy() for r in records.take(take)]
+    from trainer.inspect import as_values, first_records  # --data alone reads examples back
+    from trainer.readers.decode import RecordError
+    from trainer.readers.framing import CorruptShardError
+
+    try:
+        serialized = first_records(manifest, files, take)
+        examples = as_values(manifest, serialized)
+    except (CorruptShardError, RecordError) as e:
+        print(shown(f"shardflow predict: {e}"), file=sys.stderr)
+        return 2 if isinstance(e, RecordError) else 1
     if not serialized:
         print(f"shardflow predict: split {split!r} is empty", file=sys.stderr)
         return 2
-    from trainer.inspect import take_examples  # --data alone reads examples back as values
-
-    examples = take_examples(manifest, files, len(serialized))
     for example, answer in zip(examples, model(serialized)):
         row = {}
         if manifest.key in manifest.features:

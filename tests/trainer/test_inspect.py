@@ -55,18 +55,39 @@ def test_inspect_prints_the_summary_and_the_first_examples(dataset, capsys):
     ]
 
 
-def test_the_summary_of_a_local_dataset_loads_no_tensorflow(dataset):
-    """`inspect --take 0` (the summary) reads manifest.json and facts.json with Python's file
-    calls: TensorFlow (about 5 s to import) is loaded only to read examples or a gs:// dataset."""
+@pytest.mark.parametrize("take", ["0", "3"])
+def test_inspecting_a_local_dataset_loads_no_tensorflow(dataset, take):
+    """`inspect` reads manifest.json and facts.json with Python's file calls and the examples
+    with the readers' framing and tfx-bsl's decoder: TensorFlow (about 5 s to import) is
+    loaded only for a gs:// dataset's manifest."""
     done = run_python(
         "-c",
         "import sys; from trainer.inspect import main; "
-        f"code = main([{str(dataset.root)!r}, '--take', '0']); "
-        "print('tensorflow' in sys.modules); sys.exit(code)",
+        f"code = main([{str(dataset.root)!r}, '--take', {take!r}]); "
+        "print('tensorflow' in sys.modules, 'apache_beam' in sys.modules); sys.exit(code)",
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("dataset: ")
-    assert done.stdout.rstrip().endswith("False"), done.stdout[-500:]
+    assert done.stdout.count('"flipper_mm": ') == int(take)
+    assert done.stdout.rstrip().endswith("False False"), done.stdout[-500:]
+
+
+def test_a_record_without_a_required_value_is_named_exit_2(tmp_path, capsys):
+    """A record that lacks a value the manifest declares always present (the manifest edited
+    to call an optional feature required) stops `--take` with one line naming the feature."""
+    written = write_dataset(tmp_path, make_rows(4), splits={"train": 1})  # record 1 lacks it
+    manifest = json.loads(json.dumps(written.manifest))
+    manifest["features"]["body_mass_g"]["required"] = True
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+
+    assert main([str(tmp_path), "--take", "3"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"shardflow inspect: {tmp_path}: feature 'body_mass_g': record 1 of the split holds 0 "
+        "values where the manifest declares shape [] (always present): the manifest was edited "
+        "after the ETL wrote it, or is not these shards' manifest; rerun the ETL\n"
+    )
+    assert len([line for line in captured.out.splitlines() if line.startswith("{")]) == 0
 
 
 def test_inspect_other_split_and_take_more_than_it_holds(dataset, capsys):
