@@ -45,7 +45,6 @@ import fcntl
 import glob
 import json
 import os
-import re
 import shutil
 import stat
 import sys
@@ -270,6 +269,8 @@ def _check_outputs(args: argparse.Namespace, paths: list[str], recursive: bool) 
     reads (an input file, --config, --model-dir), that --input would read on a later run (a
     file of its folder or glob), that is the other output, that is a folder, or whose folder
     is missing: before any work, so nothing is touched."""
+    from transforms.files import names_file
+
     outputs = [("--output", args.output), ("--rejected", args.rejected)]
     inputs = [("--input", path) for path in paths]
     inputs += [("--config", args.config), ("--model-dir", args.model_dir)]
@@ -287,7 +288,7 @@ def _check_outputs(args: argparse.Namespace, paths: list[str], recursive: bool) 
             continue
         if not path:
             raise _Refused(f"{flag}: an empty path; name the file to write")
-        if _read_by(args.input, recursive, path):
+        if names_file(args.input, path, recursive):
             raise _Refused(
                 f"{flag} {path!r} is among the files --input {args.input!r} reads: the next "
                 f"run would read it as new records; choose another {flag}"
@@ -303,25 +304,6 @@ def _check_outputs(args: argparse.Namespace, paths: list[str], recursive: bool) 
                 f"{flag} {path!r}: its folder {folder!r} {missing}; create it or choose "
                 f"another {flag}"
             )
-
-
-def _read_by(input_path: str, recursive: bool, path: str) -> bool:
-    """Whether the pattern that lists --input's files (its glob, or its folder's files) also
-    matches `path`: a file of that name would be read as input by the next run."""
-    from apache_beam.io.filesystem import FileSystem
-
-    from transforms.files import file_pattern, pattern_root
-
-    pattern = file_pattern(input_path, recursive)
-    if ("://" in pattern) != ("://" in path):
-        return False
-    if "://" not in pattern:  # compared as real paths: a link or `..` does not hide a match
-        root = pattern_root(pattern)
-        rest = pattern[len(root) :].lstrip("/")
-        base = glob.escape(os.path.realpath(root or ("/" if pattern.startswith("/") else ".")))
-        pattern = os.path.join(base, rest) if rest else base
-        path = os.path.join(os.path.realpath(os.path.dirname(path) or "."), os.path.basename(path))
-    return re.match(FileSystem.translate_pattern(pattern), path) is not None
 
 
 class _Outputs:

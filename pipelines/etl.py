@@ -50,7 +50,7 @@ from transforms.contract.config import DatasetSpec
 from transforms.facts.merge import AnalyzeFacts
 from transforms.files import CorruptFile, FileError, match_files
 from transforms.join import JoinByKey
-from transforms.prepare import PrepareRecords
+from transforms.prepare_records import MergeStats, PrepareRecords
 from transforms.quality import CountFields
 from transforms.sink.finalize import PublishDataset, WriteFactsFn
 from transforms.sink.output import Expected, holds_dataset
@@ -60,7 +60,6 @@ from transforms.sink.write import SPILL_BYTES, WriteShards
 from transforms.sources import ranges, registry
 from transforms.sources.read import FirstRecords, ReadSource
 from transforms.sources.text import TextOptions, regex_note
-from transforms.stats import MergeStats
 from transforms.ui.safe import mask_logs, shown
 
 logger = logging.getLogger(__name__)

@@ -4,9 +4,6 @@ source's input, and OUTPUT holds nothing the run may not replace."""
 from __future__ import annotations
 
 import os
-import re
-
-from apache_beam.io.filesystem import FileSystem
 
 from pipelines.config.loader import ConfigError
 from transforms.contract.config import DatasetSpec
@@ -25,10 +22,9 @@ from transforms.contract.layout import (
 from transforms.files import (
     RECURSIVE_FORMATS,
     FileError,
-    file_pattern,
-    is_input,
     is_remote,
     match_files,
+    names_file,
     pattern_root,
 )
 from transforms.sink.output import Expected, OutputError, expect
@@ -93,20 +89,18 @@ def check_output_outside_inputs(dataset: DatasetSpec) -> None:
 
 
 def _reads_back(path: str, source_format: str, output: str) -> bool:
-    """Whether the files of a source `path` would include files of a dataset at `output`,
-    matched as `transforms.files.match_files` matches them (Beam's glob, dot names skipped)."""
+    """Whether the files of a source `path` would include files of a dataset at `output`, or
+    of its staging folders, matched as `transforms.files.match_files` matches them."""
     if is_remote(path) != is_remote(output):
         return False
-    pattern, root = file_pattern(path, source_format in RECURSIVE_FORMATS), pattern_root(path)
+    root = pattern_root(path)
     if not is_remote(path):  # compare real paths: either side may be reached through a link
-        real = os.path.realpath(root)
-        pattern, root = real + pattern[len(root) :], real
-        output = os.path.realpath(output)
+        root, output = os.path.realpath(root), os.path.realpath(output)
     output = output.rstrip("/")
     if f"{root}/".startswith(f"{output}/"):  # the source is in OUTPUT (a file or folder of it)
         return True
     parent, base = output.rsplit("/", 1)
     folders = (output, f"{parent}/.{base}.incomplete-0", f"{parent}/.{base}.replaced-0")
-    matches = re.compile(FileSystem.translate_pattern(pattern)).match
+    recursive = source_format in RECURSIVE_FORMATS
     files = [f"{folder}/{name}" for folder in folders for name in _DATASET_FILES]
-    return any(matches(file) and is_input(file, root) for file in files)
+    return any(names_file(path, file, recursive) for file in files)

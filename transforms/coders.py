@@ -1,9 +1,11 @@
 """The Beam coder of the ETL's elements: chunks are pickled, their size estimated without it.
 
-Kept apart from the element classes (`transforms.records` and the others), which import no
-Beam, so that checking a config costs no Beam import. Every module that puts such elements in
-a PCollection imports this one, which registers the coders of `RawChunk` and `EncodedChunk`;
-the modules of the other element classes register theirs with `ChunkCoder`.
+Kept apart from the element classes (`transforms.records`, `transforms.stats`,
+`transforms.facts`), which import no Beam, so that checking a config and preparing records
+outside a pipeline (`shardflow predict`, `init`) cost no Beam import. Every module that puts
+such elements in a PCollection imports this one, which registers the coders of chunks,
+statistics and facts; the Beam modules of the sink's own elements register theirs with
+`ChunkCoder`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from typing import Any
 
 from apache_beam import coders
 
+from transforms.facts.parts import FactParts, RankedFacts
+from transforms.facts.spill import FactsPiece
 from transforms.records import EncodedChunk, RawChunk
+from transforms.stats import DatasetStats
 
 
 class ChunkCoder(coders.Coder):
@@ -41,3 +46,5 @@ class ChunkCoder(coders.Coder):
 
 coders.registry.register_coder(RawChunk, ChunkCoder)
 coders.registry.register_coder(EncodedChunk, ChunkCoder)
+for element in (DatasetStats, FactParts, RankedFacts, FactsPiece):
+    coders.registry.register_coder(element, ChunkCoder)

@@ -21,10 +21,12 @@ from __future__ import annotations
 import bz2
 import contextlib
 import errno
+import glob
 import gzip
 import io
 import logging
 import os
+import re
 import stat
 import zlib
 from typing import BinaryIO, Iterator
@@ -114,17 +116,21 @@ def is_input(path: str, root: str | None = None) -> bool:
 
 
 def match_files(path: str, recursive: bool = False) -> list[str]:
-    """The sorted input files of `path`; empty when nothing matches."""
-    from apache_beam.io.filesystems import FileSystems  # Beam: only once files are touched
-
+    """The sorted input files of `path`; empty when nothing matches. A URI is matched by Beam's
+    file system of its scheme, a local path by `local_matches` (the same rule, no Beam)."""
     problem = location_problem(path)
     if problem is not None:
         raise FileError(problem)
-    if not is_remote(path) and "/" not in path and any(c in path for c in _GLOB_CHARS):
-        path = f"./{path}"  # Beam's local glob of a bare `*.csv` matches nothing; `./*.csv` does
-    results = FileSystems.match([file_pattern(path, recursive)])[0].metadata_list
+    path = _in_folder(path)
+    pattern = file_pattern(path, recursive)
+    if is_remote(path):
+        from apache_beam.io.filesystems import FileSystems  # Beam: only for a URI
+
+        matched = [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+    else:
+        matched = local_matches(pattern)
     root = pattern_root(path)
-    files = sorted(m.path for m in results if is_input(m.path, root))
+    files = sorted(m for m in matched if is_input(m, root))
     for file in files if not is_remote(path) else []:
         kind = special_kind(file)
         if kind is not None:
@@ -133,6 +139,83 @@ def match_files(path: str, recursive: bool = False) -> list[str]:
                 "(a pipe or a device has no end); move it out of the source's path"
             )
     return files
+
+
+def local_matches(pattern: str) -> list[str]:
+    """The local files (not folders) that a pattern names, by the rule of Beam's file systems:
+    a pattern without a wildcard names one file (or nothing); otherwise every file under the
+    folder before the first wildcard is listed (links to folders not followed) and kept when its
+    whole path matches, `*` and `?` within one path segment, `**` across segments, `[...]` a
+    set of characters (`[!...]` negated). A trailing `/` means `/*`."""
+    if pattern.endswith("/"):
+        pattern += "*"
+    cut = min((pattern.index(c) for c in _GLOB_CHARS if c in pattern), default=None)
+    if cut is None:
+        return [pattern] if os.path.exists(pattern) else []
+    folder = os.path.dirname(pattern[:cut])
+    if not folder or not os.path.exists(folder):
+        return []
+    matches = re.compile(glob_regex(pattern)).match
+    return [
+        path
+        for top, _, names in os.walk(folder)
+        for name in names
+        if matches(path := os.path.join(top, name))
+    ]
+
+
+def _in_folder(path: str) -> str:
+    """A bare local glob (`*.csv`) as the working folder's (`./*.csv`)."""
+    if not is_remote(path) and "/" not in path and any(c in path for c in _GLOB_CHARS):
+        return f"./{path}"
+    return path
+
+
+def names_file(path: str, file: str, recursive: bool = False) -> bool:
+    """Whether the files that a source `path` names (`match_files`: its glob, or its folder's
+    files, flat or `recursive`; dot names below its root skipped) include `file`, which need
+    not exist. Local paths are compared as real paths: a link or `..` does not hide a match."""
+    if is_remote(path) != is_remote(file):
+        return False
+    path = _in_folder(path)
+    pattern, root = file_pattern(path, recursive), pattern_root(path)
+    if not is_remote(path):
+        real = os.path.realpath(root)
+        pattern, root = glob.escape(real) + pattern[len(root) :], real
+        file = os.path.join(os.path.realpath(os.path.dirname(file)), os.path.basename(file))
+    return re.match(glob_regex(pattern), file) is not None and is_input(file, root)
+
+
+def glob_regex(pattern: str) -> str:
+    """The regular expression of a whole path that `pattern` matches (`local_matches`)."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*" and pattern[i : i + 1] == "*":
+            out.append(".*")
+            i += 1
+        elif c == "*":
+            out.append(r"[^/\\]*")
+        elif c == "?":
+            out.append(r"[^/\\]")
+        elif c == "[":
+            end = i + (pattern[i : i + 1] == "!")
+            end += pattern[end : end + 1] == "]"
+            end = pattern.find("]", end)
+            if end < 0:
+                out.append(re.escape(c))
+                continue
+            chars = pattern[i:end].replace("\\", "\\\\")
+            i = end + 1
+            if chars.startswith("!"):
+                chars = "^" + chars[1:]
+            elif chars.startswith("^"):
+                chars = "\\" + chars
+            out.append(f"[{chars}]")
+        else:
+            out.append(re.escape(c))
+    return "(?ms)" + "".join(out) + r"\Z"
 
 
 _SPECIAL = (
@@ -162,18 +245,48 @@ def open_file(path: str) -> BinaryIO:
     gzip and bzip2 are decompressed with Python's own modules, which notice a stream that ends
     early (Beam's reader does not): reading a truncated or corrupt file raises `CorruptFile`.
     """
+    kind = compression_of(path)
+    if kind in ("gzip", "bzip2"):
+        raw = open_raw(path)
+        inner = gzip.GzipFile(fileobj=raw) if kind == "gzip" else bz2.BZ2File(raw)
+        return io.BufferedReader(_Raw(inner, path), 1 << 20)
+    if kind is None and not is_remote(path):
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
-    kind = CompressionTypes.detect_compression_type(path)
-    if kind in (CompressionTypes.GZIP, CompressionTypes.BZIP2):
-        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-        inner = gzip.GzipFile(fileobj=raw) if kind == CompressionTypes.GZIP else bz2.BZ2File(raw)
-        return io.BufferedReader(_Raw(inner, path), 1 << 20)
     stream = FileSystems.open(path, compression_type=CompressionTypes.AUTO)
     if isinstance(stream, io.IOBase):
         return stream
     return io.BufferedReader(_Raw(stream, path), 1 << 20)
+
+
+# The whole-file compressions, told by a name's last ending (Beam's rule), declared once: the
+# formats' modules take them from here (`transforms.sources.registry.FILE_COMPRESSIONS`). gzip
+# and bzip2 are undone by Python's modules (`open_file`), the others by Beam's CompressedFile.
+COMPRESSION_ENDINGS = {
+    ".gz": "gzip", ".bz2": "bzip2", ".deflate": "deflate", ".zst": "zstd", ".zstd": "zstd",
+    ".xz": "lzma", ".lzma": "lzma",
+}  # fmt: skip
+
+
+def compression_of(path: str) -> str | None:
+    """The whole-file compression that the name's ending tells (`gzip`, ...); None: none."""
+    lower = path.lower()
+    return next(
+        (kind for ending, kind in COMPRESSION_ENDINGS.items() if lower.endswith(ending)), None
+    )
+
+
+def open_raw(path: str) -> BinaryIO:
+    """A file's bytes as they are stored (seekable): a local file with `open`, a URI with
+    Beam's file system of its scheme."""
+    if not is_remote(path):
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 class FileError(ValueError):

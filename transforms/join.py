@@ -19,13 +19,8 @@ import pyarrow.compute as pc
 
 from transforms.contract.config import DatasetSpec
 from transforms.keys import KeyMaker, key_columns, path_bytes
-from transforms.prepare import (
-    ENCODE_THREADS,
-    Batch,
-    Encoder,
-    Preparer,
-    finish_encoding,
-)
+from transforms.prepare import ENCODE_THREADS, Batch, Encoder, Preparer
+from transforms.prepare_records import finish_encoding
 from transforms.records import (
     COUNTS,
     FACTS,

@@ -12,13 +12,10 @@ import dataclasses
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterator
 
-import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.transforms.window import GlobalWindows
 
-import transforms.coders  # noqa: F401 - registers the coders of the chunks made here
 from transforms import encode
 from transforms.contract.config import DatasetSpec
 from transforms.facts.count import FactCounter
@@ -26,13 +23,9 @@ from transforms.facts.parts import FactParts
 from transforms.facts.spill import FactsPiece, facts_folder, write_facts
 from transforms.keys import KeyMaker, key_columns
 from transforms.records import (
-    FACTS,
-    REJECTED,
-    STATS,
     EncodedChunk,
     RawChunk,
     Rejected,
-    gc_paused,
     location,
     rejection,
 )
@@ -279,73 +272,3 @@ class Encoder:
         if self._facts_folder is not None and self.facts.approx_bytes() >= self._facts_bytes:
             self._spill_facts()
         return self._preparer.statistics(columns, splits)
-
-
-class _PrepareChunkFn(beam.DoFn):
-    """Union: validates and encodes each chunk of one source."""
-
-    def __init__(self, dataset: DatasetSpec, staging: str, threads: int):
-        self._dataset = dataset
-        self._staging = staging
-        self._threads = threads
-
-    def setup(self):
-        self._preparer = Preparer(self._dataset)
-        self._encoder = Encoder(self._preparer, self._threads, self._staging)
-        self._key_maker = KeyMaker(self._dataset) if self._dataset.key is not None else None
-        self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
-        self._patterns = {s.name: s.path for s in self._dataset.sources}
-
-    def start_bundle(self):
-        self._encoder.start()
-
-    def process(self, chunk: RawChunk):
-        with gc_paused():
-            batch, rejected = batch_of_chunk(
-                chunk, self._source_index[chunk.source], self._key_maker,
-                self._patterns[chunk.source],
-            )  # fmt: skip
-            valid, invalid = self._preparer.validate(batch)
-        for r in rejected + invalid:
-            yield beam.pvalue.TaggedOutput(REJECTED, r)
-        yield from self._encoder.push(valid)
-
-    def finish_bundle(self):
-        yield from finish_encoding(self._encoder)
-
-    def teardown(self):
-        self._encoder.close()
-
-
-def finish_encoding(encoder: Encoder) -> Iterator:
-    """The finish_bundle outputs of a step that encodes with `encoder`: its last chunk, then
-    the bundle's merged statistics as the STATS output and the (bucket, piece) pairs of its
-    facts spill files (`transforms.facts.spill`) as the FACTS output (once per bundle: far
-    fewer elements than one per chunk)."""
-    for encoded in encoder.flush():
-        yield GlobalWindows.windowed_value(encoded)
-    if encoder.stats.records:
-        yield beam.pvalue.TaggedOutput(STATS, GlobalWindows.windowed_value(encoder.stats))
-    for piece in encoder.spilled_facts():
-        yield beam.pvalue.TaggedOutput(FACTS, GlobalWindows.windowed_value(piece))
-
-
-class PrepareRecords(beam.PTransform):
-    """Validates, encodes and assigns splits to chunks of records.
-
-    Returns (encoded, rejected, statistics: DatasetStats of bundles, to be merged, facts:
-    (bucket, FactsPiece) of the facts spill files written under `staging`, to be analyzed:
-    `transforms.facts.AnalyzeFacts`). `encode_threads`: the helper threads of each worker's
-    `Encoder`."""
-
-    def __init__(self, dataset: DatasetSpec, staging: str, encode_threads: int = ENCODE_THREADS):
-        super().__init__()
-        self._dataset = dataset
-        self._staging = staging
-        self._encode_threads = encode_threads
-
-    def expand(self, chunks):
-        out = chunks | "ValidateAndEncode" >> beam.ParDo(
-            _PrepareChunkFn(self._dataset, self._staging, self._encode_threads)
-        ).with_output_types(EncodedChunk).with_outputs(REJECTED, STATS, FACTS, main="encoded")
-        return out.encoded, out[REJECTED], out[STATS], out[FACTS]

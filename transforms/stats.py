@@ -36,15 +36,11 @@ import math
 from fractions import Fraction
 from typing import Any, Sequence
 
-import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam import coders
 from xxhash import xxh3_64_intdigest
 
-from transforms import progress
-from transforms.coders import ChunkCoder
 from transforms.contract.statistics import (
     Bar,
     FeatureStatistics,
@@ -309,9 +305,6 @@ class DatasetStats:
         return self.result(split_names).to_json()
 
 
-coders.registry.register_coder(DatasetStats, ChunkCoder)
-
-
 def chunk_stats(
     names: Sequence[str], types: Sequence[str], columns: Sequence[pa.Array], split: np.ndarray
 ) -> DatasetStats:
@@ -506,24 +499,3 @@ def histogram(buckets: dict[int, int], low: float | None, high: float | None) ->
             }
         )
     return out
-
-
-class MergeStats(beam.CombineFn):
-    """Merges the chunks' DatasetStats into one; the merges of the workers' statistics are
-    timed as the finishing step `statistics merge` (`transforms.progress`)."""
-
-    def create_accumulator(self) -> DatasetStats:
-        return DatasetStats()
-
-    def add_input(self, accumulator: DatasetStats, stats: DatasetStats) -> DatasetStats:
-        return accumulator.merge(stats)
-
-    def merge_accumulators(self, accumulators) -> DatasetStats:
-        with progress.timed("statistics merge"):
-            merged = DatasetStats()
-            for accumulator in accumulators:
-                merged.merge(accumulator)
-        return merged
-
-    def extract_output(self, accumulator: DatasetStats) -> DatasetStats:
-        return accumulator

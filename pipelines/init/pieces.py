@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from transforms.contract.config import SourceSpec
 from transforms.contract.layout import masked_crc
-from transforms.files import open_file
+from transforms.files import compression_of, open_file, open_raw
 from transforms.records import RawChunk, Rejected
 from transforms.sources import ranges, registry
 from transforms.sources.csv import CsvOptions
@@ -115,7 +115,7 @@ def records(
     if piece.row_groups is not None or (piece.start == 0 and piece.end is None):
         stream: BinaryIO = open_file(piece.path)
     else:
-        raw = _raw(piece.path)
+        raw = open_raw(piece.path)
         head = raw.read(piece.head) if piece.head else b""
         stream = cast(BinaryIO, _Joined(head, raw, piece.start, piece.end))
     counted = _Counted(stream)
@@ -135,29 +135,20 @@ def records(
 def records_in(source: SourceSpec, path: str, size: int) -> int | None:
     """About how many records a file holds, where that is cheap to tell: a Parquet file's
     metadata; the lines of an uncompressed text file (its first megabyte's, per byte)."""
-    from apache_beam.io.filesystem import CompressionTypes
-
     if source.format == "parquet":
         import pyarrow.parquet as pq
 
         try:
-            with _raw(path) as f:
+            with open_raw(path) as f:
                 return pq.ParquetFile(f).metadata.num_rows
         except (OSError, pa.ArrowException):  # not Parquet: its parser says so
             return None
-    compressed = CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
+    compressed = compression_of(path) is not None
     if source.format not in ("csv", "jsonl", "text") or compressed or size <= WINDOW:
         return None
-    with _raw(path) as f:
+    with open_raw(path) as f:
         head = f.read(WINDOW)
     return round(size * head.count(b"\n") / len(head))
-
-
-def _raw(path: str) -> BinaryIO:
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 def _row_group_pieces(source: SourceSpec, path: str, size: int, split: int) -> Plan | None:
@@ -167,7 +158,7 @@ def _row_group_pieces(source: SourceSpec, path: str, size: int, split: int) -> P
         return None
     import pyarrow.parquet as pq
 
-    with _raw(path) as f:
+    with open_raw(path) as f:
         rows = pq.ParquetFile(f).metadata.num_rows
     return Plan([Piece(path, row_groups=run) for run in runs], rows)
 
@@ -175,15 +166,10 @@ def _row_group_pieces(source: SourceSpec, path: str, size: int, split: int) -> P
 def _line_pieces(source: SourceSpec, path: str, size: int, split: int) -> Plan | None:
     """Pieces of a CSV, JSON Lines or text file: the range reader's cut points, each moved on to
     the next record start."""
-    from apache_beam.io.filesystem import CompressionTypes
-
     delimiter = None
     if source.format == "text":
         opts = source.options_as(TextOptions)
-        if (
-            CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
-            or codecs.lookup(opts.encoding).name != "utf-8"
-        ):
+        if compression_of(path) is not None or codecs.lookup(opts.encoding).name != "utf-8":
             return None
         cuts: list[ranges.Piece] = ranges.even_pieces(path, size, split)
     else:
@@ -197,7 +183,7 @@ def _line_pieces(source: SourceSpec, path: str, size: int, split: int) -> Plan |
         return None
     pieces = [Piece(path)]
     newlines = scanned = 0
-    with _raw(path) as f:
+    with open_raw(path) as f:
         for cut in cuts[1:]:
             start, lines, window = _record_start(f, cut.start, size, delimiter)
             newlines, scanned = newlines + lines, scanned + window
@@ -240,7 +226,7 @@ def _avro_pieces(path: str, size: int, count: int) -> Plan | None:
     marker, the last 16 bytes of the file's header); the header goes in front of it."""
     import fastavro
 
-    with _raw(path) as f:
+    with open_raw(path) as f:
         try:
             fastavro.block_reader(f)
         except Exception:  # noqa: BLE001 - read from its start: the parser says what is wrong
@@ -273,18 +259,12 @@ def _find(f: BinaryIO, marker: bytes, offset: int, size: int) -> int | None:
 
 def _tfrecord_pieces(source: SourceSpec, path: str, size: int, count: int) -> Plan | None:
     """Pieces of an uncompressed TFRecord file: each starts at the frame after an offset."""
-    from apache_beam.io.filesystem import CompressionTypes
-
     from transforms.sources.tfrecord import TfrecordOptions
 
-    if CompressionTypes.detect_compression_type(
-        path
-    ) != CompressionTypes.UNCOMPRESSED or source.options_as(TfrecordOptions).compression not in (
-        "auto",
-        "none",
-    ):
+    compression = source.options_as(TfrecordOptions).compression
+    if compression_of(path) is not None or compression not in ("auto", "none"):
         return None
-    with _raw(path) as f:
+    with open_raw(path) as f:
         if _frame_at(f.read(WINDOW), 0) is None:
             return None  # compressed inside (gzip or zlib), or not TFRecord: read from the start
         pieces = [Piece(path)]

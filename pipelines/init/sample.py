@@ -321,9 +321,11 @@ def spread(files: list[str], most: int) -> list[str]:
 
 
 def _size(path: str) -> int:
-    from apache_beam.io.filesystems import FileSystems
-
     try:
+        if "://" not in path:
+            return os.stat(path).st_size
+        from apache_beam.io.filesystems import FileSystems  # Beam: a URI's size
+
         return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
     except (OSError, IndexError) as e:
         raise ConfigError("--source", f"cannot read {path!r}: {e}") from None

@@ -18,7 +18,7 @@ import pytest
 
 from deploy import predict
 from pipelines.config.loader import load_config
-from tests.trainer.datasets import make_rows, write_dataset
+from tests.trainer.datasets import make_rows, run_python, write_dataset
 
 PENGUINS = Path(__file__).resolve().parents[2] / "examples" / "penguins" / "penguins.yaml"
 
@@ -418,3 +418,25 @@ def test_split_and_take_go_with_data_only(capsys, tmp_path):
         code, err = _run(capsys, "--model-dir", str(tmp_path), "--config", str(PENGUINS),
                          "--input", "new.csv", flag, value)  # fmt: skip
         assert code == 2 and err.endswith(f"error: {flag} goes with --data, not --input\n")
+
+
+def test_predicting_new_records_loads_no_beam(tmp_path_factory, tmp_path):
+    """`predict --input` checks the config (a sql source among its sources), matches and reads
+    the files and prepares the records as the ETL would, with no Beam loaded (about 2 s of
+    imports): only TensorFlow, which serves the model."""
+    model = tiny_model(tmp_path_factory)
+    (tmp_path / "new.csv").write_text(new_records(0, 3, bad=1))
+    sql = '  - {name: db, format: sql, options: {url: "sqlite:///x.db", table: t}}\n'
+    sources = "sources:\n  - {name: s, format: csv, path: new.csv}\n" + sql
+    (tmp_path / "c.yaml").write_text(CONFIG.replace(CONFIG.splitlines()[1] + "\n", sources))
+    argv = ["--model-dir", str(model), "--config", str(tmp_path / "c.yaml"), "--source", "s"]
+    argv += ["--input", str(tmp_path / "new.csv"), "--output", str(tmp_path / "a.jsonl")]
+    done = run_python(
+        "-c",
+        "import sys; from deploy.predict import main; "
+        f"code = main({argv!r}); print('apache_beam' in sys.modules); sys.exit(code)",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
+    assert done.stderr.splitlines()[-1] == "shardflow predict: 3 predicted, 1 rejected"
+    assert len((tmp_path / "a.jsonl").read_text().splitlines()) == 3

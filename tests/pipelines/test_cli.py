@@ -130,15 +130,17 @@ def test_the_native_start_up_lines_are_dropped_and_the_rest_kept():
 def test_tensorflow_commands_are_quiet_unless_verbose(tmp_path):
     from tests.trainer.datasets import make_rows, write_dataset
 
-    data = write_dataset(tmp_path / "d", make_rows(20), splits={"train": 1})
+    data = write_dataset(tmp_path / "d", make_rows(20), splits={"test": 1})
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    quiet, _ = _shardflow("inspect", str(data.root), "--take", "1", env=env)
-    assert quiet.returncode == 0, quiet.stderr
-    assert "I0000" not in quiet.stderr and "absl::InitializeLog" not in quiet.stderr
-    assert "cuInit" not in quiet.stderr
-    loud, _ = _shardflow("inspect", str(data.root), "--take", "1",
-                         env=dict(env, TF_CPP_MIN_LOG_LEVEL="0"))  # fmt: skip
-    assert loud.returncode == 0 and "absl::InitializeLog" in loud.stderr
+    # predict --data loads TensorFlow (its module serves models), then finds no model
+    argv = ("predict", "--model-dir", str(tmp_path / "m"), "--data", str(data.root))
+    refused = (
+        f"shardflow predict: no export/ in {str(tmp_path / 'm')!r} (train a model there first)"
+    )
+    quiet, _ = _shardflow(*argv, env=env)
+    assert (quiet.returncode, quiet.stderr) == (2, refused + "\n")
+    loud, _ = _shardflow(*argv, env=dict(env, TF_CPP_MIN_LOG_LEVEL="0"))
+    assert loud.returncode == 2 and "absl::InitializeLog" in loud.stderr
 
 
 def test_etl_with_a_transform_is_quiet_too(tmp_path):

@@ -10,7 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.config.loader import parse_config
 from pipelines.etl import build_etl
-from transforms.prepare import PrepareRecords
+from transforms.prepare_records import PrepareRecords
 from transforms.sink.storage import staging_path
 from transforms.sources.read import ReadSource
 

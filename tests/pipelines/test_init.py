@@ -493,18 +493,23 @@ def test_bad_sources_are_refused_naming_the_file(tmp_path, capsys):
     )
 
 
-def test_sampling_a_tfrecord_file_imports_no_tensorflow(files, tmp_path):
+@pytest.mark.parametrize("name", ["tfrecord", "csv", "jsonl"])
+def test_sampling_a_file_imports_neither_tensorflow_nor_beam(files, tmp_path, name):
+    """init reads, matches and prepares with the ETL's own code, none of which needs Beam or
+    TensorFlow for a local file (a second or more of imports each)."""
     probe = (
         "import sys\nfrom pipelines.init import main\n"
-        f"assert main(['--source', {str(files['tfrecord'])!r}, '--output', "
+        f"assert main(['--source', {str(files[name])!r}, '--output', "
         f"{str(tmp_path / 't.yaml')!r}]) == 0\n"
         "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
+        "assert 'apache_beam' not in sys.modules, 'apache_beam imported'\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    assert yaml.safe_load((tmp_path / "t.yaml").read_text())["label"] == "label"
+    if name == "tfrecord":
+        assert yaml.safe_load((tmp_path / "t.yaml").read_text())["label"] == "label"
 
 
 @pytest.mark.parametrize(

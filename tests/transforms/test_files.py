@@ -136,3 +136,30 @@ def test_a_bare_glob_matches_in_the_working_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert match_files("*.csv") == ["./a.csv", "./b.csv"]
     assert match_files("a.csv") == ["a.csv"]
+
+
+WILD = [
+    "*", "**", "*.png", "**.png", "**/*.png", "?.png", "[ab].*", "[!a].png", "cat/", "a.png",
+    "nothing", "cat", "*/", "**/puppies/*", "c*/**", "[", "[]]*", "[!]]*", "dog/[p]uppies/*",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("wild", WILD)
+def test_a_local_pattern_matches_what_beam_would_match(tree, wild):
+    """Local paths are matched without Beam (`local_matches`: `shardflow predict` and `init`
+    load no Beam) by the rule of Beam's file systems: the same files for every pattern, a
+    link to a folder listed and not followed, a `[` that opens no set taken as itself."""
+    import os
+
+    from apache_beam.io.filesystems import FileSystems
+
+    from transforms.files import local_matches
+
+    def beam(pattern: str) -> list[str]:
+        return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+
+    os.symlink(f"{tree}/cat", f"{tree}/link")
+    path = f"{tree}/{wild}"
+    assert sorted(local_matches(path)) == beam(path)
+    root = pattern_root(path)
+    assert match_files(path) == [p for p in beam(file_pattern(path)) if is_input(p, root)]

@@ -15,10 +15,10 @@ from tests.transforms.keyed import key_rows
 from transforms.contract.config import DatasetSpec, FeatureSpec, OutputSpec, SourceSpec
 from transforms.join import JoinByKey, bucket_rows, join_bucket
 from transforms.keys import KeyMaker
+from transforms.prepare_records import MergeStats
 from transforms.records import RawChunk, one_line_records
 from transforms.sources.csv import CsvOptions
 from transforms.sources.jsonl import JsonlOptions
-from transforms.stats import MergeStats
 
 
 def _dataset(key_feature=True):

@@ -20,9 +20,10 @@ from transforms.facts.merge import rank_bucket
 from transforms.facts.parts import RankedFacts
 from transforms.facts.spill import read_facts
 from transforms.keys import KeyMaker
-from transforms.prepare import Encoder, Preparer, PrepareRecords, batch_of_chunk
+from transforms.prepare import Encoder, Preparer, batch_of_chunk
+from transforms.prepare_records import MergeStats, PrepareRecords
 from transforms.records import RawChunk, one_line_records
-from transforms.stats import DatasetStats, MergeStats
+from transforms.stats import DatasetStats
 
 SPLITS = ("train", "eval")
 

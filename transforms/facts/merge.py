@@ -8,6 +8,7 @@ from typing import Iterable, Iterator
 
 import apache_beam as beam
 
+import transforms.coders  # noqa: F401 - registers the coders of the statistics and facts
 from transforms.contract.facts import VOCABULARY_CAP
 from transforms.facts.parts import FactParts, RankedFacts
 from transforms.facts.spill import FactsPiece, read_facts

@@ -17,9 +17,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam import coders
 
-from transforms.coders import ChunkCoder
 from transforms.contract import facts as contract
 from transforms.split import binary_offsets, mix
 
@@ -510,7 +508,3 @@ class RankedFacts:
             )
             + sum(24 * len(s.keys) for s in self.sketches.values())
         )
-
-
-coders.registry.register_coder(FactParts, ChunkCoder)
-coders.registry.register_coder(RankedFacts, ChunkCoder)

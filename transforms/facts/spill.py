@@ -16,11 +16,6 @@ import dataclasses
 import pickle
 import uuid
 
-from apache_beam import coders
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-
-from transforms.coders import ChunkCoder
 from transforms.contract.layout import SPILL_DIR
 from transforms.facts.parts import FactParts
 from transforms.files import create_file
@@ -47,9 +42,6 @@ class FactsPiece:
         return 64 + len(self.path)
 
 
-coders.registry.register_coder(FactsPiece, ChunkCoder)
-
-
 def write_facts(parts: FactParts, folder: str) -> list[tuple[int, FactsPiece]]:
     """Writes `parts`, cut into buckets, as one spill file in `folder` (`facts_folder`);
     (bucket, piece) of each bucket it holds."""
@@ -67,6 +59,9 @@ def write_facts(parts: FactParts, folder: str) -> list[tuple[int, FactsPiece]]:
 
 def read_facts(piece: FactsPiece) -> FactParts:
     """The facts a piece names."""
+    from apache_beam.io.filesystem import CompressionTypes  # Beam: read back in a pipeline
+    from apache_beam.io.filesystems import FileSystems
+
     size = piece.stop - piece.start
     with FileSystems.open(
         piece.path,

@@ -12,6 +12,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 
+import transforms.coders  # noqa: F401 - registers the coders of the statistics and facts
 from transforms.contract.config import DatasetSpec
 from transforms.contract.layout import FACTS, SCHEMA, STATISTICS, STATISTICS_PROTO, shard_name
 from transforms.contract.manifest import FileEntry, Manifest, ValidationEntry

@@ -1,7 +1,8 @@
 """Reads a BigQuery table or the result of a standard SQL query into chunks of raw records.
 
-A query format: `Read(source)` is applied to the pipeline root. Beam's `ReadFromBigQuery` does the
-reading (an export job to Avro files on GCS, `method: EXPORT`, or the BigQuery Storage Read API,
+A query format: its reader is applied to the pipeline root (its Beam steps are
+`transforms.sources.queries.ReadBigquery`). Beam's `ReadFromBigQuery` does the reading (an
+export job to Avro files on GCS, `method: EXPORT`, or the BigQuery Storage Read API,
 `method: DIRECT_READ`) and yields one dict per row; `RowsToChunks` batches the rows into chunks
 of up to `chunk_rows` records and maps each row to fields:
 
@@ -25,30 +26,21 @@ locations, the same duplicate choice and the same bytes on every run.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime
 import decimal
 import re
 from typing import Any, Iterable, Mapping
 
-import apache_beam as beam
-from apache_beam.io.gcp.bigquery_read_internal import _JsonToDictCoder
-from apache_beam.options.pipeline_options import GoogleCloudOptions
 from xxhash import xxh3_64_intdigest
 
-import transforms.coders  # noqa: F401 - registers the coder of the RawChunks read here
-from transforms.contract.config import OptionError, SourceOptions, SourceSpec
+from transforms.contract.config import OptionError, SourceOptions
 from transforms.records import (
     CHUNK_ROWS,
-    COUNTS,
-    REJECTED,
     RawChunk,
     Rejected,
-    gc_paused,
     location,
     one_line_records,
-    read_counter,
     record_json,
     rejection,
 )
@@ -178,110 +170,6 @@ def source_label(opts: BigqueryOptions) -> str:
 # --- reading --------------------------------------------------------------------------------------
 
 
-class JsonRowCoder(_JsonToDictCoder):
-    """Beam's coder of JSON-export rows, with BYTES decoded from their base64 text.
-
-    Beam's own keeps the base64 text (as bytes), so BYTES would differ between JSON and Avro
-    exports; the table schema the coder is built with says which fields are BYTES.
-    """
-
-    @staticmethod
-    def _to_bytes(value):
-        return base64.b64decode(value, validate=True)
-
-
-def read_arguments(opts: BigqueryOptions) -> dict[str, Any]:
-    """The keyword arguments of `beam.io.ReadFromBigQuery` for a source's options."""
-    from apache_beam.io.gcp.bigquery import BigQueryQueryPriority
-    from apache_beam.io.gcp.internal.clients.bigquery import DatasetReference
-
-    args: dict[str, Any] = {"method": opts.method, "project": opts.project}
-    if opts.table is not None:
-        args["table"] = opts.table
-    else:
-        args["query"] = opts.query
-        args["use_standard_sql"] = True
-        args["flatten_results"] = False  # records are flattened here, by name
-        args["query_priority"] = getattr(BigQueryQueryPriority, opts.query_priority)
-        if opts.temp_dataset is not None:
-            project, dataset = opts.temp_dataset.rsplit(":", 1)
-            args["temp_dataset"] = DatasetReference(projectId=project, datasetId=dataset)
-    if opts.method == "EXPORT":
-        args["gcs_location"] = opts.gcs_location
-        if opts.use_json_exports:
-            args["use_json_exports"] = True
-            args["coder"] = JsonRowCoder
-    elif opts.table is not None:
-        if opts.selected_fields is not None:
-            args["selected_fields"] = opts.selected_fields
-        if opts.row_restriction is not None:
-            args["row_restriction"] = opts.row_restriction
-    return args
-
-
-def read_rows(source: SourceSpec, pipeline_options) -> beam.PTransform:
-    """Beam's BigQuery read of a source: a PTransform from the pipeline root to row dicts.
-
-    EXPORT writes the rows to files on GCS first: `gcs_location`, else `--temp_location`.
-    """
-    opts = source.options_as(BigqueryOptions)
-    if opts.method == "EXPORT" and opts.gcs_location is None:
-        temp = pipeline_options.view_as(GoogleCloudOptions).temp_location
-        if not temp or not temp.startswith("gs://"):
-            raise ValueError(
-                f"bigquery source {source.name!r}: method EXPORT needs a gs:// folder for the "
-                "exported rows: give options.gcs_location or the --temp_location pipeline option"
-            )
-    return beam.io.ReadFromBigQuery(**read_arguments(opts))
-
-
-class Read(beam.PTransform):
-    """Reads one bigquery source. Returns (chunks, rejected, counts)."""
-
-    def __init__(self, source: SourceSpec):
-        super().__init__()
-        self._source = source
-
-    def expand(self, pbegin):
-        rows = pbegin | "ReadFromBigQuery" >> read_rows(self._source, pbegin.pipeline.options)
-        return rows | "MapRows" >> RowsToChunks(self._source)
-
-
-class RowsToChunks(beam.PTransform):
-    """Row dicts → (chunks of up to `chunk_rows` records, rejected rows, read counts)."""
-
-    def __init__(self, source: SourceSpec):
-        super().__init__()
-        self._source = source
-
-    def expand(self, rows):
-        size = self._source.options_as(BigqueryOptions).chunk_rows
-        mapped = (
-            rows
-            | "BatchRows" >> beam.BatchElements(min_batch_size=size, max_batch_size=size)
-            | "RowsToRecords"
-            >> beam.ParDo(_RowsToChunkFn(self._source))
-            .with_output_types(RawChunk)
-            .with_outputs(REJECTED, COUNTS, main="chunks")
-        )
-        return mapped.chunks, mapped[REJECTED], mapped[COUNTS]
-
-
-class _RowsToChunkFn(beam.DoFn):
-    def __init__(self, source: SourceSpec):
-        self._source = source
-        self._path = source_label(source.options_as(BigqueryOptions))
-
-    def process(self, rows: list[Any]):
-        with gc_paused():
-            chunk, rejected = rows_to_chunk(self._source.name, self._path, rows)
-        if chunk is not None:
-            yield chunk
-        for record in rejected:
-            yield beam.pvalue.TaggedOutput(REJECTED, record)
-        yield beam.pvalue.TaggedOutput(COUNTS, (read_counter(self._source.name), len(rows)))
-
-
 # --- rows to records ------------------------------------------------------------------------------
 
 
@@ -393,5 +281,5 @@ FORMAT = Format(
     kind="query",
     options_type=BigqueryOptions,
     options=options,
-    reader=Read,
+    reader="transforms.sources.queries:ReadBigquery",  # Beam: imported when a pipeline reads
 )

@@ -31,11 +31,9 @@ from typing import BinaryIO, Iterable, Iterator, cast
 
 import numpy as np
 import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from transforms.contract.config import SourceSpec
-from transforms.files import open_file
+from transforms.files import compression_of, open_file, open_raw
 from transforms.records import RawChunk, Rejected
 from transforms.sources import csv as csv_format
 from transforms.sources import registry
@@ -103,7 +101,7 @@ def pieces(path: str, size: int, source: SourceSpec, split_bytes: int) -> list[R
     if (
         size <= split_bytes
         or not registry.describe(source.format).splittable
-        or CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
+        or compression_of(path) is not None
         or codecs.lookup(_encoding(source)).name != "utf-8"
     ):
         return whole
@@ -113,7 +111,7 @@ def pieces(path: str, size: int, source: SourceSpec, split_bytes: int) -> list[R
         if not csv_format._arrow_can_read(opts):
             return whole
         if opts.header:
-            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            with open_raw(path) as f:
                 header = _header_end(f, ord(opts.delimiter), size)
             if header is None:
                 return whole
@@ -170,7 +168,7 @@ def summarize(piece: Piece, source: SourceSpec) -> Summary:
     """The summary of one piece (`transforms.sources.cuts`)."""
     opts = source.options
     delimiter = ord(opts.delimiter) if isinstance(opts, CsvOptions) else None
-    with FileSystems.open(piece.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    with open_raw(piece.path) as f:
         return scan_range(f, piece.path, piece.start, piece.end, delimiter)
 
 
@@ -208,7 +206,7 @@ def _plan_row_groups(path: str, file_size: int, split_bytes: int) -> list[Range]
     """Runs of consecutive row groups of about `split_bytes` (compressed) each; None when the
     file has one row group, or its footer cannot be read (its parser then says why)."""
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        with open_raw(path) as f:
             metadata = pq.ParquetFile(f).metadata
     except Exception:  # noqa: BLE001 - read whole, and the parser reports the file's problem
         return None
@@ -236,7 +234,7 @@ def read(rng: Range, source: SourceSpec, parse) -> Iterator[RawChunk | Rejected]
         with open_file(rng.path) as stream:
             yield from parse(stream, rng.path, source)
         return
-    raw = FileSystems.open(rng.path, compression_type=CompressionTypes.UNCOMPRESSED)
+    raw = open_raw(rng.path)
     with raw:
         head = b""
         if rng.header_end:

@@ -7,16 +7,18 @@ carry, whether a large file is read in byte ranges, its options type and checker
 A file format's reader is
   `parse(stream, path, source, chunk_rows=CHUNK_ROWS)`
                                  yields `RawChunk`s and rejected records for one file;
-a query format's (sql, bigquery) is `Read(source)`, a PTransform applied to the pipeline that
-returns (chunks, rejected, counts) like `transforms.sources.read.ReadSource`. The options checker
-`options(raw: dict) -> <Format>Options` checks the source's `options` mapping and returns it
-complete (defaults filled in) as the format's frozen dataclass, a `SourceOptions`; it raises
-`OptionError(option, message)`. `resolve_paths(options, base_dir)`, where a format has one,
-resolves files named in options (not `path`) against the config's folder.
+a query format's (sql, bigquery) is named as `module:name` (`transforms.sources.queries`,
+imported by `reader` when a pipeline is built): `Read(source)`, a PTransform applied to the
+pipeline that returns (chunks, rejected, counts) like `transforms.sources.read.ReadSource`.
+The options checker `options(raw: dict) -> <Format>Options` checks the source's `options`
+mapping and returns it complete (defaults filled in) as the format's frozen dataclass, a
+`SourceOptions`; it raises `OptionError(option, message)`. `resolve_paths(options,
+base_dir)`, where a format has one, resolves files named in options (not `path`) against the
+config's folder.
 
 A format's module is imported on first use: checking a config costs only its formats' libraries,
 and the file formats' modules (pyarrow, fastavro, tfx-bsl) are what telling a file's format by
-its name costs; the query formats' modules import Beam. `OptionsReader` gives the checkers one
+its name costs; no format's module imports Beam. `OptionsReader` gives the checkers one
 way to read and check options.
 """
 
@@ -30,13 +32,14 @@ import re
 from typing import Any, Callable, Iterable, Literal
 
 from transforms.contract.config import SOURCE_FORMATS, OptionError, SourceOptions
+from transforms.files import COMPRESSION_ENDINGS
 from transforms.ui.suggest import did_you_mean
 
 # Formats read by a query (a Beam transform of their own), not from files: they have no `path`.
 QUERY_FORMATS = ("sql", "bigquery")
 FILE_FORMATS = tuple(fmt for fmt in SOURCE_FORMATS if fmt not in QUERY_FORMATS)
 # Whole-file compression, undone by a name's last ending (`transforms.files.open_file`).
-FILE_COMPRESSIONS = (".gz", ".bz2", ".deflate", ".zst", ".xz", ".lzma")
+FILE_COMPRESSIONS = tuple(COMPRESSION_ENDINGS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Format:
     kind: Literal["file", "query"]
     options_type: type[SourceOptions]
     options: Callable[[dict[str, Any]], SourceOptions]
-    reader: Callable[..., Any]
+    reader: Callable[..., Any] | str  # a query format's: `module:name`, imported on first use
     extensions: tuple[str, ...] = ()
     compressed: tuple[str, ...] = ()
     splittable: bool = False
@@ -94,12 +97,19 @@ def resolve_paths(fmt: str, options: SourceOptions, base_dir: str) -> SourceOpti
 
 def parser(fmt: str) -> Callable[..., Any]:
     """A file format's `parse`."""
-    return describe(fmt).reader
+    found = describe(fmt).reader
+    assert callable(found), f"{fmt} is a query format"
+    return found
 
 
 def reader(fmt: str) -> Callable[..., Any]:
-    """A query format's `Read`."""
-    return describe(fmt).reader
+    """A query format's `Read` (a Beam transform), its module imported now: checking a config
+    that names a query source imports no Beam."""
+    found = describe(fmt).reader
+    if isinstance(found, str):
+        module, _, name = found.partition(":")
+        return getattr(importlib.import_module(module), name)
+    return found
 
 
 # --- what a file's name tells -------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Reads a table or a query result of a SQL database (SQLite, PostgreSQL) into chunks of records.
 
-A query format: `Read(source)` is applied to the pipeline root. With `partition_column`, a first
+A query format: its reader is applied to the pipeline root (its Beam steps are
+`transforms.sources.queries.ReadSql`). With `partition_column`, a first
 step reads the column's MIN and MAX and cuts the result into `partitions` ranges; each range is one
 Beam element, read by its own DoFn call over its own connection, `chunk_rows` rows at a time
 (SQLite's cursor, a PostgreSQL server-side cursor), so no worker holds a whole result. The ranges
@@ -24,16 +25,11 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-import apache_beam as beam
-
 from transforms.contract.config import OptionError, SourceOptions, SourceSpec
 from transforms.records import (
     CHUNK_ROWS,
-    COUNTS,
-    REJECTED,
     RawChunk,
     Rejected,
-    gc_paused,
     location,
     rejection,
 )
@@ -43,7 +39,6 @@ from transforms.sources.database import (
     parse_url,
     source_error,
 )
-from transforms.sources.read import tagged
 from transforms.sources.registry import Format, OptionsReader
 
 logger = logging.getLogger(__name__)
@@ -303,70 +298,11 @@ def read_partition(
         start += len(rows)
 
 
-class _PlanPartitionsFn(beam.DoFn):
-    def __init__(self, source: SourceSpec):
-        self._source = source
-
-    def process(self, _):
-        if self._source.options_as(SqlOptions).partition_column is None:
-            yield Partition(None, None)
-            return
-        db = Database(self._source)
-        try:
-            parts = plan_partitions(db, self._source)
-        finally:
-            db.close()
-        logger.info("sql source %r: %d partition(s)", self._source.name, len(parts))
-        yield from parts
-
-
-class _ReadPartitionFn(beam.DoFn):
-    def __init__(self, source: SourceSpec):
-        self._source = source
-        self._db: Database | None = None
-
-    def setup(self):
-        self._db = Database(self._source)
-
-    def process(self, partition: Partition):
-        assert self._db is not None  # Beam calls setup first
-        with gc_paused():
-            items = read_partition(self._db, self._source, partition)
-            yield from tagged(items, self._source.name)
-
-    def teardown(self):
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
-
-class Read(beam.PTransform):
-    """Reads one sql source, a partition per Beam element. Returns (chunks, rejected, counts)."""
-
-    def __init__(self, source: SourceSpec):
-        super().__init__()
-        self._source = source
-
-    def expand(self, pbegin):
-        read = (
-            pbegin
-            | "Start" >> beam.Impulse()
-            | "PlanPartitions" >> beam.ParDo(_PlanPartitionsFn(self._source))
-            # a fusion break: the partitions spread over the workers instead of staying on one
-            | "SpreadPartitions" >> beam.Reshuffle()
-            | "ReadPartitions"
-            >> beam.ParDo(_ReadPartitionFn(self._source))
-            .with_output_types(RawChunk)
-            .with_outputs(REJECTED, COUNTS, main="chunks")
-        )
-        return read.chunks, read[REJECTED], read[COUNTS]
-
-
 FORMAT = Format(
     name="sql",
     kind="query",
     options_type=SqlOptions,
     options=options,
-    reader=Read,
+    reader="transforms.sources.queries:ReadSql",  # Beam: imported when a pipeline reads
     resolve_paths=resolve_paths,
 )

@@ -50,7 +50,7 @@ from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
 from transforms.contract.config import SourceOptions, SourceSpec
 from transforms.contract.layout import COMPRESSIONS, RECORD_SUFFIX, masked_crc
-from transforms.files import CorruptFile
+from transforms.files import CorruptFile, compression_of, open_raw
 from transforms.records import CHUNK_ROWS, RawChunk, Rejected, location, rejection
 from transforms.sources.registry import FILE_COMPRESSIONS, Format, OptionsReader
 
@@ -159,9 +159,7 @@ def read_records(
 ) -> Iterator[tuple[int, int, bytes | None, str | None]]:
     """(record number, offset, data, None) per sound record; (number, offset, None, reason) per
     broken one. Offsets are in the uncompressed stream."""
-    from apache_beam.io.filesystem import CompressionTypes  # Beam: only once files are read
-
-    if CompressionTypes.detect_compression_type(path) != CompressionTypes.GZIP:
+    if compression_of(path) != "gzip":
         yield from _read_records(stream, path, compression)
         return
     reinflating = _Reinflating(stream, path)
@@ -196,9 +194,7 @@ def _wbits(kind: str) -> int:
 
 def _compression(path: str, option: str, head: bytes) -> str:
     """What is left to undo of the file's compression: none, gzip or zlib."""
-    from apache_beam.io.filesystem import CompressionTypes
-
-    if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
+    if compression_of(path) is not None:
         return "none"  # decompressed by Beam, by extension
     if option != "auto":
         return option
@@ -387,12 +383,7 @@ class _Reinflating:
             try:
                 data = self._stream.read(size)
             except CorruptFile:
-                from apache_beam.io.filesystem import CompressionTypes
-                from apache_beam.io.filesystems import FileSystems
-
-                self._raw = FileSystems.open(
-                    self._path, compression_type=CompressionTypes.UNCOMPRESSED
-                )
+                self._raw = open_raw(self._path)
                 self._stream = _Inflating(self._raw, _wbits("gzip"))
                 self._skip = self._offset
                 return self.read(size)

@@ -26,7 +26,7 @@ from xxhash import xxh3_128_intdigest
 from pipelines.config.loader import parse_config
 from tests.transforms.keyed import keys_of
 from transforms.contract.layout import SPILL_DIR, shard_name, shard_suffix
-from transforms.prepare import PrepareRecords
+from transforms.prepare_records import PrepareRecords
 from transforms.records import EncodedChunk
 from transforms.sink.write import WriteShards
 from transforms.sources.read import ReadSource

@@ -28,18 +28,17 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipelines.config.loader import ConfigError, parse_config
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import CHUNK_ROWS, RawChunk, record_json
-from transforms.sources import bigquery
+from transforms.sources import queries
 from transforms.sources.bigquery import (
     BigqueryOptions,
-    JsonRowCoder,
-    Read,
-    RowsToChunks,
     field_value,
     flatten_row,
     options,
     row_number,
     rows_to_chunk,
 )
+from transforms.sources.queries import JsonRowCoder, RowsToChunks
+from transforms.sources.queries import ReadBigquery as Read
 
 UTC = datetime.timezone.utc
 
@@ -547,7 +546,7 @@ def test_etl_of_bigquery_rows_writes_every_value(tmp_path, monkeypatch):
         read_with[source.name] = source.options_as(BigqueryOptions)
         return beam.Create(rows)
 
-    monkeypatch.setattr(bigquery, "read_rows", create_rows)
+    monkeypatch.setattr(queries, "read_rows", create_rows)
     (tmp_path / "bq.yaml").write_text(
         """
 name: bq

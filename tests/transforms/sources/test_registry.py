@@ -32,11 +32,14 @@ def test_every_format_module_declares_its_descriptor(fmt):
     assert described.name == fmt
     assert described.kind == ("query" if fmt in registry.QUERY_FORMATS else "file")
     assert issubclass(described.options_type, SourceOptions)
-    assert callable(described.reader) and callable(described.options)
+    assert callable(described.options)
     for ending in (*described.extensions, *described.compressed):
         assert ending.startswith(".") and ending == ending.lower(), ending
-    if described.kind == "query":
+    if described.kind == "query":  # named, its Beam steps imported when a pipeline reads
         assert not described.extensions and not described.splittable
+        assert isinstance(described.reader, str) and callable(registry.reader(fmt))
+    else:
+        assert callable(described.reader) and registry.parser(fmt) is described.reader
 
 
 def test_a_descriptor_of_the_wrong_kind_is_refused(monkeypatch):
@@ -86,7 +89,8 @@ def test_split_suffix_takes_the_longest_compression_ending_first():
 
 def test_each_file_ending_is_written_once_in_the_code():
     """Every format's endings are declared by its own module: no other module of the code spells
-    one (`.tfrecord` and `.zz`, the ETL's own output endings, come from the layout)."""
+    one (`.tfrecord` and `.zz`, the ETL's own output endings, come from the layout); the
+    whole-file compression endings by transforms/files.py, which undoes them."""
     sources = {
         path: path.read_text("utf-8")
         for package in PACKAGES
@@ -102,7 +106,7 @@ def test_each_file_ending_is_written_once_in_the_code():
             assert set(spelled) <= set(owners), (ending, spelled)
     for ending in registry.FILE_COMPRESSIONS:
         spelled = [str(p.relative_to(ROOT)) for p, text in sources.items() if f'"{ending}"' in text]
-        assert spelled == ["transforms/sources/registry.py"], (ending, spelled)
+        assert spelled == ["transforms/files.py"], (ending, spelled)
 
 
 def test_no_format_facts_outside_the_registry_and_the_format_modules():

@@ -19,7 +19,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipelines.config.loader import ConfigError, parse_config
 from transforms.contract.config import OptionError, SourceSpec
 from transforms.records import RawChunk
-from transforms.sources import database, sql
+from transforms.sources import database, registry, sql
 
 
 def _source(name="s", **options) -> SourceSpec:
@@ -423,7 +423,7 @@ def test_the_read_transform_returns_chunks_rejected_and_counts(sqlite_db):
     )
     expected_ids = [repr(v) for v in _MIXED_IDS]
     with TestPipeline(runner="FnApiRunner") as p:
-        chunks, rejected, counts = p | sql.Read(source)
+        chunks, rejected, counts = p | registry.reader("sql")(source)
         ids = chunks | beam.FlatMap(lambda c: [repr(v) for v in c.columns["id"]])
         assert_that(ids, equal_to(expected_ids), label="CheckIds")
         assert_that(rejected, equal_to([]), label="CheckRejected")
