@@ -7,7 +7,7 @@ host) and returns an uncompiled tf_keras model; shardflow compiles it with the t
 metric, trains, checkpoints and exports it like its built-in model (the export serves raw
 tf.train.Examples). The wide part is a linear layer over the one-hot categories; the deep part
 an MLP over the normalized numbers, the categories' embeddings and the averaged token
-embeddings.
+embeddings (an empty list averages to zeros).
 """
 
 
@@ -40,10 +40,11 @@ def build_model(spec):
         elif feature.kind == "tokens":
             shift = -feature.padding  # ids start after the padding id, which becomes 0
             ids = layers.Lambda(lambda t, s=shift: t + s, name=f"{key}_ids")(x)
-            embedded = layers.Embedding(
-                feature.vocabulary_size + shift, 4, mask_zero=True, name=f"{key}_embed"
-            )(ids)
-            deep.append(layers.GlobalAveragePooling1D(name=f"{key}_mean")(embedded))
+            embedded = layers.Embedding(feature.vocabulary_size + shift, 4, name=f"{key}_embed")(
+                ids
+            )
+            mean = layers.Lambda(_mean_of_tokens(keras.backend), name=f"{key}_mean")
+            deep.append(mean([embedded, ids]))
     x = layers.Concatenate(name="deep_in")(deep) if len(deep) > 1 else deep[0]
     for units in (32, 16):
         x = layers.Dense(units, activation="relu")(x)
@@ -52,3 +53,16 @@ def build_model(spec):
     activation = "softmax" if spec.label.task == "classification" else None
     outputs = layers.Dense(spec.label.units, activation=activation, dtype="float32")(x)
     return keras.Model(inputs=spec.inputs, outputs=outputs, name="wide_and_deep")
+
+
+def _mean_of_tokens(backend):
+    """The mean of a list's token embeddings, padding (id 0) left out; zeros for an empty list
+    (a masked GlobalAveragePooling1D divides by zero there, and the loss becomes NaN)."""
+
+    def mean(inputs):
+        embedded, ids = inputs
+        present = backend.expand_dims(backend.cast(backend.greater(ids, 0), "float32"), -1)
+        count = backend.maximum(backend.sum(present, axis=1), 1.0)
+        return backend.sum(embedded * present, axis=1) / count
+
+    return mean
