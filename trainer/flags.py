@@ -5,10 +5,10 @@ checks the arguments it passes on to the trainer with this parser, on a machine 
 have TensorFlow. `parse_args` also reads Vertex AI's AIP_ output locations
 (trainer.config.output_dirs).
 
-Every number a flag takes is checked against its range here, before anything runs (`between`,
-`learning_rate`): a batch of a billion records, a learning rate of inf or NaN, zero epochs are
-refused in one line naming the flag and the range. The readers (trainer.readers) hold their
-arguments to the same bounds.
+Every number a flag takes is checked against its range here, before anything runs
+(`transforms.ui.args.between`, `learning_rate`): a batch of a billion records, a learning rate of
+inf or NaN, zero epochs are refused in one line naming the flag and the range. The readers
+(trainer.readers) hold their arguments to the same bounds.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from trainer.config import (
     CACHES,
@@ -31,7 +31,7 @@ from trainer.config import (
     TrainConfig,
     output_dirs,
 )
-from transforms.ui.args import ArgumentParser
+from transforms.ui.args import ArgumentParser, between
 
 # The ranges of the flags' numbers (and of the readers' arguments): far beyond any real run,
 # well short of what would exhaust memory or never end.
@@ -54,21 +54,6 @@ MAX_SEED = 2**32 - 1  # numpy's seeds
 MAX_TAKE = 10_000  # examples `inspect` shows
 MAX_WORKERS = 1024  # loader workers of a reader
 MAX_WORLD_SIZE = 1 << 16  # ranks (processes) reading one dataset
-
-
-def between(low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: a whole number in [low, high]; the error names the bound it breaks
-    (as transforms.ui.args.positive_int words it)."""
-
-    def whole_number(text: str) -> int:
-        value = _whole(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{text!r} must be at least {low:,}")
-        if value > high:
-            raise argparse.ArgumentTypeError(f"{text!r} must be at most {high:,}")
-        return value
-
-    return whole_number
 
 
 def learning_rate(text: str) -> float:
@@ -363,13 +348,6 @@ def parse_args(argv: list[str] | None, environ: Mapping[str, str] | None = None)
             steps_per_execution=args.steps_per_execution,
         ),
     )
-
-
-def _whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
 def _batch_range(text: str) -> tuple[int, int]:

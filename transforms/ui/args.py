@@ -3,20 +3,38 @@
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from transforms.ui.errors import UsageError
 from transforms.ui.suggest import flag_hint
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
+def whole_number(text: str) -> int:
+    """An argparse type: a whole number."""
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+
+
+def between(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high] (no upper bound: None); the error names
+    the bound it breaks."""
+
+    def bounded(text: str) -> int:
+        value = whole_number(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at least {low:,}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at most {high:,}")
+        return value
+
+    return bounded
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    return between(1)(text)
 
 
 class ArgumentParser(argparse.ArgumentParser):
