@@ -16,8 +16,10 @@ from transforms.contract.layout import (
     STATISTICS,
     STATISTICS_PROTO,
     TRANSFORM_DIR,
+    replaced_name,
     shard_name,
     shard_suffix,
+    staged_name,
 )
 from transforms.files import (
     RECURSIVE_FORMATS,
@@ -100,7 +102,7 @@ def _reads_back(path: str, source_format: str, output: str) -> bool:
     if f"{root}/".startswith(f"{output}/"):  # the source is in OUTPUT (a file or folder of it)
         return True
     parent, base = output.rsplit("/", 1)
-    folders = (output, f"{parent}/.{base}.incomplete-0", f"{parent}/.{base}.replaced-0")
+    folders = (output, f"{parent}/{staged_name(base, 0)}", f"{parent}/{replaced_name(base, 0)}")
     recursive = source_format in RECURSIVE_FORMATS
     files = [f"{folder}/{name}" for folder in folders for name in _DATASET_FILES]
     return any(names_file(path, file, recursive) for file in files)

@@ -56,6 +56,13 @@ from trainer.config import TrainConfig
 from trainer.dataset import Inputs
 from trainer.manifest import read_file
 from trainer.paths import join
+from transforms.contract.layout import (
+    REPLACED_TAG,
+    STAGED_TAG,
+    replaced_name,
+    staged_name,
+    staged_of,
+)
 from transforms.ui.errors import UsageError
 from transforms.ui.locations import clash
 
@@ -77,7 +84,6 @@ OUTPUTS = (
 )
 # Outputs a complete run must hold; without one, the run is not reported complete.
 REQUIRED = (f"{EXPORT}/saved_model.pb", "metrics.json")
-_STAGED, _REPLACED = ".incomplete-", ".replaced-"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +171,7 @@ def read(cfg: TrainConfig) -> Earlier:
         _refuse_foreign_checkpoints(cfg, earlier)
         return earlier
     names = _entries(model_dir)
-    ours = sorted(n for n in names if n in OUTPUTS or _staging_of(n) is not None)
+    ours = sorted(n for n in names if n in OUTPUTS or staged_of(n) is not None)
     if ours:
         held = ", ".join(f"{n}/" if tf.io.gfile.isdir(join(model_dir, n)) else n for n in ours)
         raise UsageError(
@@ -224,7 +230,7 @@ def clear(cfg: TrainConfig, earlier: Earlier) -> None:
     paths += [
         join(cfg.model_dir, n)
         for n in _entries(cfg.model_dir)
-        if _staging_of(n) in wrote | {RUN_FILE}
+        if staged_of(n) in wrote | {RUN_FILE}
     ]
     if earlier.checkpoints == cfg.checkpoints:
         paths.append(cfg.checkpoints)
@@ -291,7 +297,7 @@ def missing_outputs(cfg: TrainConfig) -> list[str]:
 def staging(cfg: TrainConfig, name: str) -> str:
     """A hidden location beside MODEL_DIR/NAME to write it before it is published."""
     assert cfg.model_dir is not None  # parse_args requires it of a run that trains
-    path = join(cfg.model_dir, f".{name}{_STAGED}{os.getpid()}")
+    path = join(cfg.model_dir, staged_name(name, os.getpid()))
     _remove(path)
     return path
 
@@ -301,7 +307,7 @@ def publish_folder(cfg: TrainConfig, name: str, staged: str) -> str:
     and deleted after; returns the published path."""
     assert cfg.model_dir is not None  # parse_args requires it of a run that trains
     final = join(cfg.model_dir, name)
-    aside = join(cfg.model_dir, f".{name}{_REPLACED}{os.getpid()}")
+    aside = join(cfg.model_dir, replaced_name(name, os.getpid()))
     if tf.io.gfile.exists(final):
         _remove(aside)
         tf.io.gfile.rename(final, aside)
@@ -318,7 +324,7 @@ def write_text(path: str, text: str) -> None:
             f.write(text)
         return
     folder, name = os.path.split(path)
-    temp = os.path.join(folder, f".{name}{_STAGED}{os.getpid()}")
+    temp = os.path.join(folder, staged_name(name, os.getpid()))
     try:
         with open(temp, "w", encoding="utf-8") as f:
             f.write(text)
@@ -333,9 +339,9 @@ def write_text(path: str, text: str) -> None:
 def discard_staging(cfg: TrainConfig) -> None:
     """Deletes what this process staged in MODEL_DIR and did not publish (a failed run)."""
     assert cfg.model_dir is not None  # parse_args requires it of a run that trains
-    mine = f"{_STAGED}{os.getpid()}"
+    mine = f"{STAGED_TAG}{os.getpid()}"
     for name in _entries(cfg.model_dir):
-        if name.endswith(mine) and _staging_of(name) in OUTPUTS:
+        if name.endswith(mine) and staged_of(name) in OUTPUTS:
             _remove(join(cfg.model_dir, name))
 
 
@@ -410,24 +416,13 @@ def _recover(cfg: TrainConfig) -> None:
     assert cfg.model_dir is not None  # parse_args requires it of a run that trains
     names = _entries(cfg.model_dir)
     for name in names:
-        if _staging_of(name) == EXPORT and _REPLACED in name and EXPORT not in names:
+        if staged_of(name) == EXPORT and REPLACED_TAG in name and EXPORT not in names:
             tf.io.gfile.rename(join(cfg.model_dir, name), join(cfg.model_dir, EXPORT))
             names.append(EXPORT)
             logger.info("put back %s: a killed run had moved it aside", EXPORT)
     for name in _entries(cfg.model_dir):
-        if _staging_of(name) in OUTPUTS:
+        if staged_of(name) in OUTPUTS:
             _remove(join(cfg.model_dir, name))
-
-
-def _staging_of(name: str) -> str | None:
-    """The output a hidden staging entry `.NAME.incomplete-ID` / `.NAME.replaced-ID` is of."""
-    if not name.startswith("."):
-        return None
-    for tag in (_STAGED, _REPLACED):
-        base, found, _ = name[1:].rpartition(tag)
-        if found and base:
-            return base
-    return None
 
 
 def _entries(folder: str) -> list[str]:

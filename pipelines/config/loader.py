@@ -70,6 +70,7 @@ from transforms.contract.layout import (
     REJECTED_DIR,
     SPILL_DIR,
     TRANSFORM_DIR,
+    staged_name,
 )
 from transforms.files import is_remote, location_problem
 from transforms.sources import registry
@@ -86,7 +87,7 @@ MAX_FIXED_LENGTH = 1_000_000  # values of a fixed-length ([n]) feature; longer l
 MAX_SPLIT_NAME = 100  # split names are folder and file names
 # OUTPUT is staged as its sibling `.NAME.incomplete-RUNID` (transforms.sink.publish.staging_path):
 # NAME and those 25 bytes must fit in a file name (255 bytes on Linux and macOS file systems).
-MAX_OUTPUT_NAME_BYTES = 255 - len("..incomplete-") - 12
+MAX_OUTPUT_NAME_BYTES = 255 - len(staged_name("", "")) - 12
 # Folders of OUTPUT (and of its staging folder) that are not splits.
 RESERVED_SPLITS = (REJECTED_DIR, TRANSFORM_DIR, SPILL_DIR)
 

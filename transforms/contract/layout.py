@@ -73,6 +73,32 @@ def shard_name(split: str, index: int, count: int, suffix: str) -> str:
 
 
 # The spill files of a run, in its staging folder only (deleted before publication).
+# What is published whole is written beside itself first and switched into place: the hidden
+# sibling `.NAME.incomplete-ID` while it is written (ID: the run's), `.NAME.replaced-ID` the one
+# it replaces until that is deleted. The ETL's OUTPUT and a model folder's outputs are named so.
+STAGED_TAG, REPLACED_TAG = ".incomplete-", ".replaced-"
+
+
+def staged_name(name: str, run: object) -> str:
+    """The hidden sibling that `name` is written under by run `run`."""
+    return f".{name}{STAGED_TAG}{run}"
+
+
+def replaced_name(name: str, run: object) -> str:
+    """The hidden sibling that the earlier `name` is moved to by run `run` as it publishes."""
+    return f".{name}{REPLACED_TAG}{run}"
+
+
+def staged_of(entry: str) -> str | None:
+    """The NAME that a hidden entry `.NAME.incomplete-ID` or `.NAME.replaced-ID` stages or
+    replaces; None for any other entry."""
+    if not entry.startswith("."):
+        return None
+    # the tag that comes last is the one the run added: NAME may hold a tag too
+    base = max((entry[1:].rpartition(tag)[0] for tag in (STAGED_TAG, REPLACED_TAG)), key=len)
+    return base or None
+
+
 SPILL_DIR = "_spill"
 
 

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.contract.layout import MANIFEST
+from transforms.contract.layout import MANIFEST, REPLACED_TAG, STAGED_TAG
 from transforms.contract.manifest import Manifest, dumps
 from transforms.files import create_file, is_remote
 from transforms.sink.output import (
@@ -164,7 +164,7 @@ def _swap(staging: str, output: str) -> str:
             exchange(staging, output)
             raise OutputError(f"{output!r} became a symbolic link while this run published")
         return staging
-    old = staging.replace(".incomplete-", ".replaced-")
+    old = staging.replace(STAGED_TAG, REPLACED_TAG)
     os.rename(output, old)
     if os.path.islink(old):
         os.rename(old, output)
@@ -245,7 +245,7 @@ def _publish_remote(staging: str, output: str, body: bytes, expected: Expected) 
 
 
 def _publishing_elsewhere(output: str, marker: str | None) -> PublishConflict:
-    run = marker.rsplit(".incomplete-", 1)[-1] if marker else "unknown"
+    run = marker.rsplit(STAGED_TAG, 1)[-1] if marker else "unknown"
     return PublishConflict(f"{output!r} is being published by another run ({run})")
 
 

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.contract.layout import staged_name
 from transforms.files import create_file, is_remote, special_kind
 
 logger = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ _DELETE_THREADS = 16  # local files deleted at once
 
 def staging_path(output: str, run_id: str) -> str:
     parent, name = output.rstrip("/").rsplit("/", 1)
-    return f"{parent}/.{name}.incomplete-{run_id}"
+    return f"{parent}/{staged_name(name, run_id)}"
 
 
 def discard(staging: str) -> None:

@@ -117,3 +117,18 @@ def test_the_output_defaults_are_the_layouts():
 def test_shard_and_rejected_file_names():
     assert shard_name("train", 3, 12, ".tfrecord.zz") == "train/train-00003-of-00012.tfrecord.zz"
     assert REJECTED_FILE == "rejected/rejected-00000-of-00001.jsonl"
+
+
+def test_staged_and_replaced_names_read_back_to_what_they_stage():
+    """The ETL's OUTPUT and a model folder's outputs are staged under one naming rule; a
+    clean-up tells what an entry stages by `staged_of` alone (a name holding the tag too)."""
+    from transforms.contract.layout import replaced_name, staged_name, staged_of
+
+    assert staged_name("penguins", "20261202-a1") == ".penguins.incomplete-20261202-a1"
+    assert replaced_name("export", 4242) == ".export.replaced-4242"
+    for name in ("penguins", "export", "metrics.json", "a.incomplete-b"):
+        assert staged_of(staged_name(name, 7)) == name
+        assert staged_of(replaced_name(name, 7)) == name
+    assert [staged_of(n) for n in ("export", ".export", ".incomplete-7", ".x.other-7")] == [
+        None, None, None, None,
+    ]  # fmt: skip
