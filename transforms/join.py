@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 
 from transforms.contract.config import DatasetSpec
 from transforms.keys import KeyMaker, key_columns, path_bytes
-from transforms.prepare import ENCODE_THREADS, Batch, Encoder, Preparer
-from transforms.prepare_records import finish_encoding
+from transforms.prepare import ENCODE_THREADS, Batch
+from transforms.prepare_records import EncodingFn
 from transforms.records import (
     COUNTS,
     FACTS,
@@ -167,24 +167,8 @@ class _BucketRowsFn(beam.DoFn):
                 yield item
 
 
-class _JoinBucketFn(beam.DoFn):
-    def __init__(self, dataset: DatasetSpec, staging: str, threads: int):
-        self._dataset = dataset
-        self._staging = staging
-        self._threads = threads
-
-    def setup(self):
-        self._preparer = Preparer(self._dataset)
-        self._encoder = Encoder(self._preparer, self._threads, self._staging)
-
-    def start_bundle(self):
-        self._encoder.start()
-
-    def finish_bundle(self):
-        yield from finish_encoding(self._encoder)
-
-    def teardown(self):
-        self._encoder.close()
+class _JoinBucketFn(EncodingFn):
+    """Validates and encodes the records joined in each bucket of keys."""
 
     def process(self, element):
         _, groups = element
@@ -202,7 +186,7 @@ class JoinByKey(beam.PTransform):
     """Joins chunks of all sources on the key, then validates and encodes the joined records.
 
     Returns (encoded, rejected, counts, statistics, facts) with counts `duplicates` and
-    `joined` (statistics and facts as `transforms.prepare.PrepareRecords` returns them, the
+    `joined` (statistics and facts as `transforms.prepare_records.PrepareRecords` returns them, the
     facts spilled under `staging`). `encode_threads`: the helper threads of each worker's
     `Encoder`.
     """

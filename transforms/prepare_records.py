@@ -21,8 +21,10 @@ from transforms.stats import DatasetStats
 from transforms.tuning import ENCODE_THREADS
 
 
-class _PrepareChunkFn(beam.DoFn):
-    """Union: validates and encodes each chunk of one source."""
+class EncodingFn(beam.DoFn):
+    """A step that validates records and encodes them with its worker's `Encoder` (its helper
+    threads started per bundle, its last chunk, statistics and facts given at the bundle's end:
+    `finish_encoding`); a subclass's `process` yields what `self._encoder.push` gives."""
 
     def __init__(self, dataset: DatasetSpec, staging: str, threads: int):
         self._dataset = dataset
@@ -32,12 +34,25 @@ class _PrepareChunkFn(beam.DoFn):
     def setup(self):
         self._preparer = Preparer(self._dataset)
         self._encoder = Encoder(self._preparer, self._threads, self._staging)
-        self._key_maker = KeyMaker(self._dataset) if self._dataset.key is not None else None
-        self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
-        self._patterns = {s.name: s.path for s in self._dataset.sources}
 
     def start_bundle(self):
         self._encoder.start()
+
+    def finish_bundle(self):
+        yield from finish_encoding(self._encoder)
+
+    def teardown(self):
+        self._encoder.close()
+
+
+class _PrepareChunkFn(EncodingFn):
+    """Union: validates and encodes each chunk of one source."""
+
+    def setup(self):
+        super().setup()
+        self._key_maker = KeyMaker(self._dataset) if self._dataset.key is not None else None
+        self._source_index = {name: i for i, name in enumerate(self._dataset.source_names)}
+        self._patterns = {s.name: s.path for s in self._dataset.sources}
 
     def process(self, chunk: RawChunk):
         with gc_paused():
@@ -49,12 +64,6 @@ class _PrepareChunkFn(beam.DoFn):
         for r in rejected + invalid:
             yield beam.pvalue.TaggedOutput(REJECTED, r)
         yield from self._encoder.push(valid)
-
-    def finish_bundle(self):
-        yield from finish_encoding(self._encoder)
-
-    def teardown(self):
-        self._encoder.close()
 
 
 def finish_encoding(encoder: Encoder) -> Iterator:
