@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import REPO_ROOT, RESULTS, append_results, machine_facts  # noqa: E402
+from benchmarks.harness import REPO_ROOT, RESULTS, append_results, command_line, machine_facts  # noqa: E402
 
 PENGUINS = REPO_ROOT / "examples" / "penguins"
 SHARDFLOW = [sys.executable, "-m", "pipelines.cli"]
@@ -102,9 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(rows)
     print(table)
     if args.record:
-        line = "python benchmarks/command_latency.py" + "".join(
-            f" {a}" for a in (argv if argv is not None else sys.argv[1:])
-        )
+        line = command_line(__file__, argv)
         append_results(
             RESULTS,
             "command latency: inspect, predict and init against their floors",

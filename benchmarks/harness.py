@@ -10,7 +10,9 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import shlex
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -43,6 +45,13 @@ def git_commit() -> str | None:
     except OSError:  # no git installed
         return None
     return done.stdout.strip() or None
+
+
+def command_line(script: str, argv: list[str] | None) -> str:
+    """The command that ran a benchmark, as RESULTS.md records it: `python benchmarks/NAME.py`
+    and its arguments (`argv`, or the process's own when None)."""
+    args = sys.argv[1:] if argv is None else argv
+    return shlex.join(["python", f"benchmarks/{Path(script).name}", *args])
 
 
 def append_results(path: Path, title: str, facts: list[str], table: str, notes: list[str]) -> None:

@@ -32,7 +32,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import RESULTS, append_results, machine_facts  # noqa: E402
+from benchmarks.harness import RESULTS, append_results, command_line, machine_facts  # noqa: E402
 from transforms.sources.text import Budgeted, Linear, compile_regex  # noqa: E402
 
 LOG = (
@@ -134,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(first) + "\n\n" + "\n".join(second)
     print(table)
     if args.record:
-        command = "python benchmarks/text_regex.py" + "".join(
-            f" {a}" for a in (argv if argv is not None else sys.argv[1:])
-        )
+        command = command_line(__file__, argv)
         append_results(
             RESULTS,
             "text regexes: per-line cost of bounded matching",

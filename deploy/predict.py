@@ -269,8 +269,9 @@ def _check_outputs(args: argparse.Namespace, paths: list[str], recursive: bool) 
     reads (an input file, --config, --model-dir), that --input would read on a later run (a
     file of its folder or glob), that is the other output, that is a folder, or whose folder
     is missing: before any work, so nothing is touched."""
-    from transforms.files import names_file
+    from transforms.files import source_reads
 
+    reads = source_reads(args.input, recursive)
     outputs = [("--output", args.output), ("--rejected", args.rejected)]
     inputs = [("--input", path) for path in paths]
     inputs += [("--config", args.config), ("--model-dir", args.model_dir)]
@@ -288,7 +289,7 @@ def _check_outputs(args: argparse.Namespace, paths: list[str], recursive: bool) 
             continue
         if not path:
             raise _Refused(f"{flag}: an empty path; name the file to write")
-        if names_file(args.input, path, recursive):
+        if reads(path):
             raise _Refused(
                 f"{flag} {path!r} is among the files --input {args.input!r} reads: the next "
                 f"run would read it as new records; choose another {flag}"

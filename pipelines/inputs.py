@@ -26,8 +26,8 @@ from transforms.files import (
     FileError,
     is_remote,
     match_files,
-    names_file,
     pattern_root,
+    source_reads,
 )
 from transforms.sink.output import Expected, OutputError, expect
 
@@ -103,6 +103,5 @@ def _reads_back(path: str, source_format: str, output: str) -> bool:
         return True
     parent, base = output.rsplit("/", 1)
     folders = (output, f"{parent}/{staged_name(base, 0)}", f"{parent}/{replaced_name(base, 0)}")
-    recursive = source_format in RECURSIVE_FORMATS
-    files = [f"{folder}/{name}" for folder in folders for name in _DATASET_FILES]
-    return any(names_file(path, file, recursive) for file in files)
+    reads = source_reads(path, source_format in RECURSIVE_FORMATS)
+    return any(reads(f"{folder}/{name}") for folder in folders for name in _DATASET_FILES)

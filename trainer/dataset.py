@@ -249,7 +249,6 @@ _MISMATCH = re.compile(
     r"(?:Data type: (?P<held>\w+) but expected type: (?P<want>\w+)"
     r"|Expected type: (?P<want2>\w+), Actual type: (?P<held2>\w+))"
 )
-_TYPE_NAMES = {"int64": "int", "float": "float", "string": "string or bytes"}
 
 
 def mismatch_message(manifest: Manifest, e: tf.errors.OpError) -> str | None:
@@ -258,8 +257,7 @@ def mismatch_message(manifest: Manifest, e: tf.errors.OpError) -> str | None:
     match = _MISMATCH.search(getattr(e, "message", None) or str(e))
     if match is None:
         return None
-    held = _TYPE_NAMES.get(match["held"] or match["held2"], match["held"] or match["held2"])
-    return type_mismatch(manifest, match["key"], held)
+    return type_mismatch(manifest, match["key"], match["held"] or match["held2"])
 
 
 def corrupt_message(manifest: Manifest, e: tf.errors.DataLossError) -> str:

@@ -33,13 +33,18 @@ def first_line(e: BaseException) -> str:
     return shown(f"{type(e).__name__}: {line}") if line else type(e).__name__
 
 
+# The kinds of values a shard holds, as TensorFlow's parser and tfx-bsl's decoder name them.
+_HELD = {"int64": "int", "float": "float", "string": "string or bytes", "bytes": "string or bytes"}
+
+
 def type_mismatch(manifest: Any, feature: str, held: str) -> str:
-    """One line for a shard whose `feature` holds `held` values (int, float, string or bytes)
-    where the manifest declares another type: the manifest was edited, or is another's."""
+    """One line for a shard whose `feature` holds `held` values (a kind as TensorFlow or
+    tfx-bsl names it: int64, float, string, bytes) where the manifest declares another type:
+    the manifest was edited, or is another's."""
     want = manifest.features.get(feature)
     declared = want.type if want is not None else "another type"
     return (
-        f"{manifest.root}: feature {feature!r}: the shards hold {held} values where "
-        f"manifest.json declares {declared}: the manifest was edited after the ETL wrote it, "
-        "or is not these shards' manifest; rerun the ETL"
+        f"{manifest.root}: feature {feature!r}: the shards hold {_HELD.get(held, held)} values "
+        f"where manifest.json declares {declared}: the manifest was edited after the ETL wrote "
+        "it, or is not these shards' manifest; rerun the ETL"
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import cast
+from typing import Any, Callable, cast
 
 import numpy as np
 import pyarrow as pa
@@ -261,12 +261,11 @@ def first_records(manifest: Manifest, files: list[str], n: int) -> list[bytes]:
     """The first `n` serialized examples of `files`, in file order, read by the readers'
     TFRecord framing (each frame's checksums checked; no TensorFlow). Raises
     CorruptShardError for a shard that cannot be read that far."""
-    listed = {f.path: f for split in manifest.splits.values() for f in split.files}
+    listed = {f.path: f.records for split in manifest.splits.values() for f in split.files}
     wbits = COMPRESSIONS[manifest.compression].wbits
     out: list[bytes] = []
     for path in files:
-        entry = listed.get(path)
-        shard = Shard(path, entry.records or 0 if entry else 0)
+        shard = Shard(path, listed.get(path) or 0)  # its records: for a corrupt shard's message
         for records in read_shard(shard, wbits, check_sha256=False):
             out += records[: n - len(out)]
             if len(out) >= n:
@@ -282,7 +281,7 @@ def as_values(manifest: Manifest, records: list[bytes]) -> list[dict]:
     if not records:
         return []
     if manifest.transform is not None and manifest.transform.materialize == "transformed":
-        return [_as_lists(r) for r in records]
+        return _as_lists(records)
     decoder = ExamplesToRecordBatchDecoder(schema_of(manifest.features))
     try:
         batch = decoder.DecodeBatch(records)
@@ -302,25 +301,33 @@ def _kind_mismatch(manifest: Manifest, e: RuntimeError) -> str:
     match = _WRONG_KIND.search(str(e))
     if match is None:
         return f"{manifest.root}: a record cannot be decoded as the manifest declares: {e}"
-    held = {"int64": "int", "bytes": "string or bytes"}.get(match["held"], match["held"])
-    return type_mismatch(manifest, match["key"], held)
+    return type_mismatch(manifest, match["key"], match["held"])
 
 
-def _as_lists(serialized: bytes) -> dict:
-    """A serialized tf.train.Example as {feature: [values]}, in feature name order."""
-    batch = ExamplesToRecordBatchDecoder().DecodeBatch([serialized])
-    out = {}
+def _as_lists(records: list[bytes]) -> list[dict]:
+    """Serialized tf.train.Examples as {feature: [values]}, each in feature name order (the
+    features a record does not hold left out): decoded together, each column read once."""
+    batch = ExamplesToRecordBatchDecoder().DecodeBatch(records)
+    columns = []
     for name, column in sorted(zip(batch.schema.names, batch.columns)):
-        values = column[0].as_py()
-        if values is None:  # a feature this example does not hold
-            continue
         kind = column.type.value_type
+        show: Callable[[Any], Any]
         if pa.types.is_large_binary(kind) or pa.types.is_binary(kind):
-            values = [_text_or_size(v) for v in values]
+            show = _text_or_size
         elif pa.types.is_floating(kind):
-            values = [float(str(np.float32(v))) for v in values]
-        out[name] = values
-    return out
+            show = _shortest_float
+        else:
+            show = int
+        columns.append((name, show, column.to_pylist()))
+    return [
+        {name: [show(v) for v in rows[i]] for name, show, rows in columns if rows[i] is not None}
+        for i in range(len(records))
+    ]
+
+
+def _shortest_float(v: float) -> float:
+    """A float32 value as the shortest decimal that reads back the same float32."""
+    return float(str(np.float32(v)))
 
 
 def _text_or_size(value: bytes) -> str:
@@ -360,7 +367,7 @@ def _item(feature: InputFeature, v):
     if feature.type == "string":
         return v.decode("utf-8", errors="replace")
     if feature.type == "float":
-        return float(str(np.float32(v)))  # the shortest decimal that reads back the same float32
+        return _shortest_float(v)
     return int(v)
 
 

@@ -29,7 +29,7 @@ import os
 import re
 import stat
 import zlib
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 from transforms.ui.safe import masked
 
@@ -171,19 +171,27 @@ def _in_folder(path: str) -> str:
     return path
 
 
-def names_file(path: str, file: str, recursive: bool = False) -> bool:
-    """Whether the files that a source `path` names (`match_files`: its glob, or its folder's
-    files, flat or `recursive`; dot names below its root skipped) include `file`, which need
-    not exist. Local paths are compared as real paths: a link or `..` does not hide a match."""
-    if is_remote(path) != is_remote(file):
-        return False
+def source_reads(path: str, recursive: bool = False) -> Callable[[str], bool]:
+    """Whether a file (which need not exist) is among those a source `path` names
+    (`match_files`: its glob, or its folder's files, flat or `recursive`; dot names below its
+    root skipped): the pattern made once, each file tested against it. Local paths are
+    compared as real paths: a link or `..` does not hide a match."""
     path = _in_folder(path)
+    remote = is_remote(path)
     pattern, root = file_pattern(path, recursive), pattern_root(path)
-    if not is_remote(path):
+    if not remote:
         real = os.path.realpath(root)
         pattern, root = glob.escape(real) + pattern[len(root) :], real
-        file = os.path.join(os.path.realpath(os.path.dirname(file)), os.path.basename(file))
-    return re.match(glob_regex(pattern), file) is not None and is_input(file, root)
+    matches = re.compile(glob_regex(pattern)).match
+
+    def reads(file: str) -> bool:
+        if is_remote(file) != remote:
+            return False
+        if not remote:
+            file = os.path.join(os.path.realpath(os.path.dirname(file)), os.path.basename(file))
+        return matches(file) is not None and is_input(file, root)
+
+    return reads
 
 
 def glob_regex(pattern: str) -> str:

@@ -72,7 +72,6 @@ def shard_name(split: str, index: int, count: int, suffix: str) -> str:
     return f"{split}/{split}-{index:05d}-of-{count:05d}{suffix}"
 
 
-# The spill files of a run, in its staging folder only (deleted before publication).
 # What is published whole is written beside itself first and switched into place: the hidden
 # sibling `.NAME.incomplete-ID` while it is written (ID: the run's), `.NAME.replaced-ID` the one
 # it replaces until that is deleted. The ETL's OUTPUT and a model folder's outputs are named so.
@@ -99,6 +98,7 @@ def staged_of(entry: str) -> str | None:
     return base or None
 
 
+# The spill files of a run, in its staging folder only (deleted before publication).
 SPILL_DIR = "_spill"
 
 
