@@ -183,12 +183,15 @@ def read(cfg: TrainConfig) -> Earlier:
     return Earlier()
 
 
-def claim(cfg: TrainConfig, inputs: Inputs, chief: bool) -> Earlier:
+def claim(cfg: TrainConfig, inputs: Inputs, chief: bool, before: Earlier) -> Earlier:
     """Makes MODEL_DIR this run's: cleared with --fresh (what its marker lists), refused
     (UsageError, one line) when it is not a model folder or an earlier run there trained
-    something else; returns what the earlier run left. The chief holds the folder's lock."""
+    something else; returns what the earlier run left. The chief holds the folder's lock and
+    reads the folder anew; another worker goes by `before`, what it read before the cluster
+    started: from then on the chief writes the folder (a run.json staged and renamed, --fresh
+    clearing), and a worker reading it then would find it half-written."""
     mine = fingerprint(cfg, inputs)
-    earlier = read(cfg)
+    earlier = read(cfg) if chief else before
     if cfg.fresh:
         if chief:
             clear(cfg, earlier)

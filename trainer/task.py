@@ -115,14 +115,17 @@ def run(cfg: TrainConfig, manifest: Manifest, pause: Pause | None = None) -> dic
     """Trains, evaluates and exports; returns the metrics written to metrics.json. `pause`, for
     tests that kill a run at a known point, is called with each point's name (`POINTS`)."""
     modeldir.check_locations(cfg, [*cfg.datasets, *(manifest.parts or (manifest.root,))])
-    modeldir.read(cfg)  # a folder shardflow did not make is refused before any work
+    # A folder shardflow did not make is refused before any work. What it holds is read before
+    # the cluster starts, when no worker has written to it yet: a worker that is not the chief
+    # goes by this (the chief, which writes the folder, reads it again once it holds the lock).
+    before = modeldir.read(cfg)
     tf_keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     strategy = get_strategy(cfg.strategy)
     chief = is_chief(strategy)
     with modeldir.locked(cfg, chief):
-        return _run(cfg, manifest, strategy, chief, pause or _no_pause)
+        return _run(cfg, manifest, strategy, chief, before, pause or _no_pause)
 
 
 def _run(
@@ -130,13 +133,14 @@ def _run(
     manifest: Manifest,
     strategy: tf.distribute.Strategy,
     chief: bool,
+    before: modeldir.Earlier,
     pause: Pause,
 ) -> dict:
     verify_shards(manifest, cfg.verify)
     inputs = inputs_of(cfg, manifest)
     for note in inputs.notes if chief else ():
         _say(f"warning: {note}")
-    earlier = modeldir.claim(cfg, inputs, chief)
+    earlier = modeldir.claim(cfg, inputs, chief, before)
     pause("claimed")
     if earlier.complete and (cfg.epochs is None or cfg.epochs <= earlier.epochs_trained):
         missing = modeldir.missing_outputs(cfg)
