@@ -21,7 +21,7 @@ COMMON = [
     "pyarrow",
     "google-cloud-storage",
     "google-crc32c",
-    # ISA-L's inflate for the TensorFlow-free readers (trainer.readers.framing): zlib's streams
+    # ISA-L's inflate for the TensorFlow-free readers (trainer.dataset.framing): zlib's streams
     "isal==1.9.1",
     # libjpeg-turbo for the readers' JPEGs (trainer.readers.images), decoded into the batch
     "simplejpeg==1.9.0",

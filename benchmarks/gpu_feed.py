@@ -280,7 +280,7 @@ def _value(feature: Any, kind: str) -> Any:
 
 def _records(dataset: Any, shards: Iterable[Any]) -> list[bytes]:
     """The serialized records of `shards`, read into memory."""
-    from trainer.readers.framing import read_shard
+    from trainer.dataset.framing import read_shard
 
     return [r for s in shards for run in read_shard(s, dataset.wbits) for r in run]
 
@@ -288,7 +288,7 @@ def _records(dataset: Any, shards: Iterable[Any]) -> list[bytes]:
 def tight_loop(root: str, seconds: float) -> float:
     """Examples/s of a tight per-record protobuf loop, one process: records held in memory,
     each parsed with Example.FromString and its numbers read into numpy arrays a batch long."""
-    from trainer.readers.dataset import open_dataset
+    from trainer.dataset.loaded import open_dataset
 
     dataset = open_dataset(root)
     records = _records(dataset, dataset.shards("train")[:64])
@@ -340,7 +340,7 @@ def _floor_worker(args: tuple) -> tuple[int, float, float]:
     root, shard_slice, batch, seconds, barrier = args
     from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
-    from trainer.readers.dataset import open_dataset
+    from trainer.dataset.loaded import open_dataset
     from trainer.readers.decode import schema_of
 
     dataset = open_dataset(root)
@@ -782,8 +782,8 @@ def run(
 ) -> dict:
     import torch
 
+    from trainer.dataset.loaded import open_dataset
     from trainer.readers import jax_batches, torch_loader
-    from trainer.readers.dataset import open_dataset
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type != "cuda":

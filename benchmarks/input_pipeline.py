@@ -57,9 +57,9 @@ import tensorflow as tf  # noqa: E402
 
 from benchmarks.etl_csv import COLUMNS, PAYMENT_TYPES, generate_csv  # noqa: E402
 from benchmarks.harness import REPO_ROOT, RESULTS, append_results, machine_facts  # noqa: E402
-from trainer.dataset import Inputs  # noqa: E402
-from trainer.manifest import Manifest, load_manifest  # noqa: E402
-from trainer.plan import InputFlags, plan_input  # noqa: E402
+from trainer.dataset.manifest import Manifest, load_manifest  # noqa: E402
+from trainer.keras.inputs import Inputs  # noqa: E402
+from trainer.keras.plan import InputFlags, plan_input  # noqa: E402
 from transforms.contract.layout import MANIFEST  # noqa: E402
 
 COMPRESSIONS = ("gzip", "none")
@@ -75,7 +75,7 @@ SHARD_MARGIN = 1.15
 
 def shardflow_dataset(manifest: Manifest, batch: int, cache: bool) -> tf.data.Dataset:
     """One epoch of exactly what `shardflow train` feeds the model (label encoded), with the
-    knobs it derives from the dataset (trainer.plan) and `--cache` or not."""
+    knobs it derives from the dataset (trainer.keras.plan) and `--cache` or not."""
     plan = plan_input(manifest, InputFlags(cache="memory" if cache else "none"))
     return Inputs.of(manifest).dataset(
         "train", batch, shuffle=True, seed=0, deterministic=False, repeat=False,
@@ -471,8 +471,8 @@ def image_row(manifest: Manifest, batch: int, repeats: int) -> tuple[str, list[s
     batch held in memory (CPU); the verdict."""
     from trainer import data
     from trainer.config import ModelConfig
-    from trainer.fit import Throughput
-    from trainer.model import build_model
+    from trainer.keras.model import build_model
+    from trainer.run.fit import Throughput
 
     inputs = data.inputs(manifest.root)  # the label's classes from the data, as `train` does
     files = manifest.split_files("train")

@@ -87,8 +87,8 @@ def read_split(data: Path, split: str, label: str) -> tuple[dict[str, list], lis
     only, read back from the shards."""
     import tensorflow as tf
 
-    from trainer.features import dtype_of
-    from trainer.manifest import load_manifest
+    from trainer.dataset.manifest import load_manifest
+    from trainer.recipe.words import dtype_of
 
     manifest = load_manifest(str(data))
     features = {n: f for n, f in manifest.features.items() if f.type in ("int", "float", "string")}

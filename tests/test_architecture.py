@@ -5,7 +5,13 @@ module imports another package's private names.
                                read here as imports); nothing of ours imports it
     deploy/                  → pipelines, trainer, transforms
     pipelines/               → transforms
-    trainer/                 → transforms.contract only (no Beam: tests/transforms/contract)
+    trainer/ (the commands)  → its wings below, transforms.contract, transforms.ui (no Beam)
+      trainer/run/           → keras, recipe, dataset, the ground (config, errors)
+      trainer/keras/         → recipe, dataset, the ground
+      trainer/readers/       → dataset, the ground (PyTorch and JAX beside Keras, not on it)
+      trainer/recipe/        → dataset, the ground; no Keras
+      trainer.config, .errors  → dataset (the trainer's ground: every wing reads them)
+      trainer/dataset/       → transforms.contract, transforms.ui; no TensorFlow
     transforms/sink/         → transforms (element logic), transforms.contract
     transforms/sources/      → transforms (element logic), transforms.contract
     transforms/ (flat)       → transforms (element logic), transforms.contract
@@ -29,13 +35,27 @@ PACKAGES = ("pipelines", "transforms", "trainer", "deploy")
 
 CLI = "pipelines.cli"
 SUBLAYERS = ("contract", "sources", "sink", "ui")
+WINGS = ("dataset", "recipe", "keras", "run", "readers")  # of trainer/
+GROUND = ("trainer.config", "trainer.errors")
+TRAINER = {"trainer", "trainer.ground", *(f"trainer.{w}" for w in WINGS)}
+BASE = {"transforms.contract", "transforms.ui"}
+# What a module of a trainer layer may not import, even lazily (third-party modules).
+FORBIDDEN = {
+    "trainer.dataset": ("tensorflow", "tf_keras", "keras", "tensorflow_transform"),
+    "trainer.readers": ("tensorflow", "tf_keras", "keras", "tensorflow_transform"),
+    "trainer.recipe": ("tf_keras", "keras"),
+}
 
 
 def _layer(module: str) -> str:
     """The layer of a dotted module name of ours."""
     if module == CLI:
         return "cli"
+    if module in GROUND:
+        return "trainer.ground"
     parts = module.split(".")
+    if parts[0] == "trainer" and len(parts) > 1 and parts[1] in WINGS:
+        return f"trainer.{parts[1]}"
     if parts[0] == "transforms" and len(parts) > 2 and parts[1] in SUBLAYERS:
         return f"transforms.{parts[1]}"
     if parts[0] == "transforms" and len(parts) == 2 and parts[1] in SUBLAYERS:
@@ -45,13 +65,19 @@ def _layer(module: str) -> str:
 
 # layer → the layers it may import (its own always)
 ALLOWED = {
-    "cli": {"deploy", "pipelines", "trainer", "transforms", "transforms.contract",
-            "transforms.sources", "transforms.sink", "transforms.ui"},
-    "deploy": {"pipelines", "trainer", "transforms", "transforms.contract", "transforms.sources",
-               "transforms.sink", "transforms.ui"},
+    "cli": {"deploy", "pipelines", "transforms", "transforms.contract",
+            "transforms.sources", "transforms.sink", "transforms.ui"} | TRAINER,
+    "deploy": {"pipelines", "transforms", "transforms.contract", "transforms.sources",
+               "transforms.sink", "transforms.ui"} | TRAINER,
     "pipelines": {"transforms", "transforms.contract", "transforms.sources", "transforms.sink",
                   "transforms.ui"},
-    "trainer": {"transforms.contract", "transforms.ui"},
+    "trainer": TRAINER | BASE,
+    "trainer.run": {"trainer.keras", "trainer.recipe", "trainer.dataset", "trainer.ground"} | BASE,
+    "trainer.keras": {"trainer.recipe", "trainer.dataset", "trainer.ground"} | BASE,
+    "trainer.readers": {"trainer.dataset", "trainer.ground"} | BASE,
+    "trainer.recipe": {"trainer.dataset", "trainer.ground"} | BASE,
+    "trainer.ground": {"trainer.dataset"} | BASE,
+    "trainer.dataset": BASE,
     "transforms.sink": {"transforms", "transforms.contract", "transforms.ui"},
     "transforms.sources": {"transforms", "transforms.contract", "transforms.ui"},
     "transforms": {"transforms.contract", "transforms.ui"},
@@ -133,6 +159,34 @@ def test_every_import_points_down_the_layers():
     assert not wrong, "\n".join(wrong)
 
 
+def _libraries(path: Path) -> list[tuple[int, str]]:
+    """(line, top-level module) of every import in a module, ours or not, anywhere in it."""
+    return _libraries_of(path.read_text(), path)
+
+
+def _libraries_of(source: str, path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(source, str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name.split(".")[0]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.lineno, node.module.split(".")[0]))
+    return found
+
+
+def test_the_dataset_floor_loads_no_tensorflow_and_the_recipe_no_keras():
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}: {_layer(module)} imports {library}"
+        for module, path in MODULES
+        if _layer(module) in FORBIDDEN
+        for line, library in _libraries(path)
+        if library in FORBIDDEN[_layer(module)]
+    ]
+    assert not wrong, "\n".join(wrong)
+    floor = [m for m, _ in MODULES if _layer(m) == "trainer.dataset"]
+    assert {"trainer.dataset.manifest", "trainer.dataset.storage"} <= set(floor)
+
+
 def test_the_command_table_names_real_modules_and_nothing_imports_the_cli():
     from pipelines.cli import COMMANDS
 
@@ -171,6 +225,15 @@ def test_the_rules_see_a_wrong_import():
     assert _layer("transforms.sources.csv") == "transforms.sources"
     assert "transforms.sink" not in ALLOWED["transforms.sources"]
     assert "pipelines" not in ALLOWED["trainer"] | ALLOWED["transforms"]
+    assert (
+        _layer("trainer.keras.model") == "trainer.keras"
+        and _layer("trainer.config") in (ALLOWED["trainer.recipe"])
+    )
+    assert "trainer.keras" not in ALLOWED["trainer.recipe"] | ALLOWED["trainer.readers"]
+    assert "trainer.run" not in ALLOWED["trainer.keras"] and "trainer" not in ALLOWED["trainer.run"]
+    assert ALLOWED["trainer.dataset"] == BASE
+    bad = ROOT / "trainer" / "dataset" / "storage.py"
+    assert "tensorflow" in [lib for _, lib in _libraries_of("import tensorflow as tf\n", bad)]
     assert "deploy" not in ALLOWED["pipelines"] and "trainer" not in ALLOWED["pipelines"]
     assert ("trainer.task", ["main"]) in [(m, f) for _, m, f in _command_table(
         ROOT / "pipelines" / "cli.py")]  # fmt: skip

@@ -2,8 +2,8 @@
 
 Plain frozen dataclasses and the flags' choices and defaults, without TensorFlow, so that the
 flag parser (trainer.flags) and `shardflow launch-training` can use them on a machine that only
-submits jobs. The modules that act on a setting (trainer.input, trainer.plan, trainer.model,
-trainer.strategy) import it from here.
+submits jobs. The modules that act on a setting (trainer.keras.input, trainer.keras.plan,
+trainer.keras.model, trainer.run.strategy) import it from here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainer.paths import join, normalize_root
+from trainer.dataset.paths import join, normalize_root
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 CACHES = ("auto", "none", "memory", "disk")
@@ -20,14 +20,38 @@ PRECISIONS = ("float32", "bfloat16", "float16")
 DEFAULT_SHUFFLE_BUFFER = 10_000
 DEFAULT_READ_BATCH = 32
 
+# The ranges of the flags' numbers (trainer.flags) and of the readers' arguments: far beyond any
+# real run, well short of what would exhaust memory or never end.
+MAX_EPOCHS = 100_000
+MAX_STEPS = 10**9  # steps per epoch, checkpoint interval, a profiled batch's number
+MAX_BATCH_SIZE = 1 << 20  # records in one batch (global)
+MAX_SHUFFLE_BUFFER = 1 << 26  # records
+MAX_READ_BATCH = 1 << 16  # records
+MAX_CYCLE_LENGTH = 1024  # shards read at once
+MAX_BLOCK_LENGTH = 1 << 16  # records
+MAX_RAM_MB = 1 << 24  # 16 TiB
+MAX_PROFILE_BATCHES = 100_000
+MAX_PROFILED_BATCHES = 1000  # batches one --tensorboard-profile traces
+MAX_STEPS_PER_EXECUTION = 10_000
+MAX_VOCABULARY_SIZE = 10_000_000
+MAX_UNITS = 1 << 16  # of one hidden layer
+MAX_LAYERS = 100
+MAX_LEARNING_RATE = 100.0
+MAX_SEED = 2**32 - 1  # numpy's seeds
+MAX_TAKE = 10_000  # examples `inspect` shows
+MAX_WORKERS = 1024  # loader workers of a reader
+MAX_WORLD_SIZE = 1 << 16  # ranks (processes) reading one dataset
+
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Model hyperparameters (trainer.recipe and trainer.model say how each is used)."""
+    """Model hyperparameters (trainer.recipe.rules and trainer.keras.model say how each is used)."""
 
     hidden_units: tuple[int, ...] = (256, 256)
     learning_rate: float = 1e-3
-    embedding_dim: int = 32  # the widest embedding of a category (trainer.recipe.embedding_width)
+    embedding_dim: int = (
+        32  # the widest embedding of a category (trainer.recipe.rules.embedding_width)
+    )
     hash_bins: int = 1000
     one_hot_max: int = 16  # categories of up to this many values are one-hot, larger embedded
     vocabulary_size: int = 10_000  # values (tokens) of a string kept from train; 0: hash them
@@ -37,7 +61,7 @@ class ModelConfig:
 @dataclass(frozen=True)
 class AcceleratorFlags:
     """How the train step runs on the device; None: the strategy's default
-    (`trainer.strategy.accelerator_settings`)."""
+    (`trainer.run.strategy.accelerator_settings`)."""
 
     jit_compile: bool | None = None
     mixed_precision: str | None = None  # one of PRECISIONS
@@ -63,10 +87,10 @@ class InputFlags:
     """The input flags of `shardflow train`; None: derive from the dataset."""
 
     shuffle_buffer: int | None = None
-    read_batch: int | None = None  # None: trainer.plan.default_read_batch
+    read_batch: int | None = None  # None: trainer.keras.plan.default_read_batch
     cycle_length: int | None = None
     block_length: int = 1
-    cache: str = "auto"  # auto | none | memory | disk (trainer.plan)
+    cache: str = "auto"  # auto | none | memory | disk (trainer.keras.plan)
     ram_budget_mb: int | None = None
 
 
@@ -76,8 +100,8 @@ class TrainConfig:
 
     data: str
     model_dir: str | None
-    epochs: int | None  # None: until the validation loss stops improving (trainer.fit)
-    batch_size: int | None  # None: sized to the dataset (trainer.model.Sizing)
+    epochs: int | None  # None: until the validation loss stops improving (trainer.run.fit)
+    batch_size: int | None  # None: sized to the dataset (trainer.keras.model.Sizing)
     strategy: str
     deterministic: bool
     seed: int
@@ -102,7 +126,7 @@ class TrainConfig:
 
     @property
     def datasets(self) -> tuple[str, ...]:
-        """Every dataset of --data, date ranges not yet expanded (trainer.union)."""
+        """Every dataset of --data, date ranges not yet expanded (trainer.dataset.union)."""
         return (self.data, *self.more_data)
 
     @property

@@ -9,10 +9,10 @@
 
     spec = data.model_spec("out/penguins")  # what `--model-module`'s build_model(spec) gets
 
-It is the pipeline `shardflow train` feeds its model (trainer/input.py: interleaved reads,
-runs of records, vectorized parsing, the host preprocessing of trainer/preprocess.py, prefetch),
-with the same recipe (trainer/recipe.py: the label's classes or scale, what each feature
-becomes) and model inputs. For a regression the labels are standardized as the model learns
+It is the pipeline `shardflow train` feeds its model (trainer/keras/input.py: interleaved reads,
+runs of records, vectorized parsing, the host preprocessing of trainer/keras/preprocess.py,
+prefetch), with the same recipe (trainer/recipe/rules.py: the label's classes or scale, what each
+feature becomes) and model inputs. For a regression the labels are standardized as the model learns
 them (`model_spec(...).label.scale`).
 """
 
@@ -23,15 +23,15 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from trainer.config import ModelConfig
-from trainer.dataset import Inputs, check_dataset
-from trainer.manifest import load_manifest
-from trainer.usermodel import ModelSpec, user_spec
+from trainer.dataset.manifest import load_manifest
+from trainer.keras.inputs import Inputs, check_dataset
+from trainer.keras.usermodel import ModelSpec, user_spec
 
 
 def inputs(
     dataset_uri: str, *, exclude_features: Sequence[str] = (), model: ModelConfig = ModelConfig()
 ) -> Inputs:
-    """How the trainer reads the dataset at `dataset_uri` (see trainer.dataset.Inputs)."""
+    """How the trainer reads the dataset at `dataset_uri` (see trainer.keras.inputs.Inputs)."""
     manifest = load_manifest(dataset_uri)
     check_dataset(manifest)
     return Inputs.of(manifest, model=model, exclude=exclude_features)

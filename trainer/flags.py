@@ -23,6 +23,23 @@ from trainer.config import (
     CLASS_WEIGHTS,
     DEFAULT_READ_BATCH,
     DEFAULT_SHUFFLE_BUFFER,
+    MAX_BATCH_SIZE,
+    MAX_BLOCK_LENGTH,
+    MAX_CYCLE_LENGTH,
+    MAX_EPOCHS,
+    MAX_LAYERS,
+    MAX_LEARNING_RATE,
+    MAX_PROFILE_BATCHES,
+    MAX_PROFILED_BATCHES,
+    MAX_RAM_MB,
+    MAX_READ_BATCH,
+    MAX_SEED,
+    MAX_SHUFFLE_BUFFER,
+    MAX_STEPS,
+    MAX_STEPS_PER_EXECUTION,
+    MAX_TAKE,
+    MAX_UNITS,
+    MAX_VOCABULARY_SIZE,
     PRECISIONS,
     STRATEGIES,
     AcceleratorFlags,
@@ -32,28 +49,6 @@ from trainer.config import (
     output_dirs,
 )
 from transforms.ui.args import ArgumentParser, between
-
-# The ranges of the flags' numbers (and of the readers' arguments): far beyond any real run,
-# well short of what would exhaust memory or never end.
-MAX_EPOCHS = 100_000
-MAX_STEPS = 10**9  # steps per epoch, checkpoint interval, a profiled batch's number
-MAX_BATCH_SIZE = 1 << 20  # records in one batch (global)
-MAX_SHUFFLE_BUFFER = 1 << 26  # records
-MAX_READ_BATCH = 1 << 16  # records
-MAX_CYCLE_LENGTH = 1024  # shards read at once
-MAX_BLOCK_LENGTH = 1 << 16  # records
-MAX_RAM_MB = 1 << 24  # 16 TiB
-MAX_PROFILE_BATCHES = 100_000
-MAX_PROFILED_BATCHES = 1000  # batches one --tensorboard-profile traces
-MAX_STEPS_PER_EXECUTION = 10_000
-MAX_VOCABULARY_SIZE = 10_000_000
-MAX_UNITS = 1 << 16  # of one hidden layer
-MAX_LAYERS = 100
-MAX_LEARNING_RATE = 100.0
-MAX_SEED = 2**32 - 1  # numpy's seeds
-MAX_TAKE = 10_000  # examples `inspect` shows
-MAX_WORKERS = 1024  # loader workers of a reader
-MAX_WORLD_SIZE = 1 << 16  # ranks (processes) reading one dataset
 
 
 def learning_rate(text: str) -> float:

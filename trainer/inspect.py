@@ -26,9 +26,9 @@ import numpy as np
 import pyarrow as pa
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
-from trainer.errors import first_line, type_mismatch
-from trainer.flags import inspect_parser
-from trainer.manifest import (
+from trainer.dataset.framing import CorruptShardError, read_shard
+from trainer.dataset.loaded import Shard
+from trainer.dataset.manifest import (
     InputFeature,
     Manifest,
     ManifestError,
@@ -36,9 +36,9 @@ from trainer.manifest import (
     load_manifest,
     load_statistics,
 )
-from trainer.readers.dataset import Shard
+from trainer.errors import first_line, type_mismatch
+from trainer.flags import inspect_parser
 from trainer.readers.decode import RecordError, schema_of
-from trainer.readers.framing import CorruptShardError, read_shard
 from transforms.contract.facts import REPEATED_SHARE
 from transforms.contract.layout import COMPRESSIONS, STATISTICS
 from transforms.contract.statistics import Sizes, Statistics

@@ -5,7 +5,7 @@ examples of a dataset split.
 signature `serving_default`) and turns its outputs for serialized raw tf.train.Example records
 into one JSON-ready answer per record: for classification the predicted `class` and
 `probabilities`, an object from class name to probability (the class names come with the export,
-`trainer.served.LABEL_FILE`); for regression the `prediction`.
+`trainer.keras.served.LABEL_FILE`); for regression the `prediction`.
 
 With `--data`, the records are the first `--take` of a split (they still hold the label, which
 the signature ignores): each line holds the record's `key` (when the dataset's key is a
@@ -23,9 +23,9 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
-from trainer.features import CLASSIFICATION
-from trainer.manifest import ManifestError, load_manifest, read_file
-from trainer.served import SIGNATURE, served_label
+from trainer.dataset.manifest import ManifestError, load_manifest, read_file
+from trainer.keras.served import SIGNATURE, served_label
+from trainer.recipe.words import CLASSIFICATION
 from transforms.ui.safe import shown
 
 BATCH = 256  # records per call of the signature
@@ -160,9 +160,9 @@ def predict_split(model_dir: str, data: str, split: str, take: int) -> int:
     except PredictError as e:
         print(shown(f"shardflow predict: {e}"), file=sys.stderr)
         return 2
+    from trainer.dataset.framing import CorruptShardError
     from trainer.inspect import as_values, first_records  # --data alone reads examples back
     from trainer.readers.decode import RecordError
-    from trainer.readers.framing import CorruptShardError
 
     try:
         serialized = first_records(manifest, files, take)

@@ -1,17 +1,17 @@
 """`shardflow train` (`python -m trainer.task`): flags → config → strategy → train → export.
 
 Trains the manifest's label on the `train` split with model.fit on a tf.distribute strategy
-(trainer.fit: validation on `eval`, checkpoints and resume), writes MODEL_DIR/metrics.json,
-exports the serving SavedModel to MODEL_DIR/export (trainer.export) and writes a self-contained
-HTML run report (MODEL_DIR/report.html, trainer.report). The flags are trainer.flags; the model
-inputs are decided once per run (trainer.dataset.Inputs), through a tf.Transform output when the
-dataset has one (trainer.transform). A corrupt shard (a CRC or decompression error) fails the
-run with a message naming the file; with --skip-corrupt the rest of each corrupt shard is
+(trainer.run.fit: validation on `eval`, checkpoints and resume), writes MODEL_DIR/metrics.json,
+exports the serving SavedModel to MODEL_DIR/export (trainer.run.export) and writes a self-contained
+HTML run report (MODEL_DIR/report.html, trainer.run.report). The flags are trainer.flags; the model
+inputs are decided once per run (trainer.keras.inputs.Inputs), through a tf.Transform output when
+the dataset has one (trainer.keras.transform). A corrupt shard (a CRC or decompression error) fails
+the run with a message naming the file; with --skip-corrupt the rest of each corrupt shard is
 skipped, and the skipped records are counted in the log and metrics.json. With --profile-input
 it only measures the input pipeline and the model step apart and prints the result as a JSON
-line (trainer.profile). On Vertex AI, the job's output locations apply (trainer.config.
+line (trainer.run.profile). On Vertex AI, the job's output locations apply (trainer.config.
 output_dirs). MODEL_DIR is shardflow's only where its run.json says so, one run writes it at a
-time, and its outputs are published whole (trainer.modeldir); a loss that becomes NaN stops the
+time, and its outputs are published whole (trainer.run.modeldir); a loss that becomes NaN stops the
 run with nothing exported. Exit status: 0 success, 2 for a bad command line or dataset, 1 for a
 failed run.
 """
@@ -27,21 +27,21 @@ from collections.abc import Callable
 import tensorflow as tf
 import tf_keras
 
-from trainer import modeldir
 from trainer.config import TrainConfig
-from trainer.dataset import Inputs, check_dataset, corrupt_message, mismatch_message
+from trainer.dataset.manifest import Manifest, ManifestError
+from trainer.dataset.paths import join
+from trainer.dataset.union import load_datasets
 from trainer.errors import first_line
-from trainer.evaluate import warnings_of
-from trainer.export import export_model
-from trainer.fit import Trained, TrainingDiverged, history_file, is_chief, train
 from trainer.flags import parse_args
-from trainer.integrity import DatasetChanged, undecodable_image, verify_shards
-from trainer.manifest import Manifest, ManifestError
-from trainer.paths import join
-from trainer.profile import profile_input
-from trainer.report import HISTORY, REPORT, read_history, render, summarize_manifest
-from trainer.strategy import StrategyError, get_strategy
-from trainer.union import load_datasets
+from trainer.keras.inputs import Inputs, check_dataset, corrupt_message, mismatch_message
+from trainer.keras.integrity import DatasetChanged, undecodable_image, verify_shards
+from trainer.run import modeldir
+from trainer.run.evaluate import warnings_of
+from trainer.run.export import export_model
+from trainer.run.fit import Trained, TrainingDiverged, history_file, is_chief, train
+from trainer.run.profile import profile_input
+from trainer.run.report import HISTORY, REPORT, read_history, render, summarize_manifest
+from trainer.run.strategy import StrategyError, get_strategy
 from transforms.ui.errors import UsageError
 from transforms.ui.safe import mask_logs, shown
 
@@ -171,7 +171,7 @@ def _no_pause(point: str) -> None:
 
 
 def inputs_of(cfg: TrainConfig, manifest: Manifest) -> Inputs:
-    """What the run's model reads, decided once (trainer.dataset.Inputs)."""
+    """What the run's model reads, decided once (trainer.keras.inputs.Inputs)."""
     return Inputs.of(
         manifest,
         cfg.skip_corrupt,
@@ -186,7 +186,7 @@ def _write_outputs(
     cfg: TrainConfig, inputs: Inputs, trained: Trained, mine: dict, pause: Pause
 ) -> None:
     """The SavedModel (every worker: saving is collective); on the chief, metrics.json,
-    history.csv and the run report, published whole (trainer.modeldir): the export staged and
+    history.csv and the run report, published whole (trainer.run.modeldir): the export staged and
     renamed into place, then each file written to a temporary file and renamed over the old; a
     worker's temporary folder is removed."""
     if not trained.chief:

@@ -25,8 +25,8 @@ import tensorflow as tf
 
 from tests.trainer.datasets import run_python
 from tests.trainer.readers.conftest import run_code
-from trainer.dataset import Inputs
-from trainer.manifest import load_manifest
+from trainer.dataset.manifest import load_manifest
+from trainer.keras.inputs import Inputs
 
 pytestmark = pytest.mark.slow
 ROWS = 12_000

@@ -109,7 +109,7 @@ with native_log_filtered():
     os.write(2, b"E0000 00:00:1795774261.678597    4611 cuda_platform.cc:52] failed call to "
                 b"cuInit: INTERNAL: CUDA error\\n")
     os.write(2, b"E0000 00:00:1795774261.678597    4611 op.cc:1] a real error\\n")
-    print("WARNING trainer.fit: ours", file=sys.stderr)
+    print("WARNING trainer.run.fit: ours", file=sys.stderr)
     os.write(2, b"no newline at the end")
 print(" - after", file=sys.stderr)
 """
@@ -122,7 +122,7 @@ def test_the_native_start_up_lines_are_dropped_and_the_rest_kept():
     assert proc.returncode == 0
     assert proc.stderr == (
         "E0000 00:00:1795774261.678597    4611 op.cc:1] a real error\n"
-        "WARNING trainer.fit: ours\n"
+        "WARNING trainer.run.fit: ours\n"
         "no newline at the end - after\n"
     )
 

@@ -296,7 +296,7 @@ def test_title_names_the_dataset_and_date(page):
 
 
 def test_the_page_wears_the_style_the_training_report_wears(page):
-    from trainer.report import render as render_training
+    from trainer.run.report import render as render_training
 
     training = render_training({"dataset": "out/penguins", "epochs": 1}, [], None)
     for html in (page, training):

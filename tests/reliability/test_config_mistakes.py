@@ -443,10 +443,10 @@ def test_a_feature_named_like_a_presence_input_is_refused(tmp_path, capsys):
 
 def test_the_presence_suffix_is_the_trainers():
     """The trainer derives presence inputs with the suffix that config loading refuses."""
-    import trainer.features
+    import trainer.recipe.words
 
-    assert trainer.features.PRESENT_SUFFIX is PRESENT_SUFFIX
-    assert "PRESENT_SUFFIX =" not in (ROOT / "trainer" / "features.py").read_text()
+    assert trainer.recipe.words.PRESENT_SUFFIX is PRESENT_SUFFIX
+    assert "PRESENT_SUFFIX =" not in (ROOT / "trainer" / "recipe" / "words.py").read_text()
 
 
 def test_refusals_do_not_depend_on_the_working_folder(tmp_path, capsys, monkeypatch):

@@ -1,5 +1,5 @@
 """`shardflow train` killed with SIGKILL at five points, then run again: the model folder holds,
-after every kill and after the rerun, one run's outputs whole (trainer/modeldir.py).
+after every kill and after the rerun, one run's outputs whole (trainer/run/modeldir.py).
 
 A first run trains 1 epoch: the old complete model. Then runs asked for 2 epochs are killed, one
 after the other, at the points of trainer.task.POINTS, reached through the test-only `pause`
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.trainer.datasets import REPO, make_rows, write_dataset
-from trainer.report import read_history
+from trainer.run.report import read_history
 from trainer.task import POINTS
 from trainer.task import main as train
 

@@ -1,5 +1,5 @@
-"""A string label without `values` takes its classes from the data (trainer/recipe.py, from the
-facts of trainer/facts.py), and a string list its vocabulary."""
+"""A string label without `values` takes its classes from the data (trainer/recipe/rules.py, from
+the facts of trainer/recipe/facts.py), and a string list its vocabulary."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.datasets import make_rows, run_python, write_dataset
-from trainer.facts import RECORDS, STATISTICS, gather, label_counts
-from trainer.label import CONFIG, with_classes
-from trainer.manifest import ManifestError, load_manifest
+from trainer.dataset.manifest import ManifestError, load_manifest
+from trainer.recipe.facts import RECORDS, STATISTICS, gather, label_counts
+from trainer.recipe.label import CONFIG, with_classes
 from transforms.contract.layout import STATISTICS as STATISTICS_FILE
 from transforms.contract.layout import STATISTICS_FORMAT_VERSION
 from transforms.contract.statistics import Statistics
@@ -134,8 +134,9 @@ def test_a_string_list_gets_the_most_frequent_train_tokens_as_its_vocabulary(dat
     from collections import Counter
 
     from trainer.config import ModelConfig
-    from trainer.dataset import Inputs
-    from trainer.preprocess import FROM_HASH, FROM_VOCABULARY, HostPreprocessing
+    from trainer.keras.inputs import Inputs
+    from trainer.keras.preprocess import HostPreprocessing
+    from trainer.recipe.words import FROM_HASH, FROM_VOCABULARY
 
     m = load_manifest(str(dataset.root))
     counts = Counter(t for r in dataset.rows["train"] for t in r["tags"])

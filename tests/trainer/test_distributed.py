@@ -1,4 +1,4 @@
-"""`shardflow train` on each distribution strategy (trainer/strategy.py, trainer/fit.py).
+"""`shardflow train` on each distribution strategy (trainer/run/strategy.py, trainer/run/fit.py).
 
 multi_worker: a real two-process cluster on 127.0.0.1 (TF_CONFIG, worker 0 is the chief).
 mirrored: the real `--strategy mirrored` flag in a process with two logical CPU devices.
@@ -25,9 +25,9 @@ import tensorflow as tf
 
 from tests.trainer.datasets import FEATURES, REPO, Dataset
 from tests.trainer.test_task import EVAL_METRICS
-from trainer import strategy as strategies
-from trainer.report import read_history
-from trainer.strategy import StrategyError, get_strategy, strategy_name
+from trainer.run import strategy as strategies
+from trainer.run.report import read_history
+from trainer.run.strategy import StrategyError, get_strategy, strategy_name
 
 CLASSES = FEATURES["species"]["values"]
 EPOCHS = 2
@@ -158,7 +158,7 @@ def test_multi_worker_metrics_name_the_strategy(two_workers):
     assert workers[0].returncode == 0, _fail(workers[0])
     metrics = json.loads((model_dir / "metrics.json").read_text())
     # The class behind tf.distribute.MultiWorkerMirroredStrategy is CollectiveAllReduceStrategy;
-    # metrics.json gives the public name (trainer.strategy.strategy_name).
+    # metrics.json gives the public name (trainer.run.strategy.strategy_name).
     assert metrics["strategy"] == "MultiWorkerMirroredStrategy"
 
 

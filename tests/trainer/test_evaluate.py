@@ -1,4 +1,4 @@
-"""Per-class evaluation (trainer/evaluate.py) and its place in the run report."""
+"""Per-class evaluation (trainer/run/evaluate.py) and its place in the run report."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import tf_keras
 
 from tests.trainer.test_report import HISTORY, METRICS
 from trainer import data
-from trainer.evaluate import class_report, report_of
-from trainer.report import render
+from trainer.run.evaluate import class_report, report_of
+from trainer.run.report import render
 
 
 def test_report_of_a_known_matrix():
@@ -53,8 +53,8 @@ def test_the_run_report_shows_the_classes_and_the_confusion_matrix():
 
 
 def test_regression_summary_gives_mae_rmse_r2_and_the_baseline_of_the_train_mean():
-    from trainer.evaluate import regression_summary
-    from trainer.features import LabelScale
+    from trainer.recipe.words import LabelScale
+    from trainer.run.evaluate import regression_summary
 
     y, predicted = np.array([1.0, 2.0, 3.0, 6.0]), np.array([1.5, 2.0, 2.0, 6.0])
     summary = regression_summary(y, predicted, train_mean=2.5, scale=LabelScale(2.5, 2.0))
@@ -77,7 +77,7 @@ CLASSIFIED = {
 
 
 def test_warnings_name_a_model_no_better_than_its_baseline_and_a_class_never_predicted():
-    from trainer.evaluate import warnings_of
+    from trainer.run.evaluate import warnings_of
 
     assert warnings_of(CLASSIFIED) == [
         "test: the model is not better than the baseline: accuracy 0.5000, always answering "
@@ -89,7 +89,7 @@ def test_warnings_name_a_model_no_better_than_its_baseline_and_a_class_never_pre
 
 
 def test_warnings_name_overfitting_by_the_task_s_metric():
-    from trainer.evaluate import warnings_of
+    from trainer.run.evaluate import warnings_of
 
     overfit = {**CLASSIFIED, "train": {"accuracy": 0.99}, "eval": {"accuracy": 0.6},
                "test": {}, "test_classes": {}}  # fmt: skip
@@ -108,8 +108,8 @@ def test_the_run_report_shows_the_warnings_in_its_banner():
 
 def test_balanced_class_weights_come_with_each_training_example(dataset):
     inputs = data.inputs(str(dataset.root))
-    from trainer.dataset import Inputs
-    from trainer.manifest import load_manifest
+    from trainer.dataset.manifest import load_manifest
+    from trainer.keras.inputs import Inputs
 
     weighted = Inputs.of(load_manifest(str(dataset.root)), class_weight="balanced")
     weights = np.array(weighted.recipe.label.weights)

@@ -1,4 +1,4 @@
-"""The parse spec and dense inputs derived from the manifest (trainer/features.py)."""
+"""The parse spec and dense inputs derived from the manifest (trainer/keras/features.py)."""
 
 import copy
 
@@ -7,15 +7,9 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.datasets import FEATURES, make_rows, to_example
-from trainer.features import (
-    CLASSIFICATION,
-    REGRESSION,
-    dense_inputs,
-    label_encoder,
-    label_task,
-    parse_spec,
-)
-from trainer.manifest import ManifestError, load_manifest, parse_manifest
+from trainer.dataset.manifest import ManifestError, load_manifest, parse_manifest
+from trainer.keras.features import dense_inputs, label_encoder, parse_spec
+from trainer.recipe.words import CLASSIFICATION, REGRESSION, label_task
 
 RAGGED_FLOAT = tf.io.RaggedFeature(dtype=tf.float32, row_splits_dtype=tf.int64)
 RAGGED_STRING = tf.io.RaggedFeature(dtype=tf.string, row_splits_dtype=tf.int64)

@@ -1,4 +1,4 @@
-"""The tf.data input pipeline (trainer/input.py)."""
+"""The tf.data input pipeline (trainer/keras/input.py)."""
 
 import functools
 
@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.datasets import make_rows, write_dataset
-from trainer.features import dense_inputs, label_encoder, parse_spec
-from trainer.input import input_batches
-from trainer.manifest import load_manifest
+from trainer.dataset.manifest import load_manifest
+from trainer.keras.features import dense_inputs, label_encoder, parse_spec
+from trainer.keras.input import input_batches
 
 
 def _ids(ds: tf.data.Dataset) -> list[int]:
@@ -113,7 +113,8 @@ def test_reads_every_compression(tmp_path, compression):
 
 
 def test_records_travel_in_runs_of_read_batch_and_every_one_arrives(dataset):
-    """Shuffling moves runs of `read_batch` consecutive records of a file (see trainer.input)."""
+    """Shuffling moves runs of `read_batch` consecutive records of a file (see
+    trainer.keras.input)."""
     m = load_manifest(str(dataset.root))
     file_order = [r["id"] for r in dataset.rows["train"]]  # 2 shards of 120
     ids = _ids(_read(m, seed=3, deterministic=True, read_batch=8, shuffle_buffer=240))
@@ -149,8 +150,8 @@ def test_file_cache_is_written_and_yields_every_record_once_per_epoch(dataset, t
 
 
 def test_skipping_batches_starts_the_same_stream_later(dataset):
-    from trainer.dataset import Inputs
-    from trainer.manifest import load_manifest
+    from trainer.dataset.manifest import load_manifest
+    from trainer.keras.inputs import Inputs
 
     inputs = Inputs.of(load_manifest(str(dataset.root)))
     options = dict(shuffle=True, seed=3, deterministic=True, repeat=True, drop_remainder=True)

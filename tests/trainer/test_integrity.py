@@ -1,4 +1,5 @@
-"""Corrupt shards: the scan of trainer/integrity.py and the skipping reader of trainer/input.py."""
+"""Corrupt shards: the scan of trainer/keras/integrity.py and the skipping reader of
+trainer/keras/input.py."""
 
 import shutil
 import struct
@@ -7,10 +8,10 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.datasets import make_rows, write_dataset
-from trainer.features import parse_spec
-from trainer.input import input_batches
-from trainer.integrity import CorruptShard, find_corrupt
-from trainer.manifest import load_manifest
+from trainer.dataset.manifest import load_manifest
+from trainer.keras.features import parse_spec
+from trainer.keras.input import input_batches
+from trainer.keras.integrity import CorruptShard, find_corrupt
 
 BROKEN = 7  # 0-based record whose payload gets a flipped byte
 
@@ -82,8 +83,8 @@ def test_a_shard_replaced_after_publishing_is_refused_naming_it(tmp_path, capsys
 
 
 def test_a_shard_of_the_same_size_is_compared_by_its_sha256_unless_told_not_to(tmp_path):
-    from trainer.integrity import verify_shards
-    from trainer.manifest import ManifestError
+    from trainer.dataset.manifest import ManifestError
+    from trainer.keras.integrity import verify_shards
 
     written = write_dataset(tmp_path / "d", make_rows(300), compression="none")
     shard = written.root / "train/train-00000-of-00002.tfrecord"
@@ -103,8 +104,8 @@ def test_a_hand_edited_record_count_is_refused_before_a_step(tmp_path, compressi
     holds (counted while hashing), are both refused: steps per epoch come from them."""
     import json
 
-    from trainer.integrity import verify_shards
-    from trainer.manifest import ManifestError
+    from trainer.dataset.manifest import ManifestError
+    from trainer.keras.integrity import verify_shards
 
     written = write_dataset(tmp_path / "d", make_rows(300), compression=compression)
     path = written.root / "manifest.json"
@@ -128,7 +129,7 @@ def test_a_hand_edited_record_count_is_refused_before_a_step(tmp_path, compressi
 
 
 def test_a_dataset_replaced_during_training_stops_the_run(tmp_path):
-    from trainer.integrity import DatasetChanged, DatasetWatch
+    from trainer.keras.integrity import DatasetChanged, DatasetWatch
 
     written = write_dataset(tmp_path / "d", make_rows(40), splits={"train": 1})
     watch = DatasetWatch([str(written.root)])
@@ -185,8 +186,8 @@ def test_a_shard_of_any_split_that_is_a_fifo_is_refused_before_a_read(tmp_path):
     import json
     import os
 
-    from trainer.integrity import verify_shards
-    from trainer.manifest import ManifestError
+    from trainer.dataset.manifest import ManifestError
+    from trainer.keras.integrity import verify_shards
 
     written = write_dataset(tmp_path / "d", make_rows(40), splits={"train": 1})
     root = written.root
@@ -199,7 +200,7 @@ def test_a_shard_of_any_split_that_is_a_fifo_is_refused_before_a_read(tmp_path):
 
 
 def test_a_manifest_replaced_by_a_link_to_dev_zero_stops_the_run_unread(tmp_path):
-    from trainer.integrity import DatasetChanged, DatasetWatch
+    from trainer.keras.integrity import DatasetChanged, DatasetWatch
 
     written = write_dataset(tmp_path / "d", make_rows(40), splits={"train": 1})
     watch = DatasetWatch([str(written.root)])

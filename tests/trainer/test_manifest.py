@@ -1,10 +1,10 @@
-"""Loading and validating manifest.json (trainer/manifest.py)."""
+"""Loading and validating manifest.json (trainer/dataset/manifest.py)."""
 
 import copy
 
 import pytest
 
-from trainer.manifest import (
+from trainer.dataset.manifest import (
     InputFeature,
     ManifestError,
     load_manifest,
@@ -201,7 +201,7 @@ def test_statistics_and_facts_are_read_only_within_their_limits(dataset, tmp_pat
     import json
     import os
 
-    from trainer.manifest import load_facts, load_statistics
+    from trainer.dataset.manifest import load_facts, load_statistics
 
     root = _copy(dataset, tmp_path)
     os.mkfifo(root / "statistics.json")

@@ -1,4 +1,4 @@
-"""`shardflow train` keeps its memory bounded over epochs (trainer/task.py, trainer/input.py).
+"""`shardflow train` keeps its memory bounded over epochs (trainer/task.py, trainer/keras/input.py).
 
 One run of several epochs with evaluation on a dataset large enough for the shuffle buffer and
 the input pipelines to matter. The process's resident set (VmRSS in /proc/PID/status) is sampled

@@ -7,13 +7,13 @@ import pytest
 import tensorflow as tf
 
 from tests.trainer.datasets import FEATURES, make_rows, to_example, write_dataset
-from trainer.dataset import Inputs
-from trainer.export import export_model
-from trainer.features import dense_inputs, parse_spec
-from trainer.manifest import load_manifest
-from trainer.model import ModelConfig, build_model, compute_moments, to_label_units
-from trainer.preprocess import NUMBER
-from trainer.recipe import NOT_AN_INPUT
+from trainer.dataset.manifest import load_manifest
+from trainer.keras.features import dense_inputs, parse_spec
+from trainer.keras.inputs import Inputs
+from trainer.keras.model import ModelConfig, build_model, compute_moments, to_label_units
+from trainer.recipe.rules import NOT_AN_INPUT
+from trainer.recipe.words import NUMBER
+from trainer.run.export import export_model
 
 # one_hot_max=2: island and year (3 values each) take the embedding path here, the one-hot path
 # in the end-to-end tests.

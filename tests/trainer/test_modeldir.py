@@ -1,4 +1,4 @@
-"""What MODEL_DIR holds of an earlier run (trainer/modeldir.py), and the paper cuts on the way
+"""What MODEL_DIR holds of an earlier run (trainer/run/modeldir.py), and the paper cuts on the way
 to a trained model: a label some records lack, an image without image_size, a dataset with
 nothing to learn from. Every refusal is one line and exit 2."""
 

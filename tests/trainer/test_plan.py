@@ -1,4 +1,4 @@
-"""The input pipeline's knobs derived from the manifest and the flags (trainer/plan.py)."""
+"""The input pipeline's knobs derived from the manifest and the flags (trainer/keras/plan.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import os
 import pytest
 
 from tests.trainer.datasets import make_rows, write_dataset
+from trainer.dataset.manifest import load_manifest
 from trainer.flags import parse_args
-from trainer.input import DEFAULT_READ_BATCH, INPUTS
-from trainer.manifest import load_manifest
-from trainer.plan import InputFlags, default_read_batch, plan_input, record_size
+from trainer.keras.input import DEFAULT_READ_BATCH, INPUTS
+from trainer.keras.plan import InputFlags, default_read_batch, plan_input, record_size
 
 
 @pytest.fixture(scope="module")

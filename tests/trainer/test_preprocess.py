@@ -1,4 +1,4 @@
-"""The host/device split (trainer/preprocess.py) and the accelerator settings: strings stay in
+"""The host/device split (trainer/keras/preprocess.py) and the accelerator settings: strings stay in
 the input pipeline, the device model sees numbers only, compiles with XLA and computes in mixed
 precision."""
 
@@ -15,15 +15,15 @@ import tf_keras
 
 from tests.trainer.datasets import FEATURES, make_rows, to_example
 from trainer.config import Accelerator, AcceleratorFlags, ModelConfig
-from trainer.dataset import Inputs
-from trainer.features import dense_inputs, parse_spec
-from trainer.fit import Throughput
+from trainer.dataset.manifest import ManifestError, load_manifest
 from trainer.flags import parse_args
-from trainer.manifest import ManifestError, load_manifest
-from trainer.model import CPU, SeededDropout, Sizing, build_model
-from trainer.preprocess import CATEGORY, FROM_VALUES, FROM_VOCABULARY, NUMBER, PRESENCE, TOKENS
-from trainer.recipe import EXCLUDED, KEY, NOT_AN_INPUT
-from trainer.strategy import TPU_STEPS_PER_EXECUTION, accelerator_settings
+from trainer.keras.features import dense_inputs, parse_spec
+from trainer.keras.inputs import Inputs
+from trainer.keras.model import CPU, SeededDropout, Sizing, build_model
+from trainer.recipe.rules import EXCLUDED, KEY, NOT_AN_INPUT
+from trainer.recipe.words import CATEGORY, FROM_VALUES, FROM_VOCABULARY, NUMBER, PRESENCE, TOKENS
+from trainer.run.fit import Throughput
+from trainer.run.strategy import TPU_STEPS_PER_EXECUTION, accelerator_settings
 
 SMALL = ModelConfig(hidden_units=(8,), embedding_dim=2, hash_bins=16, one_hot_max=2)
 
@@ -195,7 +195,7 @@ def test_the_accelerator_flags_parse():
 
 
 def test_serving_applies_the_same_host_preprocessing_as_training(inputs, tmp_path):
-    from trainer.export import export_model
+    from trainer.run.export import export_model
 
     model = _model(inputs)
     export_model(model, inputs, str(tmp_path / "export"))
@@ -252,7 +252,7 @@ def test_images_are_decoded_resized_and_scaled_on_the_host_and_a_missing_one_is_
 
     from PIL import Image
 
-    from trainer.preprocess import DecodeImages
+    from trainer.keras.preprocess import DecodeImages
 
     pixels = np.zeros((4, 6, 3), np.uint8)
     pixels[:, :3] = (255, 0, 0)  # left half red, right half black

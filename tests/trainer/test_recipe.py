@@ -1,7 +1,7 @@
-"""The rules of trainer/recipe.py and trainer/label.py: what each feature becomes, and how the
-label is learned.
+"""The rules of trainer/recipe/rules.py and trainer/recipe/label.py: what each feature becomes, and
+how the label is learned.
 
-Each rule is checked on facts made here (trainer.facts.Facts), so that every threshold is met
+Each rule is checked on facts made here (trainer.recipe.facts.Facts), so that every threshold is met
 on purpose: a nearly unique string, a date, a skewed number, an hour, a skewed label.
 """
 
@@ -14,20 +14,14 @@ import pytest
 import tensorflow as tf
 
 from trainer.config import ModelConfig
-from trainer.facts import Facts, NumberSample, Strings, skewness
-from trainer.features import label_encoder
-from trainer.label import label_scale
-from trainer.manifest import InputFeature, Manifest, ManifestError
-from trainer.model import to_label_units
-from trainer.preprocess import (
-    CATEGORY,
-    FROM_VOCABULARY,
-    NUMBER,
-    PRESENCE,
-    HostPreprocessing,
-    date_parts,
-)
-from trainer.recipe import NO_VALUE, ONE_VALUE, decide, embedding_width, log_unit
+from trainer.dataset.manifest import InputFeature, Manifest, ManifestError
+from trainer.keras.features import label_encoder
+from trainer.keras.model import to_label_units
+from trainer.keras.preprocess import HostPreprocessing
+from trainer.recipe.facts import Facts, NumberSample, Strings, skewness
+from trainer.recipe.label import label_scale
+from trainer.recipe.rules import NO_VALUE, ONE_VALUE, decide, embedding_width, log_unit
+from trainer.recipe.words import CATEGORY, FROM_VOCABULARY, NUMBER, PRESENCE, date_parts
 from transforms.contract import manifest as contract
 
 RNG = np.random.default_rng(0)
@@ -241,7 +235,7 @@ def test_include_and_exclude_name_features():
 def test_on_enough_records_a_number_is_also_read_in_pieces_of_its_train_quantiles():
     import dataclasses
 
-    from trainer.model import Numbers
+    from trainer.keras.model import Numbers
 
     values = np.arange(5000, dtype=np.float64)
     features = {"x": InputFeature(name="x", type="float")}

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import pytest
 
 from tests.services.chromium import distinct_colours
-from trainer.report import RATE, read_history, render
+from trainer.run.report import RATE, read_history, render
 from trainer.task import main
 
 METRICS = {

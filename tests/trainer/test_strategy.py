@@ -1,9 +1,9 @@
-"""Mapping --strategy to a tf.distribute strategy (trainer/strategy.py)."""
+"""Mapping --strategy to a tf.distribute strategy (trainer/run/strategy.py)."""
 
 import pytest
 import tensorflow as tf
 
-from trainer.strategy import StrategyError, get_strategy
+from trainer.run.strategy import StrategyError, get_strategy
 
 
 @pytest.fixture

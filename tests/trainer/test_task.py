@@ -16,11 +16,12 @@ from tests.trainer.datasets import (
     to_example,
     write_dataset,
 )
-from trainer.recipe import embedding_width
+from trainer.recipe.rules import embedding_width
 from trainer.task import main
 
 CLASSES = FEATURES["species"]["values"]
-# what metrics.json's eval holds for a classifier: the model's and the baseline's (trainer.evaluate)
+# what metrics.json's eval holds for a classifier: the model's and the baseline's
+# (trainer.run.evaluate)
 EVAL_METRICS = ["accuracy", "baseline_accuracy", "loss", "macro_f1", "records"]
 
 
@@ -292,10 +293,10 @@ def test_training_on_two_replicas_splits_the_global_batch(dataset, tmp_path):
 
 def test_trainer_never_imports_apache_beam_nor_tf_transform_unless_a_dataset_has_one():
     modules = (
-        "trainer.task, trainer.input, trainer.model, trainer.export, trainer.inspect, "
-        "trainer.manifest, trainer.features, trainer.strategy, trainer.transform, "
-        "trainer.predict, trainer.flags, trainer.config, trainer.errors, trainer.dataset, "
-        "trainer.fit, trainer.profile"
+        "trainer.task, trainer.keras.input, trainer.keras.model, trainer.run.export, "
+        "trainer.inspect, trainer.dataset.manifest, trainer.keras.features, trainer.run.strategy, "
+        "trainer.keras.transform, trainer.predict, trainer.flags, trainer.config, trainer.errors, "
+        "trainer.keras.inputs, trainer.run.fit, trainer.run.profile, trainer.recipe.rules"
     )
     proc = run_python(
         "-c",

@@ -12,10 +12,11 @@ import pytest
 import tensorflow as tf
 
 from trainer.config import ModelConfig
-from trainer.dataset import Inputs
-from trainer.manifest import ManifestError, load_manifest
-from trainer.preprocess import FROM_VOCABULARY, TOKENS, HostPreprocessing, words
-from trainer.recipe import with_text
+from trainer.dataset.manifest import ManifestError, load_manifest
+from trainer.keras.inputs import Inputs
+from trainer.keras.preprocess import HostPreprocessing
+from trainer.recipe.rules import with_text
+from trainer.recipe.words import FROM_VOCABULARY, TOKENS, words
 from trainer.task import main as train
 
 COLOURS = {"red": "Adelie", "blue": "Chinstrap", "green": "Gentoo"}

@@ -1,4 +1,4 @@
-"""Training and serving through a tf.Transform output (trainer/transform.py and its users).
+"""Training and serving through a tf.Transform output (trainer/keras/transform.py and its users).
 
 The transform of the fixtures is analyzed by tft_beam on the train split (tests/trainer/datasets.py:
 z-score of flipper_mm, vocabularies with one OOV bucket of island and tags, the rest passed
@@ -25,14 +25,14 @@ from tests.trainer.datasets import (
     to_example,
 )
 from trainer import predict
-from trainer.dataset import Inputs
-from trainer.export import export_model
-from trainer.features import dense_inputs
-from trainer.manifest import InputFeature, ManifestError, load_manifest, parse_manifest
-from trainer.model import IdEmbedding, ModelConfig, OneHotIds, build_model
-from trainer.served import TRANSFORM_SIGNATURE
+from trainer.dataset.manifest import InputFeature, ManifestError, load_manifest, parse_manifest
+from trainer.keras.features import dense_inputs
+from trainer.keras.inputs import Inputs
+from trainer.keras.model import IdEmbedding, ModelConfig, OneHotIds, build_model
+from trainer.keras.served import TRANSFORM_SIGNATURE
+from trainer.keras.transform import load_transform, output_features
+from trainer.run.export import export_model
 from trainer.task import main
-from trainer.transform import load_transform, output_features
 
 SMALL = ModelConfig(hidden_units=(8,), embedding_dim=2, hash_bins=16)
 MODEL_INPUTS = [
@@ -198,7 +198,8 @@ def test_trainer_reads_raw_shards_through_the_transform(tft_datasets):
     np.testing.assert_allclose(batch["flipper_mm"], z, rtol=1e-4, atol=1e-5)
     assert sorted(islands) == sorted({r["island"] for r in rows})
     assert sorted(tags) == sorted({t for r in rows for t in r["tags"]})
-    # a category id is a [batch, 1] model input (trainer.preprocess), its id as the vocabulary's
+    # a category id is a [batch, 1] model input (trainer.keras.preprocess), its id as the
+    # vocabulary's
     np.testing.assert_array_equal(batch["island"], [[islands.index(r["island"])] for r in ordered])
     width = max(len(r["tags"]) for r in rows)
     np.testing.assert_array_equal(

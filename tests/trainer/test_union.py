@@ -1,4 +1,4 @@
-"""Several datasets as one input (trainer/union.py): `--data A B` and date ranges."""
+"""Several datasets as one input (trainer/dataset/union.py): `--data A B` and date ranges."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from tests.trainer.datasets import make_rows, run_python, write_dataset
+from trainer.dataset.manifest import ManifestError, load_manifest
+from trainer.dataset.union import expand, load_datasets
 from trainer.flags import parse_args
-from trainer.manifest import ManifestError, load_manifest
-from trainer.union import expand, load_datasets
 
 
 def test_a_date_range_stands_for_one_uri_per_day_written_like_its_ends():

@@ -1,4 +1,4 @@
-"""Bring your own model (`--model-module`, trainer/usermodel.py), the Python API of the input
+"""Bring your own model (`--model-module`, trainer/keras/usermodel.py), the Python API of the input
 (trainer/data.py) and the two examples that use them."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import tf_keras
 from tests.trainer.datasets import FEATURES, make_rows, run_python, to_example
 from trainer import data
 from trainer.config import ModelConfig
-from trainer.model import build_model
-from trainer.preprocess import CATEGORY, NUMBER
-from trainer.usermodel import load_module
+from trainer.keras.model import build_model
+from trainer.keras.usermodel import load_module
+from trainer.recipe.words import CATEGORY, NUMBER
 from transforms.ui.errors import UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """The trainer in a Vertex AI job: the AIP_ output locations (trainer/config.py) and the cluster
-described by CLUSTER_SPEC (trainer/strategy.py)."""
+described by CLUSTER_SPEC (trainer/run/strategy.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import tensorflow as tf
 from tests.trainer.datasets import run_python
 from trainer.config import OutputDirs, output_dirs
 from trainer.flags import parse_args
-from trainer.strategy import StrategyError, adopt_cluster_spec, tf_config_from_cluster_spec
+from trainer.run.strategy import StrategyError, adopt_cluster_spec, tf_config_from_cluster_spec
 
 AIP = {
     "AIP_MODEL_DIR": "gs://b/job/model/",

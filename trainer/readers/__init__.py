@@ -15,8 +15,8 @@
 Both read the same core (trainer.readers.stream): the manifest and its shards (sizes and
 checksums checked), shards dealt to ranks and loader workers, seeded shuffles of shards and
 records, whole batches decoded by tfx-bsl's C++ decoder into the arrays of the tf.data path
-(`trainer.features.dense_inputs`), images decoded and resized as it does, string features with
-a vocabulary (trainer.readers.facts: the dataset's facts) as ids and the label as its class
+(`trainer.keras.features.dense_inputs`), images decoded and resized as it does, string features with
+a vocabulary (trainer.dataset.facts: the dataset's facts) as ids and the label as its class
 index, and resumption after `start_step`
 batches. torch and jax are imported only when `torch_loader` or `jax_batches` is first taken
 from the package (its `__getattr__`).
@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trainer.readers.facts import dataset_facts
+    from trainer.dataset.facts import dataset_facts
     from trainer.readers.jaxfeed import jax_batches
     from trainer.readers.pytorch import torch_loader
 
@@ -36,7 +36,7 @@ __all__ = ["dataset_facts", "jax_batches", "torch_loader"]
 _HOMES = {
     "torch_loader": "trainer.readers.pytorch",
     "jax_batches": "trainer.readers.jaxfeed",
-    "dataset_facts": "trainer.readers.facts",
+    "dataset_facts": "trainer.dataset.facts",
 }
 
 

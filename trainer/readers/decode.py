@@ -4,7 +4,7 @@ One call of tfx-bsl's C++ `ExamplesToRecordBatchDecoder`, built with a schema de
 manifest's features (so every batch has the same columns and types, also when a feature is
 missing from all its records), turns a batch into Arrow list columns; each column becomes numpy
 through its flat values and lengths, with no Python work per record. The arrays are those of
-the tf.data path's `trainer.features.dense_inputs`:
+the tf.data path's `trainer.keras.features.dense_inputs`:
 
 - a feature always present (required, or with a default): [batch, *shape] (a scalar: [batch]);
   a record holding another number of values is an error, as for tf.io.parse_example;
@@ -14,7 +14,7 @@ the tf.data path's `trainer.features.dense_inputs`:
   int64 `NAME__lengths` [batch];
 - int64, float32, and bytes (a numpy object array) for strings, bytes and images.
 
-With `encode`, a string feature with a vocabulary (trainer.readers.facts) becomes int64
+With `encode`, a string feature with a vocabulary (trainer.dataset.facts) becomes int64
 ids (1 + its index; 0 for another value, a missing one or padding) and the label the index of
 its class (an unknown class is an error), looked up by Arrow over whole columns. An image with
 an `image_size` is decoded and resized (trainer.readers.images) unless `decode_images` is off,
@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
-from trainer.readers.facts import DatasetFacts
+from trainer.dataset.facts import DatasetFacts
 from trainer.readers.images import DTYPES, ImageError, decode_images
 from transforms.contract.config import PRESENT_SUFFIX
 from transforms.contract.manifest import ManifestError, ManifestFeature

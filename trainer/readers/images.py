@@ -1,6 +1,6 @@
 """Encoded images decoded and resized on the host, by the rule of the tf.data path.
 
-The tf.data path (`trainer.preprocess.DecodeImages`) decodes an image to `channels` channels,
+The tf.data path (`trainer.keras.preprocess.DecodeImages`) decodes an image to `channels` channels,
 resizes it bilinearly (`tf.image.resize`: half-pixel centers, no antialiasing) to the feature's
 `image_size` in float32 and divides by 255; a missing image ("") is all zeros. Here a JPEG
 is decoded by libjpeg-turbo through simplejpeg with tf.io.decode_jpeg's defaults (the fast

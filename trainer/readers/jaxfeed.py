@@ -2,7 +2,7 @@
 ahead of the step that takes them.
 
 Process `process_index` of `process_count` (jax.process_index() and jax.process_count() by
-default) reads its own stream (trainer.readers.plan); every process yields the same number of
+default) reads its own stream (trainer.readers.deal); every process yields the same number of
 batches per epoch. One thread reads and a few decode batches ahead, in order
 (trainer.readers.ahead: tfx-bsl's decoder and Pillow let other threads run);
 the numeric arrays of the next batches are put on the devices (asynchronously) while the
@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from trainer.flags import MAX_EPOCHS, MAX_WORLD_SIZE
+from trainer.config import MAX_EPOCHS, MAX_WORLD_SIZE
 from trainer.readers.ahead import ahead, parallel_map
 from trainer.readers.stream import Reader
 

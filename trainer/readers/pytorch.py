@@ -1,7 +1,7 @@
 """The readers for PyTorch: an IterableDataset of the reading core and its DataLoader.
 
 Each `iter()` of the loader is one epoch (0, 1, 2, ...). Rank `rank` of `world_size` reads its
-own streams (trainer.readers.plan), each loader worker one of them, so under
+own streams (trainer.readers.deal), each loader worker one of them, so under
 DistributedDataParallel no two ranks read the same records; every rank yields the same number
 of batches in an epoch. Workers decode whole batches (the DataLoader's `batch_size` is None: a
 dataset item is already a batch). Where the cores allow (`worker_threads`: 1.25 cores or more
@@ -44,9 +44,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from trainer.flags import MAX_WORKERS, MAX_WORLD_SIZE
+from trainer.config import MAX_WORKERS, MAX_WORLD_SIZE
 from trainer.readers.ahead import ahead, parallel_map
-from trainer.readers.plan import Layout, Position
+from trainer.readers.deal import Layout, Position
 from trainer.readers.stream import Reader
 
 PREFETCH = 2  # batches each worker decodes ahead

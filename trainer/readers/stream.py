@@ -2,7 +2,7 @@
 
 `Reader` holds what every stream shares (the dataset, its shards, the decoder, the options);
 `Reader.batches(layout, epoch, rank, worker)` is one stream's epoch: its shards
-(trainer.readers.plan) read in turn (`deterministic`) or a few at a time, runs of records taken
+(trainer.readers.deal) read in turn (`deterministic`) or a few at a time, runs of records taken
 from each in turn, as the tf.data path interleaves them; with fewer shards than streams, every
 n-th record; then a bounded shuffle buffer of serialized records seeded by (seed, epoch,
 stream); then batches of `batch_size` (the last one may be smaller), each decoded at once
@@ -19,14 +19,19 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from trainer.config import DEFAULT_SHUFFLE_BUFFER
-from trainer.flags import MAX_BATCH_SIZE, MAX_SHUFFLE_BUFFER, MAX_WORKERS, MAX_WORLD_SIZE
-from trainer.readers import storage
-from trainer.readers.dataset import Dataset, open_dataset
+from trainer.config import (
+    DEFAULT_SHUFFLE_BUFFER,
+    MAX_BATCH_SIZE,
+    MAX_SHUFFLE_BUFFER,
+    MAX_WORKERS,
+    MAX_WORLD_SIZE,
+)
+from trainer.dataset import storage
+from trainer.dataset.facts import DatasetFacts
+from trainer.dataset.framing import read_shard
+from trainer.dataset.loaded import Dataset, open_dataset
+from trainer.readers.deal import Assignment, Layout, seeded
 from trainer.readers.decode import Decoder, RecordError
-from trainer.readers.facts import DatasetFacts
-from trainer.readers.framing import read_shard
-from trainer.readers.plan import Assignment, Layout, seeded
 from transforms.contract.manifest import ManifestError
 
 CYCLE = 4  # shards read at once when not deterministic
@@ -37,7 +42,7 @@ class Reader:
     """Batches of `split` of the dataset(s) at `data` (see the module's doc). `encode`,
     `decode_images` and `image_dtype` go to the Decoder; with `skip_corrupt` the rest of a
     corrupt shard is skipped, and `check_sha256` checks each shard's sha256
-    (trainer.readers.framing)."""
+    (trainer.dataset.framing)."""
 
     def __init__(
         self,

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from tests.trainer.datasets import make_rows, to_example
-from trainer.readers.dataset import Dataset
+from trainer.dataset.facts import DatasetFacts, MeanStd
+from trainer.dataset.loaded import Dataset
 from trainer.readers.decode import Decoder, RecordError
-from trainer.readers.facts import DatasetFacts, MeanStd
 from trainer.readers.stream import Reader
 from transforms.contract.manifest import ManifestFeature
 from transforms.contract.statistics import Statistics

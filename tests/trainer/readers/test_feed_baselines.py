@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 from benchmarks.gpu_feed import Cores, example_class, per_record_dataset
-from trainer.readers.dataset import open_dataset
-from trainer.readers.framing import read_shard
+from trainer.dataset.framing import read_shard
+from trainer.dataset.loaded import open_dataset
 from trainer.readers.stream import Reader
 
 torch = pytest.importorskip("torch")

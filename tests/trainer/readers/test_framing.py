@@ -13,8 +13,8 @@ import pytest
 from tfx_bsl.coders.example_coder import ExampleToNumpyDict
 
 from tests.trainer.datasets import make_rows, write_dataset
-from trainer.readers.dataset import open_dataset
-from trainer.readers.framing import CorruptShardError, ShardChangedError, read_shard
+from trainer.dataset.framing import CorruptShardError, ShardChangedError, read_shard
+from trainer.dataset.loaded import open_dataset
 from transforms.contract.manifest import ManifestError
 
 
@@ -113,7 +113,7 @@ def test_a_rewritten_shard_of_the_same_size_fails_its_sha256(dataset, tmp_path):
 
 def _frames_checked(shard, wbits, monkeypatch) -> int:
     """How many frames the CRC-checking path unframes while `shard` is read."""
-    from trainer.readers import framing
+    from trainer.dataset import framing
 
     counted = []
     checked = framing._Unframer.feed

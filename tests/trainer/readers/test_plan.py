@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainer.readers.dataset import Shard
-from trainer.readers.plan import Layout, Position, assign, shard_order
+from trainer.dataset.loaded import Shard
+from trainer.readers.deal import Layout, Position, assign, shard_order
 from trainer.readers.stream import Reader, cut, shuffled
 
 SHARDS = tuple(Shard(f"s{i}", records=10 + i) for i in range(5))

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer.flags import MAX_BATCH_SIZE, MAX_EPOCHS
-from trainer.readers.dataset import Shard, open_dataset
-from trainer.readers.plan import Layout
+from trainer.config import MAX_BATCH_SIZE, MAX_EPOCHS
+from trainer.dataset.loaded import Shard, open_dataset
+from trainer.readers.deal import Layout
 from trainer.readers.stream import Reader
 from transforms.contract.manifest import ManifestError
 

@@ -1,6 +1,6 @@
 """The readers give the records of the tf.data path, with the same values: the raw arrays of
-`trainer.features.dense_inputs`, the label as `label_encoder` encodes it, the images as
-`trainer.preprocess.DecodeImages` decodes them; in the same order when deterministic."""
+`trainer.keras.features.dense_inputs`, the label as `label_encoder` encodes it, the images as
+`trainer.keras.preprocess.DecodeImages` decodes them; in the same order when deterministic."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer.features import dense_inputs, label_encoder, parse_spec
-from trainer.input import input_batches
-from trainer.manifest import load_manifest
-from trainer.preprocess import DecodeImages
+from trainer.dataset.manifest import load_manifest
+from trainer.keras.features import dense_inputs, label_encoder, parse_spec
+from trainer.keras.input import input_batches
+from trainer.keras.preprocess import DecodeImages
 from trainer.readers import jax_batches, torch_loader
 from trainer.readers.stream import Reader
 

@@ -37,7 +37,7 @@ def test_the_trainer_takes_only_the_contract_from_transforms():
     """The trainer's image holds transforms/__init__.py, transforms/contract/ and the ground
     floor, transforms/ui/, only."""
     imported = set()
-    for path in (ROOT / "trainer").glob("*.py"):
+    for path in (ROOT / "trainer").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 imported.add(node.module)

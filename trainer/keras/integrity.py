@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras
 
+from trainer.dataset.manifest import Manifest, ManifestError, read_file
+from trainer.dataset.paths import join
+from trainer.dataset.storage import not_regular
 from trainer.errors import first_line
-from trainer.manifest import Manifest, ManifestError, read_file
-from trainer.paths import join
-from trainer.readers.storage import not_regular
 from transforms.contract.layout import MANIFEST
 from transforms.contract.manifest import MANIFEST_MAX_BYTES, FileEntry
 

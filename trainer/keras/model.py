@@ -1,9 +1,9 @@
 """Builds the device model from the recipe's model inputs: their encodings, then an MLP.
 
-The model takes the model inputs of the host preprocessing (`trainer.preprocess`: a dict of
+The model takes the model inputs of the host preprocessing (`trainer.keras.preprocess`: a dict of
 numbers keyed by input name), never a string: it can run on a TPU and be compiled with XLA. It
 is a tf_keras (Keras 2) model, not Keras 3, because tf.Transform's `transform_features_layer()`
-is a tf_keras layer. What each input is was decided by `trainer.recipe`; here it is encoded:
+is a tf_keras layer. What each input is was decided by `trainer.recipe.rules`; here it is encoded:
 a number standardized with its train moments (`compute_moments`) and softly clipped to about
 ±3 deviations (x / sqrt(1 + (x/3)²): an outlier stays an outlier without swamping the layers),
 beside its pieces between train quantiles (piecewise linear encoding, Gorishniy et al. 2022),
@@ -13,7 +13,7 @@ averaged; an image through a small convolutional tower. Ids of a
 tf.Transform output (`InputFeature.buckets`) use exactly `buckets` slots, an id outside them
 (-1: missing) encodes as zeros. The encodings, concatenated, go through Dense ReLU layers with
 dropout (`--hidden-units`, `Sizing`), to softmax probabilities (classification) or one
-standardized value (regression: the export restores the label's units, trainer.export).
+standardized value (regression: the export restores the label's units, trainer.run.export).
 Training uses AdamW; `Sizing` sizes the batch, the epochs and the regularization to the
 dataset.
 """
@@ -33,19 +33,21 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.config import Accelerator, ModelConfig
-from trainer.features import CLASSIFICATION, REGRESSION, LabelScale
-from trainer.preprocess import (
+from trainer.keras.preprocess import LayerNames, keras_input
+from trainer.keras.usermodel import build_user_model, user_spec
+from trainer.recipe.rules import Recipe
+from trainer.recipe.words import (
+    CLASSIFICATION,
     FROM_TRANSFORM,
     IMAGE,
     NUMBER,
     PRESENCE,
+    REGRESSION,
     TOKENS,
-    LayerNames,
+    LabelScale,
     ModelInput,
     Moments,
 )
-from trainer.recipe import Recipe
-from trainer.usermodel import build_user_model, user_spec
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +66,7 @@ def compute_moments(
     """
     numeric = [i for i in inputs if i.kind == NUMBER]
     presence = {i.feature.name: i.name for i in inputs if i.kind == PRESENCE}
-    # a NUMBER input's shape is fixed: trainer.recipe leaves lists of numbers out
+    # a NUMBER input's shape is fixed: trainer.recipe.rules leaves lists of numbers out
     shape = {i.name: cast("tuple[int, ...]", i.shape) for i in numeric}
     size = {name: int(np.prod(s)) for name, s in shape.items()}
     # per input: [count, sum, sum of squares], one entry per value of an example
@@ -127,14 +129,14 @@ def build_model(
 ) -> tf_keras.Model:
     """A compiled tf_keras model over the recipe's model inputs (their moments computed),
     predicting its label: the built-in model, or the one `module`'s build_model(spec) returns
-    (trainer.usermodel; compiled here unless it comes compiled).
+    (trainer.keras.usermodel; compiled here unless it comes compiled).
 
     `accelerator`: the mixed-precision policy its layers compute in (the normalization and the
     output layer stay float32) and how the train step is compiled. `sizing`: its dropout and
     weight decay (default: none); `seed`: of the dropout masks. Classification outputs softmax
     probabilities over the label's classes (targets are class indices); regression outputs one
     standardized float per example (targets are standardized the same way:
-    trainer.features.label_encoder).
+    trainer.keras.features.label_encoder).
     """
     sizing = sizing or Sizing(batch_size=32, max_epochs=1, dropout=0.0, weight_decay=0.0)
     label = recipe.label
@@ -166,7 +168,7 @@ def metrics_of(recipe: Recipe) -> list[tf_keras.metrics.Metric]:
     if recipe.task == CLASSIFICATION:
         return [tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
     scale = recipe.label.scale
-    assert scale is not None  # a regression's label has its scale (trainer.label)
+    assert scale is not None  # a regression's label has its scale (trainer.recipe.label)
     return [LabelUnitsError(scale, squared=False, name="mae"), LabelUnitsError(scale, True, "rmse")]
 
 
@@ -362,7 +364,7 @@ def _build(recipe: Recipe, cfg: ModelConfig, dropout: float, seed: int = 0) -> t
     presences: dict[str, tf.Tensor] = {}  # feature name → its presence input
     for model_input in recipe.inputs:
         base = names.unique(model_input.name)
-        x = inputs[model_input.name] = model_input.keras_input(base)
+        x = inputs[model_input.name] = keras_input(model_input, base)
         if model_input.kind == NUMBER:
             numbers.append((x, model_input))
         elif model_input.kind == PRESENCE:
@@ -394,7 +396,7 @@ def _build(recipe: Recipe, cfg: ModelConfig, dropout: float, seed: int = 0) -> t
             x = SeededDropout(dropout, seed=seed * 16 + i, name=f"dropout_{i}")(x)
     if recipe.task == CLASSIFICATION:
         classes = recipe.label.classes
-        assert classes is not None  # a classification's (trainer.label)
+        assert classes is not None  # a classification's (trainer.recipe.label)
         outputs = tf_keras.layers.Dense(
             len(classes), activation="softmax", name="probabilities", dtype="float32"
         )(x)
@@ -469,7 +471,7 @@ def _encode(model_input: ModelInput, x: tf.Tensor, base: str, names: LayerNames)
         x = layers.Conv2D(16, 3, strides=2, activation="relu", name=name("conv_1"))(x)
         x = layers.Conv2D(32, 3, strides=2, activation="relu", name=name("conv_2"))(x)
         return layers.GlobalAveragePooling2D(name=name("pool"))(x)
-    assert size is not None  # a CATEGORY or TOKENS input bounds its ids (trainer.recipe)
+    assert size is not None  # a CATEGORY or TOKENS input bounds its ids (trainer.recipe.rules)
     if model_input.ids == FROM_TRANSFORM:  # -1 (missing) or any id outside the range: zeros
         if model_input.kind == TOKENS:
             assert width is not None  # a TOKENS input is always embedded

@@ -5,7 +5,7 @@ the label, once, in file order). A classifier's predicted class (the most probab
 against the true one: accuracy, per-class precision, recall and F1, the confusion matrix (rows
 the true classes, columns the predicted ones, in the order of the label's classes), the classes
 it never predicts, and the baseline's accuracy: always answering the majority class of train.
-A regression's predictions are brought back to the label's units (trainer.model.
+A regression's predictions are brought back to the label's units (trainer.keras.model.
 to_label_units): MAE, RMSE and R², and the baseline's MAE and RMSE: always answering the train
 mean.
 """
@@ -18,9 +18,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from trainer.features import CLASSIFICATION
-from trainer.model import to_label_units
-from trainer.recipe import Recipe
+from trainer.keras.model import to_label_units
+from trainer.recipe.rules import Recipe
+from trainer.recipe.words import CLASSIFICATION
 
 
 def evaluate_split(model: tf_keras.Model, dataset: tf.data.Dataset, recipe: Recipe) -> dict:
@@ -30,7 +30,7 @@ def evaluate_split(model: tf_keras.Model, dataset: tf.data.Dataset, recipe: Reci
     label = recipe.label
     predict = tf.function(lambda features: model(features, training=False))
     if recipe.task == CLASSIFICATION:
-        assert label.classes is not None  # a classification's (trainer.label)
+        assert label.classes is not None  # a classification's (trainer.recipe.label)
         classes = list(label.classes)
         n = len(classes)
         matrix = np.zeros((n, n), dtype=np.int64)
@@ -56,7 +56,7 @@ def evaluate_split(model: tf_keras.Model, dataset: tf.data.Dataset, recipe: Reci
         ]
         return {"summary": summary, "classes": report}
     scale, train_mean = label.scale, label.train_mean
-    assert scale is not None and train_mean is not None  # a regression's (trainer.label)
+    assert scale is not None and train_mean is not None  # a regression's (trainer.recipe.label)
     predicted, actual = [], []
     for features, targets in dataset:
         predicted.append(to_label_units(tf.reshape(predict(features), [-1]), scale).numpy())

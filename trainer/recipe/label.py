@@ -1,5 +1,5 @@
 """How the label is learned: its task, a classification's classes and weights, a regression's
-scale. The rules, decided once per run from the facts of `trainer.facts` (docs/trainer.md,
+scale. The rules, decided once per run from the facts of `trainer.recipe.facts` (docs/trainer.md,
 "The label"):
 
 - a classification's classes come from the label's `values`, or for a string label without
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from trainer.facts import Facts, skewness
-from trainer.features import CLASSIFICATION, REGRESSION, LabelScale, label_task
-from trainer.manifest import InputFeature, Manifest, ManifestError
+from trainer.dataset.manifest import InputFeature, Manifest, ManifestError
+from trainer.recipe.facts import Facts, skewness
+from trainer.recipe.words import CLASSIFICATION, REGRESSION, LabelScale, label_task
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from trainer.readers.dataset import Dataset, open_dataset
+from trainer.dataset.loaded import Dataset, open_dataset
 from transforms.contract.facts import (
     CLASSIFICATION,
     QUANTILES,

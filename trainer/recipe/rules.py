@@ -1,10 +1,11 @@
-"""What each feature becomes in the model: the rules, in one place (the label's: trainer.label).
+"""What each feature becomes in the model: the rules, in one place (the label's:
+trainer.recipe.label).
 
-`decide` runs once per run, on the facts of `trainer.facts` (the dataset's statistics and one
+`decide` runs once per run, on the facts of `trainer.recipe.facts` (the dataset's statistics and one
 pass over the train split), and returns the `Recipe` that every consumer reads: the host
-preprocessing (trainer.preprocess), the built-in model and a `--model-module` (trainer.model),
-the export and `shardflow predict`. docs/trainer.md ("What each feature becomes") states the
-same rules with these thresholds:
+preprocessing (trainer.keras.preprocess), the built-in model and a `--model-module`
+(trainer.keras.model), the export and `shardflow predict`. docs/trainer.md ("What each feature
+becomes") states the same rules with these thresholds:
 
 - the outputs of a tf.Transform are taken as the transform made them (numbers standardized, ids
   embedded, another string hashed): the rules below are for the manifest's own features;
@@ -13,7 +14,7 @@ same rules with these thresholds:
 - a **number** with no value in train, or one value only, is left out; a number whose train
   values are all >= 0 and skewed (skewness over `SKEW`) is read on a log scale,
   log(1 + x / m) with m the median of its positive values, when that lowers its skew; every
-  number is then standardized with its train moments (trainer.model), and a scalar one, when
+  number is then standardized with its train moments (trainer.keras.model), and a scalar one, when
   train holds at least `PIECES_FROM` labelled records, is also read in `PIECES` pieces between
   its train quantiles (piecewise linear, so that the model can bend its effect where the data
   does; on fewer records the pieces overfit); an int that every record
@@ -32,7 +33,7 @@ same rules with these thresholds:
   distinct values than that. A category of at most `ModelConfig.one_hot_max` (16) values is
   one-hot encoded, a larger one embedded in `embedding_width(n)` dimensions (at most
   `ModelConfig.embedding_dim`, 32);
-- the **label**: trainer.label (`decide_label`), its classes or its scale.
+- the **label**: trainer.recipe.label (`decide_label`), its classes or its scale.
 """
 
 from __future__ import annotations
@@ -47,12 +48,12 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.config import ModelConfig
-from trainer.facts import Facts, skewness
-from trainer.features import CLASSIFICATION, has_presence, presence_key
-from trainer.label import SKEW, Label, decide_label
-from trainer.manifest import InputFeature, Manifest, ManifestError
-from trainer.preprocess import (
+from trainer.dataset.manifest import InputFeature, Manifest, ManifestError
+from trainer.recipe.facts import Facts, skewness
+from trainer.recipe.label import SKEW, Label, decide_label
+from trainer.recipe.words import (
     CATEGORY,
+    CLASSIFICATION,
     DATE_PARTS,
     FROM_HASH,
     FROM_TRANSFORM,
@@ -65,7 +66,9 @@ from trainer.preprocess import (
     ModelInput,
     Moments,
     date_parts,
+    has_presence,
     is_date,
+    presence_key,
 )
 
 logger = logging.getLogger(__name__)

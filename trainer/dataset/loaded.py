@@ -10,7 +10,7 @@ paths are made absolute, with the size and sha256 the manifest lists for them. N
 twice: one dataset given twice (`ds` and `ds/`, a link to it, a date range that repeats one)
 and one shard file listed twice (in one split or two, or by two datasets) are refused, naming
 both (`check_once`, which the trainer calls too); the small files are read only when they are
-regular files within their size limits (trainer.readers.storage).
+regular files within their size limits (trainer.dataset.storage).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from trainer.paths import expand
-from trainer.readers import storage
+from trainer.dataset import storage
+from trainer.dataset.paths import expand
 from transforms.contract.facts import Facts, FactsError
 from transforms.contract.layout import COMPRESSIONS, MANIFEST, STATISTICS
 from transforms.contract.manifest import (
@@ -77,7 +77,7 @@ class Dataset:
 
 def open_dataset(data: str | Sequence[str]) -> Dataset:
     """The dataset at `data`: one URI (local folder or gs:// prefix) or several read as one, a
-    date range in braces standing for one URI a day (as `--data`: trainer.paths.expand)."""
+    date range in braces standing for one URI a day (as `--data`: trainer.dataset.paths.expand)."""
     uris = expand([data] if isinstance(data, str) else list(data))  # date ranges: one a day
     if not uris:
         raise ManifestError("no dataset given")

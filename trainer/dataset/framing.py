@@ -7,7 +7,7 @@ CRCs by google-crc32c), checks both checksums of every frame as tf.data does, an
 yields the records a piece at a time. It also checks that the shard is the one the manifest
 lists: its size, and its sha256 computed on the way (a shard that reads without an error but
 differs was replaced after the dataset was written: ShardChangedError, as the tf.data path's
-`trainer.integrity.verify_shards` refuses it).
+`trainer.keras.integrity.verify_shards` refuses it).
 
 A local shard whose manifest lists its sha256 is checked whole before any of its records is
 read (the file is mapped into memory and hashed, as fast as the disk gives it): bytes equal to
@@ -35,8 +35,8 @@ from typing import IO, cast
 
 from isal import isal_zlib
 
-from trainer.readers import storage
-from trainer.readers.dataset import Shard
+from trainer.dataset import storage
+from trainer.dataset.loaded import Shard
 from transforms.contract.layout import masked_crc
 from transforms.contract.manifest import ManifestError
 

@@ -53,9 +53,9 @@ from collections.abc import Iterator, Sequence
 import tensorflow as tf
 
 from trainer.config import TrainConfig
-from trainer.dataset import Inputs
-from trainer.manifest import read_file
-from trainer.paths import join
+from trainer.dataset.manifest import read_file
+from trainer.dataset.paths import join
+from trainer.keras.inputs import Inputs
 from transforms.contract.layout import (
     REPLACED_TAG,
     STAGED_TAG,

@@ -2,11 +2,11 @@
 
 During training the chief appends one row per epoch to a history.csv beside the checkpoints
 (`HistoryLogger`, a Keras CSVLogger that also records the epoch's training examples per second;
-trainer.fit.history_file), so a resumed run (the same --model-dir, more --epochs) adds its
+trainer.run.fit.history_file), so a resumed run (the same --model-dir, more --epochs) adds its
 epochs to those of the runs before it. At the end, `render` makes metrics.json, the history and
 a summary of the manifest into a single self-contained HTML page: inline CSS and hand-written
 SVG charts, no scripts, no external files, so it opens offline and can be copied anywhere.
-trainer.task publishes the history and the page into MODEL_DIR whole (trainer.modeldir). Files
+trainer.task publishes the history and the page into MODEL_DIR whole (trainer.run.modeldir). Files
 are read and written with tf.io.gfile, so local folders and gs:// work alike.
 """
 
@@ -22,7 +22,7 @@ from typing import TypeGuard
 import tensorflow as tf
 import tf_keras
 
-from trainer.manifest import Manifest, read_file
+from trainer.dataset.manifest import Manifest, read_file
 from transforms.ui.safe import for_html
 from transforms.ui.style import SERIES, in_split_order, page
 
@@ -116,7 +116,7 @@ _TRAIN, _VAL, _RATE_STYLE = SERIES
 
 def _warnings(metrics: dict) -> str:
     """The banner of what a reader should not miss (the ETL report's): the run's warnings
-    (trainer.evaluate.warnings_of: no better than the baseline, overfitting, classes never
+    (trainer.run.evaluate.warnings_of: no better than the baseline, overfitting, classes never
     predicted), corrupt records the input skipped and the files they were in. Empty when there
     is none."""
     skipped, files = metrics.get("skipped_records"), metrics.get("corrupt_files") or []

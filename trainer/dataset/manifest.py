@@ -6,11 +6,10 @@ the label, the compression, the shard files of each split with their record coun
 the dataset was preprocessed with tf.Transform, where the transform output is and whether the
 shards hold raw or transformed examples. This module anchors it at the dataset's location: the
 trainer's `Manifest` holds absolute paths. `load_statistics` reads the dataset's statistics.json
-as a `transforms.contract.statistics.Statistics`. DATASET may be a local folder (read with
-Python's own file calls) or a URI such as a gs:// prefix (read through tf.io.gfile, imported only
-then: `shardflow inspect` of a local dataset loads no TensorFlow). Each file is read only when
-it is a regular file within its size limit (`read_file`; the limits are the contract's, as for
-the readers).
+as a `transforms.contract.statistics.Statistics`. DATASET may be a local folder or a gs://
+prefix, read by trainer.dataset.storage (Python's own file calls, google-cloud-storage), never
+through TensorFlow. Each file is read only when it is a regular file within its size limit
+(`read_file`; the limits are the contract's, as for the readers).
 """
 
 from __future__ import annotations
@@ -23,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from trainer.paths import join, normalize_root
-from trainer.readers import storage
-from trainer.readers.dataset import parse_facts
-from trainer.readers.storage import check_size, local_size, not_regular
+from trainer.dataset import storage
+from trainer.dataset.loaded import parse_facts
+from trainer.dataset.paths import join, normalize_root
+from trainer.dataset.storage import not_regular
 from transforms.contract import manifest as contract
 from transforms.contract.facts import Facts
 from transforms.contract.layout import COMPRESSIONS, MANIFEST, STATISTICS
@@ -80,14 +79,15 @@ class Manifest:
     """A dataset's manifest.json as training reads it: the contract's `Manifest` as written
     (`written`) and what the trainer resolves from it: `root`, the absolute dataset location;
     the splits' shards and the transform output with absolute paths; the features as model
-    inputs. Several datasets read as one (`trainer.union`) have one manifest, their `parts`."""
+    inputs. Several datasets read as one (`trainer.dataset.union`) have one manifest, their
+    `parts`."""
 
     root: str
     written: contract.Manifest
     features: Mapping[str, InputFeature]
     splits: Mapping[str, SplitEntry]
     transform: TransformEntry | None = None
-    parts: tuple[str, ...] = ()  # the datasets read as one (trainer.union); () : this one
+    parts: tuple[str, ...] = ()  # the datasets read as one (trainer.dataset.union); () : this one
 
     @property
     def name(self) -> str:
@@ -190,7 +190,7 @@ def load_statistics(root: str) -> Statistics | None:
 
 def load_facts(manifest: Manifest) -> tuple[Facts | None, ...]:
     """The facts.json of each dataset read as one (None for one written without facts),
-    checked against the sha256 its manifest lists (trainer.readers.dataset.parse_facts)."""
+    checked against the sha256 its manifest lists (trainer.dataset.loaded.parse_facts)."""
     out: list[Facts | None] = []
     for root in manifest.parts or (manifest.root,):
         written = (
@@ -221,28 +221,8 @@ def read_file(path: str, limit: int, listed: int | None = None, writer: str = "t
     is a regular file of at most `limit` bytes (and of `listed` bytes when the manifest lists
     its size); ManifestError naming it before it is opened when it is a folder, a FIFO or device
     (a link to /dev/zero), too large, or cannot be read: nothing waits on a pipe or reads
-    without end."""
-    if "://" not in path:
-        check_size(path, local_size(path), limit, listed, writer)
-        try:
-            with open(path, "rb") as f:
-                data = f.read(limit + 1)
-        except OSError as e:
-            raise ManifestError(f"{path}: cannot be read: {e.strerror or e}") from None
-    else:
-        import tensorflow as tf
-
-        try:
-            if tf.io.gfile.isdir(path):
-                raise ManifestError(f"{path}: is a folder, not a file: not a shardflow dataset")
-            check_size(path, tf.io.gfile.stat(path).length, limit, listed, writer)
-            with tf.io.gfile.GFile(path, "rb") as f:
-                data = f.read(limit + 1)
-        except tf.errors.OpError as e:
-            raise ManifestError(f"{path}: cannot be read: {e.message}") from None
-    if len(data) > limit:
-        raise ManifestError(f"{path}: grew past {limit:,} bytes while it was read: refused")
-    return data
+    without end (`storage.read_bytes`, local or gs://)."""
+    return storage.read_bytes(path, limit, listed, writer)
 
 
 def parse_manifest(raw: Any, root: str, where: str = MANIFEST) -> Manifest:
@@ -265,33 +245,19 @@ def _anchored(m: contract.Manifest, root: str) -> Manifest:
 
 
 def missing_files(paths: list[str]) -> list[str]:
-    """The paths that do not exist; one directory listing per parent folder."""
-    listed: dict[str, set[str]] = {}
-    for parent in {_parent(p) for p in paths}:
-        if "://" not in parent:
-            names = os.listdir(parent) if os.path.isdir(parent) else []
-        else:
-            import tensorflow as tf
-
-            names = tf.io.gfile.listdir(parent) if tf.io.gfile.isdir(parent) else []
-        listed[parent] = {n.rstrip("/") for n in names}
+    """The paths that do not exist; one listing per parent folder."""
+    listed = {parent: storage.names_in(parent) for parent in {_parent(p) for p in paths}}
     return [p for p in paths if p.rsplit("/", 1)[-1] not in listed[_parent(p)]]
 
 
 def found(path: str, dataset: str | None = None) -> bool:
-    """Whether a file or folder is at `path`: a local path as the readers tell it
-    (`storage.exists`), a URI through tf.io.gfile (the trainer's file systems); ManifestError
-    naming `dataset` (or the path) for a scheme TensorFlow has no file system for."""
-    if "://" not in path:
-        return storage.exists(path)
-    import tensorflow as tf
-
-    try:
-        return tf.io.gfile.exists(path)
-    except tf.errors.UnimplementedError:
+    """Whether a file or folder is at `path` (`storage.exists`); ManifestError naming
+    `dataset` (or the path) for a location neither local nor gs://."""
+    if "://" in path and not storage.is_remote(path):
         raise ManifestError(
             f"{dataset or path}: not a dataset location: give a local folder or gs://BUCKET/PREFIX"
-        ) from None
+        )
+    return storage.exists(path)
 
 
 def _parent(path: str) -> str:

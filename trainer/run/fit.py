@@ -2,7 +2,7 @@
 
 Trains on the `train` split and validates on `eval` (or, without one, on a slice of train held
 out: every `HOLDOUT`-th record of each file). By default the run is sized to the data
-(trainer.model.Sizing: the batch, the epochs' cap, dropout) and trains until the validation
+(trainer.keras.model.Sizing: the batch, the epochs' cap, dropout) and trains until the validation
 loss stops improving: the learning rate is cut by `PLATEAU_FACTOR` after `PLATEAU_EPOCHS`
 epochs without improvement, training stops after `PATIENCE` such epochs, and the weights of the
 best epoch are kept (`BestEpoch`). `--epochs N` trains exactly N epochs instead (still keeping
@@ -11,7 +11,7 @@ keeps its checkpoint, so that a killed run resumes (its patience starts afresh).
 keeps the per-epoch history beside its checkpoint (`history_file`; trainer.task publishes it as
 MODEL_DIR/history.csv) and, when tensorboard is installed, TensorBoard logs; other workers
 write to a temporary folder of their own. After training every evaluated split is scored in the
-label's units beside the baseline (trainer.evaluate). A step whose loss is NaN or infinite
+label's units beside the baseline (trainer.run.evaluate). A step whose loss is NaN or infinite
 stops the run (`TrainingDiverged`, naming the epoch and step) before anything is saved of it.
 `train` returns the trained model and the run's metrics; exporting them is the caller's
 (trainer.task).
@@ -33,17 +33,17 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.config import Accelerator, TrainConfig
-from trainer.dataset import Inputs, resume_step, scan_corrupt, train_dataset
-from trainer.evaluate import evaluate_split
-from trainer.features import CLASSIFICATION
-from trainer.input import INPUTS
-from trainer.integrity import CorruptShard, DatasetWatch
-from trainer.model import Sizing, build_model
-from trainer.paths import join
-from trainer.plan import InputPlan, plan_input
-from trainer.report import HISTORY, HistoryLogger
-from trainer.strategy import accelerator_settings, strategy_name
-from trainer.usermodel import load_module
+from trainer.dataset.paths import join
+from trainer.keras.input import INPUTS
+from trainer.keras.inputs import Inputs, resume_step, scan_corrupt, train_dataset
+from trainer.keras.integrity import CorruptShard, DatasetWatch
+from trainer.keras.model import Sizing, build_model
+from trainer.keras.plan import InputPlan, plan_input
+from trainer.keras.usermodel import load_module
+from trainer.recipe.words import CLASSIFICATION
+from trainer.run.evaluate import evaluate_split
+from trainer.run.report import HISTORY, HistoryLogger
+from trainer.run.strategy import accelerator_settings, strategy_name
 from transforms.ui.errors import UsageError
 from transforms.ui.safe import masked
 
@@ -394,7 +394,7 @@ def _callbacks(
 
 def history_file(cfg: TrainConfig) -> str:
     """Where the chief appends the per-epoch history while it trains: beside its checkpoint
-    (BackupAndRestore's `chief` folder, trainer.dataset.resume_step)."""
+    (BackupAndRestore's `chief` folder, trainer.keras.inputs.resume_step)."""
     return join(join(cfg.checkpoints, "chief"), HISTORY)
 
 

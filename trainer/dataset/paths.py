@@ -1,6 +1,7 @@
 """Locations the trainer reads and writes: local paths or URIs (gs://), joined and made absolute
 by one rule, and date ranges in braces expanded to one location per day (`--data`,
-trainer.union). No TensorFlow here: the flag parser, the config and the readers use it too."""
+trainer.dataset.union). No TensorFlow here: the flag parser, the config and the readers use it
+too."""
 
 from __future__ import annotations
 

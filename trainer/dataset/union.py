@@ -9,7 +9,7 @@ one (the files of all, the records summed). A tf.Transform output comes from the
 the others' raw shards go through it too. Nothing is read twice: a dataset given twice (`ds` and
 `ds/`, a link to it, a date range that repeats one) or one shard file listed twice (in one
 split or two, by one dataset or two) is refused before training, naming both
-(trainer.readers.dataset.check_once, the readers' own check).
+(trainer.dataset.loaded.check_once, the readers' own check).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 
-from trainer.manifest import Manifest, ManifestError, load_manifest
-from trainer.paths import expand, normalize_root
-from trainer.readers.dataset import check_once
+from trainer.dataset.loaded import check_once
+from trainer.dataset.manifest import Manifest, ManifestError, load_manifest
+from trainer.dataset.paths import expand, normalize_root
 from transforms.contract.manifest import RejectedEntry, SplitEntry
 
 logger = logging.getLogger(__name__)

@@ -1,10 +1,10 @@
 """The dataset as the model reads it: the checks before a run, the model inputs and the readers.
 
 `check_dataset` refuses a dataset that cannot be trained on (exit status 2). `Inputs.of` makes,
-once per run, everything the model reads: the facts of the data (trainer.facts), the recipe
-(trainer.recipe: what each feature becomes, the label's classes or scale), the parse spec, the
-preprocessing (the manifest's features, or a tf.Transform output: trainer.transform, then the
-host preprocessing of trainer.preprocess: the model receives numbers only) and the moments of
+once per run, everything the model reads: the facts of the data (trainer.recipe.facts), the recipe
+(trainer.recipe.rules: what each feature becomes, the label's classes or scale), the parse spec, the
+preprocessing (the manifest's features, or a tf.Transform output: trainer.keras.transform, then the
+host preprocessing of trainer.keras.preprocess: the model receives numbers only) and the moments of
 the numbers; everything downstream (model, fit, profile, export, predict) takes them from it.
 `scan_corrupt` finds the shards that --skip-corrupt skips, and `corrupt_message` names them
 when a read fails.
@@ -23,20 +23,21 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.config import ModelConfig, TrainConfig
+from trainer.dataset.facts import DatasetFacts
+from trainer.dataset.manifest import InputFeature, Manifest, ManifestError, missing_files
+from trainer.dataset.paths import join
 from trainer.errors import first_line, type_mismatch
-from trainer.facts import SAMPLE_RECORDS, gather
-from trainer.features import dense_inputs, label_encoder, label_task, parse_spec
-from trainer.input import input_batches
-from trainer.integrity import CorruptShard, find_corrupt
-from trainer.label import with_classes
-from trainer.manifest import InputFeature, Manifest, ManifestError, missing_files
-from trainer.model import compute_moments
-from trainer.paths import join
-from trainer.plan import InputPlan
-from trainer.preprocess import NUMBER, HostPreprocessing, Moments
-from trainer.readers.facts import DatasetFacts
-from trainer.recipe import Recipe, decide, with_text
-from trainer.transform import Transform, load_transform
+from trainer.keras.features import dense_inputs, label_encoder, parse_spec
+from trainer.keras.input import input_batches
+from trainer.keras.integrity import CorruptShard, find_corrupt
+from trainer.keras.model import compute_moments
+from trainer.keras.plan import InputPlan
+from trainer.keras.preprocess import HostPreprocessing
+from trainer.keras.transform import Transform, load_transform
+from trainer.recipe.facts import SAMPLE_RECORDS, gather
+from trainer.recipe.label import with_classes
+from trainer.recipe.rules import Recipe, decide, with_text
+from trainer.recipe.words import NUMBER, Moments, label_task
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ class Inputs:
     def _moments(self, known: DatasetFacts | None) -> dict:
         """Normalization moments of the NUMBER model inputs: of a scalar number read as it is,
         its train mean and variance from the facts (`known`); of the others, over the records
-        the recipe's rules looked at (trainer.facts)."""
+        the recipe's rules looked at (trainer.recipe.facts)."""
         exact = {
             i.name: Moments(
                 mean=np.full(i.shape, known.number_moments[i.name].mean),
@@ -285,7 +286,7 @@ def train_dataset(
 ) -> tf.data.Dataset:
     """The repeated, shuffled training input, as configured by the flags; `skip_batches`:
     the steps a resumed run has already trained on (`resume_step`); `holdout`: the records
-    left out for validation (trainer.input.input_batches)."""
+    left out for validation (trainer.keras.input.input_batches)."""
     return inputs.dataset(
         "train",
         batch_size,

@@ -5,9 +5,9 @@ fits the model on one batch held in memory for as many steps; both in examples p
 input is the bottleneck when it is the slower of the two. The model step runs with the
 accelerator settings of the run (XLA, mixed precision, steps per execution), reported with it.
 The host preprocessing (lookups, hashing, the words of free text, image decoding and resizing:
-`trainer.preprocess`) is timed alone too, on one parsed batch held in memory and mapped with the
-pipeline's parallelism: `host_examples_per_sec`, the input's ceiling when nothing else costs, and
-with images the decode and resize rate. Nothing is trained or written.
+`trainer.keras.preprocess`) is timed alone too, on one parsed batch held in memory and mapped with
+the pipeline's parallelism: `host_examples_per_sec`, the input's ceiling when nothing else costs,
+and with images the decode and resize rate. Nothing is trained or written.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import time
 import tensorflow as tf
 
 from trainer.config import TrainConfig
-from trainer.dataset import Inputs, train_dataset
-from trainer.fit import Throughput, accelerator_fields, schedule
-from trainer.model import build_model
-from trainer.plan import plan_input
-from trainer.preprocess import IMAGE
-from trainer.strategy import accelerator_settings
-from trainer.usermodel import load_module
+from trainer.keras.inputs import Inputs, train_dataset
+from trainer.keras.model import build_model
+from trainer.keras.plan import plan_input
+from trainer.keras.usermodel import load_module
+from trainer.recipe.words import IMAGE
+from trainer.run.fit import Throughput, accelerator_fields, schedule
+from trainer.run.strategy import accelerator_settings
 
 PROFILE_WARMUP_BATCHES = 5
 

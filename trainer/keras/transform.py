@@ -21,9 +21,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from trainer.features import dense_inputs, dtype_of
-from trainer.manifest import InputFeature, Manifest, ManifestError
-from trainer.paths import join
+from trainer.dataset.manifest import InputFeature, Manifest, ManifestError
+from trainer.dataset.paths import join
+from trainer.keras.features import dense_inputs
+from trainer.recipe.words import dtype_of
 from transforms.contract.manifest import TransformEntry
 
 _TYPES = {tf.int64: "int", tf.float32: "float", tf.string: "string"}
@@ -44,7 +45,7 @@ class Transform:
     transformed_spec: dict
     features: dict[str, InputFeature]
     label: str | None
-    used: tuple[str, ...] = ()  # the outputs that are model inputs (trainer.recipe)
+    used: tuple[str, ...] = ()  # the outputs that are model inputs (trainer.recipe.rules)
 
     @property
     def materialized(self) -> bool:
@@ -71,7 +72,7 @@ class Transform:
 
     def model_inputs(self, transformed: Parsed) -> dict[str, tf.Tensor]:
         """The dense model inputs among the transform's outputs (see features.dense_inputs):
-        those of `used` (trainer.recipe), every output but the label's by default."""
+        those of `used` (trainer.recipe.rules), every output but the label's by default."""
         names = self.used or tuple(n for n in self.features if n != self.label)
         used = [self.features[n] for n in names]
         missing = [f.name for f in used if f.name not in transformed]

@@ -2,14 +2,14 @@
 
 The `serving_default` signature takes `examples` (a 1-D string tensor of serialized Examples
 with the raw features; the label is not needed), parses them with the manifest's spec minus the
-label, densifies them with `trainer.features.dense_inputs`, applies the host preprocessing of
-`trainer.preprocess` (lookups, hashing) and calls the model: training and serving share one code
-path and cannot drift apart.
+label, densifies them with `trainer.keras.features.dense_inputs`, applies the host preprocessing of
+`trainer.keras.preprocess` (lookups, hashing) and calls the model: training and serving share one
+code path and cannot drift apart.
 Classification returns `probabilities` [batch, classes] and `classes` [batch] (the predicted
 value of the label's `values`); regression returns `predictions` [batch] in the label's own
-units: the model predicts the standardized label (trainer.features.LabelScale), which the
+units: the model predicts the standardized label (trainer.keras.features.LabelScale), which the
 signature brings back (un-standardized, exponentiated on a log scale, kept within the train
-range widened by a tenth: trainer.model.to_label_units).
+range widened by a tenth: trainer.keras.model.to_label_units).
 
 With a tf.Transform output, `examples` are parsed with the transform's raw feature spec (minus
 the label) and go through its `transform_features_layer()` before the model. The layer is an
@@ -22,7 +22,7 @@ What the outputs mean travels with the export in `assets.extra/label.json` (`LAB
 label's name, the task, for classification the class names in the order of `probabilities`'
 columns, for regression the label's scale; and the raw features the signature parses (`inputs`:
 name, type and shape), which `shardflow predict` compares with a config's.
-`trainer.served` names them and reads the label file back (`served_label`).
+`trainer.keras.served` names them and reads the label file back (`served_label`).
 """
 
 from __future__ import annotations
@@ -34,19 +34,13 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras
 
-from trainer.dataset import Inputs
-from trainer.features import (
-    CLASSIFICATION,
-    LabelScale,
-    ParseSpec,
-    dense_inputs,
-    dtype_of,
-    parse_spec,
-)
-from trainer.manifest import InputFeature
-from trainer.model import to_label_units
-from trainer.served import LABEL_FILE, SIGNATURE, TRANSFORM_SIGNATURE
-from trainer.transform import Transform
+from trainer.dataset.manifest import InputFeature
+from trainer.keras.features import ParseSpec, dense_inputs, parse_spec
+from trainer.keras.inputs import Inputs
+from trainer.keras.model import to_label_units
+from trainer.keras.served import LABEL_FILE, SIGNATURE, TRANSFORM_SIGNATURE
+from trainer.keras.transform import Transform
+from trainer.recipe.words import CLASSIFICATION, LabelScale, dtype_of
 
 _EXAMPLES = tf.TensorSpec([None], tf.string, name="examples")
 
@@ -138,10 +132,10 @@ def export_model(model: tf_keras.Model, inputs: Inputs, export_dir: str) -> str:
     recipe = inputs.recipe
     label: dict[str, object] = {"name": recipe.label.name, "task": recipe.task}
     if recipe.task == CLASSIFICATION:
-        assert recipe.label.classes is not None  # a classification's (trainer.label)
+        assert recipe.label.classes is not None  # a classification's (trainer.recipe.label)
         label["classes"] = list(recipe.label.classes)
     else:
-        assert recipe.label.scale is not None  # a regression's (trainer.label)
+        assert recipe.label.scale is not None  # a regression's (trainer.recipe.label)
         label["scale"] = recipe.label.scale.to_dict()
     label["inputs"] = served_inputs(module._serving.spec, inputs.manifest.features)
     tf.io.gfile.makedirs(f"{export_dir}/{LABEL_FILE.rsplit('/', 1)[0]}")

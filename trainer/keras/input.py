@@ -15,7 +15,7 @@ record by record.
 
 A second change makes later epochs of a dataset that fits in memory nearly free: with the INPUTS
 cache, each run is parsed and preprocessed once, in the first epoch, and the model inputs are
-kept; later epochs only shuffle the runs and cut them into batches (trainer.plan chooses it).
+kept; later epochs only shuffle the runs and cut them into batches (trainer.keras.plan chooses it).
 
 With `deterministic=True` and a fixed seed, two runs yield the same examples in the same order.
 """
@@ -74,7 +74,7 @@ def input_batches(
     or, when `label` names a key of `spec`, `(features, label)`; `preprocess` maps the parsed
     features (label removed) and `label_fn` the label tensor. With `skip_corrupt`, a read error
     in a file (CRC mismatch, truncation, bad compressed data) ends that file instead of the
-    pipeline: the rest of the file is skipped (trainer.integrity counts what is lost).
+    pipeline: the rest of the file is skipped (trainer.keras.integrity counts what is lost).
 
     `cache`: False/"none", True/"memory" (serialized records, in RAM), a file path prefix
     (serialized, on disk) or INPUTS (the parsed and preprocessed model inputs, in RAM: for

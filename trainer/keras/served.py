@@ -1,6 +1,6 @@
 """What an export serves, as `shardflow predict` reads it back: the signature's name and the
 label file (`assets.extra/label.json`) that says what its outputs mean. TensorFlow's file API
-only, no Keras: predicting imports this, not `trainer.export`, which writes them.
+only, no Keras: predicting imports this, not `trainer.run.export`, which writes them.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 
 import tensorflow as tf
 
-from trainer.manifest import read_file
+from trainer.dataset.manifest import read_file
 
 SIGNATURE = "serving_default"
 LABEL_FILE = "assets.extra/label.json"

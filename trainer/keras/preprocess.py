@@ -5,16 +5,16 @@ every batch back to the host. So the model is split in two:
 
 - the **host** preprocessing (`HostPreprocessing.model`, a tf_keras model of Keras'
   preprocessing layers and a few of ours) turns the dense inputs of
-  `trainer.features.dense_inputs` into the model inputs the recipe decided (trainer.recipe):
-  a category becomes the id of its value in its `values` or train vocabulary
+  `trainer.keras.features.dense_inputs` into the model inputs the recipe decided
+  (trainer.recipe.rules): a category becomes the id of its value in its `values` or train vocabulary
   (StringLookup/IntegerLookup; 0 for another value), a string beyond the vocabulary size the id
   of its hash bucket (Hashing), a list of strings a row of such ids (0 for padding), free text
   (`--text-features`) the row of its words' ids (`words`), a date or timestamp its parts
   (`DateParts`), a skewed number its log (`LogScale`), numbers float32. It runs in the tf.data
-  pipeline's parallel map, before prefetch (`trainer.dataset.Inputs`), and again in the
-  exported `serving_default` signature before the model (`trainer.export`): one function for
+  pipeline's parallel map, before prefetch (`trainer.keras.inputs.Inputs`), and again in the
+  exported `serving_default` signature before the model (`trainer.run.export`): one function for
   both, so training and serving cannot drift apart.
-- the **device** model (`trainer.model.build_model`, or a model of your own) takes only those
+- the **device** model (`trainer.keras.model.build_model`, or a model of your own) takes only those
   dense numeric tensors, described by `ModelInput`s.
 """
 
@@ -22,85 +22,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import cast
 
-import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from trainer.features import dtype_of, presence_key
-from trainer.manifest import InputFeature
+from trainer.recipe.words import (
+    CATEGORY,
+    FROM_TRANSFORM,
+    FROM_VALUES,
+    FROM_VOCABULARY,
+    IMAGE,
+    NUMBER,
+    PRESENCE,
+    TOKENS,
+    ModelInput,
+    date_parts,
+    dtype_of,
+    words,
+)
 
 
-@dataclass(frozen=True)
-class Moments:
-    """Mean and variance of a numeric feature, shaped like one example's value."""
-
-    mean: np.ndarray
-    variance: np.ndarray
-
-
-# What a model input is (ModelInput.kind).
-NUMBER = "number"  # float32 values of a numeric feature, shaped like the feature
-PRESENCE = "presence"  # float32 [batch]: 1 where the numeric feature NAME has a value
-CATEGORY = "category"  # int32 ids in [0, vocabulary_size), shaped [batch, size]
-TOKENS = "tokens"  # int32 ids [batch, n] of a variable-length list or of free text's words, padded
-IMAGE = "image"  # float32 [batch, height, width, channels] in [0, 1]: decoded, resized
-
-# How the ids of a CATEGORY or TOKENS input were made (ModelInput.ids).
-FROM_VALUES = "values"  # the index in the feature's `values`; 0: not one of them
-FROM_HASH = "hash"  # a hash bucket of the string
-FROM_VOCABULARY = "vocabulary"  # the index in the train split's most frequent values; 0/1: other
-FROM_TRANSFORM = "transform"  # a tf.Transform output's ids; -1 (missing) is outside the range
-
-MAX_WORDS = 256  # the words of a free-text value that are kept: its first ones
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    """One dense numeric tensor the device model receives, keyed by `name` in the batch dict;
-    what it is and how it is made were decided by `trainer.recipe`.
-
-    `shape` is one example's (`None`: a variable-length list). A CATEGORY or TOKENS input:
-    `vocabulary_size` bounds its ids, `ids` says how they were made (`vocabulary` lists the
-    values of FROM_VOCABULARY ids), `padding` is the id past a TOKENS row's values, `width` the
-    embedding's dimensions (None: one-hot). A NUMBER input: `scale` (`log`: log(1 + x /
-    `log_unit`)), `part` (a date's part, or `present` for a date's presence), `bins` (the edges
-    of its pieces, trainer.model.Numbers) and, once computed, its `moments` over the
-    train split (trainer.dataset).
-    """
-
-    name: str
-    kind: str
-    dtype: tf.DType
-    shape: tuple[int | None, ...]
-    feature: InputFeature
-    vocabulary_size: int | None = None
-    ids: str | None = None
-    padding: int | None = None
-    vocabulary: tuple | None = None
-    width: int | None = None
-    scale: str = "linear"
-    log_unit: float | None = None
-    part: str | None = None
-    bins: tuple[float, ...] | None = None  # a number's quantile edges over train (its pieces)
-    moments: Moments | None = None
-
-    def keras_input(self, name: str | None = None) -> tf.Tensor:
-        """A tf_keras.Input for this model input (`name`: the layer's name, default `name`)."""
-        return tf_keras.Input(shape=self.shape, dtype=self.dtype, name=name or self.name)
-
-    @property
-    def source(self) -> str:
-        """The dense input (trainer.features.dense_inputs) it is made from."""
-        if self.kind == PRESENCE and self.part is None:
-            return presence_key(self.feature.name)
-        return self.feature.name
+def keras_input(model_input: ModelInput, name: str | None = None) -> tf.Tensor:
+    """A tf_keras.Input for a model input (`name`: the layer's name, default its own)."""
+    return tf_keras.Input(
+        shape=model_input.shape, dtype=model_input.dtype, name=name or model_input.name
+    )
 
 
 class HostPreprocessing:
-    """The host preprocessing of the model inputs `inputs` (trainer.recipe): `model` maps the
+    """The host preprocessing of the model inputs `inputs` (trainer.recipe.rules): `model` maps the
     dense inputs they are made from (keyed by name, as `dense_inputs` gives them) to the dict
     of `inputs`."""
 
@@ -145,7 +96,7 @@ def _host_model(inputs: Sequence[ModelInput]) -> tf_keras.Model:
         if i.kind == NUMBER:
             number = tf.cast(x, tf.float32)
             if i.scale == "log":
-                assert i.log_unit is not None  # a log scale has its unit (trainer.recipe)
+                assert i.log_unit is not None  # a log scale has its unit (trainer.recipe.rules)
                 number = LogScale(i.log_unit, name=names.unique(f"{base}_log"))(number)
             out[i.name] = number
             continue
@@ -186,7 +137,7 @@ def _vocabulary(i: ModelInput) -> list:
 
 
 class LogScale(tf_keras.layers.Layer):
-    """x -> log(1 + max(x, 0) / unit): a skewed number on a log scale (trainer.recipe)."""
+    """x -> log(1 + max(x, 0) / unit): a skewed number on a log scale (trainer.recipe.rules)."""
 
     def __init__(self, unit: float, **kwargs):
         kwargs["trainable"] = False
@@ -200,74 +151,6 @@ class LogScale(tf_keras.layers.Layer):
         return {**super().get_config(), "unit": self.unit}
 
 
-# The parts of a date or timestamp (trainer.recipe), each a float32 number: the year with its
-# fraction, the month, the day of the week and the hour as cycles (so December is next to
-# January, Sunday to Monday, 23:00 to 00:00).
-DATE_PARTS = (
-    "year",
-    "month_sin",
-    "month_cos",
-    "weekday_sin",
-    "weekday_cos",
-    "hour_sin",
-    "hour_cos",
-)
-# A date (2026-11-27, 2026/11/27) with an optional time (T or a space; seconds, fractions) and
-# zone (Z, UTC, +01:00: ignored, the clock time is read as it is written).
-DATE_PATTERN = (
-    r"\s*(\d{4})[-/](\d{1,2})[-/](\d{1,2})"
-    r"(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?)?"
-    r"\s*(?:Z|UTC|[+-]\d{2}(?::?\d{2})?)?\s*"
-)
-
-
-def date_parts(text: tf.Tensor) -> dict[str, tf.Tensor]:
-    """The DATE_PARTS of date or timestamp strings [batch] (or [batch, 1]), and `present`: 1
-    where the value is a valid date, else 0 (and every part 0)."""
-    text = tf.reshape(text, [-1])
-    ok = tf.strings.regex_full_match(text, DATE_PATTERN)
-    fields = tf.strings.regex_replace(text, "^" + DATE_PATTERN + "$", r"\1|\2|\3|\4|\5|\6|")
-    fields = tf.where(ok, fields, "1970|1|1|0|0|0|")
-    split = tf.strings.split(fields, sep="|").to_tensor(default_value="", shape=[None, 7])
-    split = tf.where(split[:, :6] == "", "0", split[:, :6])
-    n = tf.strings.to_number(split, tf.int64)
-    y, m, d, hh, mm = (n[:, i] for i in range(5))
-    ok = ok & (m >= 1) & (m <= 12) & (d >= 1) & (d <= 31) & (hh < 24) & (mm < 60)
-    # days since 1970-01-01 in the proleptic Gregorian calendar (H. Hinnant's days_from_civil)
-    shifted = y - tf.cast(m <= 2, tf.int64)
-    era = tf.math.floordiv(shifted, 400)
-    year_of_era = shifted - era * 400
-    day_of_year = (153 * tf.math.floormod(m + 9, 12) + 2) // 5 + d - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    days = era * 146097 + day_of_era - 719468
-    hour = tf.cast(hh, tf.float64) + tf.cast(mm, tf.float64) / 60.0
-    year = 1970.0 + (tf.cast(days, tf.float64) + hour / 24.0) / 365.2425
-    turn = 2.0 * np.pi
-    month = turn * (tf.cast(m - 1, tf.float64) + tf.cast(d - 1, tf.float64) / 31.0) / 12.0
-    weekday = turn * tf.cast(tf.math.floormod(days + 3, 7), tf.float64) / 7.0  # Monday: 0
-    hour = turn * hour / 24.0
-    parts = {
-        "year": year,
-        "month_sin": tf.sin(month),
-        "month_cos": tf.cos(month),
-        "weekday_sin": tf.sin(weekday),
-        "weekday_cos": tf.cos(weekday),
-        "hour_sin": tf.sin(hour),
-        "hour_cos": tf.cos(hour),
-    }
-    valid = tf.cast(ok, tf.float64)
-    out = {name: tf.cast(value * valid, tf.float32) for name, value in parts.items()}
-    out["present"] = tf.cast(valid, tf.float32)
-    return out
-
-
-def is_date(text: Sequence[str]) -> np.ndarray:
-    """For each string, whether it is a date or timestamp `date_parts` reads."""
-    if not len(text):
-        return np.zeros(0, bool)
-    return date_parts(tf.constant(list(text), tf.string))["present"].numpy() > 0
-
-
 class DateParts(tf_keras.layers.Layer):
     """Date or timestamp strings [batch] to their parts (`date_parts`), on the host."""
 
@@ -277,16 +160,6 @@ class DateParts(tf_keras.layers.Layer):
 
     def call(self, text):
         return date_parts(text)
-
-
-def words(text: tf.Tensor) -> tf.RaggedTensor:
-    """The words of free text [batch]: [batch, (words)], lower-cased, split at every run of
-    characters that are neither letters nor digits ("Don't stop!" → don, t, stop), at most
-    MAX_WORDS each. The vocabulary of a text feature is counted with it too
-    (`trainer.facts`)."""
-    lowered = tf.strings.lower(tf.reshape(text, [-1]), encoding="utf-8")
-    spaced = tf.strings.regex_replace(lowered, r"[^\pL\pN]+", " ")
-    return tf.strings.split(spaced)[:, :MAX_WORDS]
 
 
 class Words(tf_keras.layers.Layer):

@@ -2,26 +2,28 @@
 
 A local path is opened with `open`; a `gs://bucket/object` URI with google-cloud-storage (its
 client is made once per process, on the first remote read). Both give a binary stream read in
-large pieces. Locations are joined and made absolute by the trainer's one rule (trainer.paths).
-A dataset's small files are read whole only when they are regular files within a size limit
-(`read_bytes`, `not_regular`): a FIFO, a link to /dev/zero or a huge file is refused before it
-is opened, never read until memory runs out.
+large pieces. Locations are joined and made absolute by the trainer's one rule
+(trainer.dataset.paths). A dataset's small files are read whole only when they are regular files
+within a size limit (`read_bytes`, `not_regular`): a FIFO, a link to /dev/zero or a huge file is
+refused before it is opened, never read until memory runs out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
 import stat
+from collections.abc import Iterator
 from typing import IO, Any
 
-from trainer.paths import join, normalize_root
+from trainer.dataset.paths import join, normalize_root
 from transforms.contract.manifest import ManifestError
 
 __all__ = [
-    "exists", "is_remote", "join", "normalize_root", "not_regular", "open_read", "read_bytes",
-    "same_file_key",
+    "exists", "is_remote", "join", "names_in", "normalize_root", "not_regular", "open_read",
+    "read_bytes", "same_file_key",
 ]  # fmt: skip
 
 GCS = "gs://"
@@ -34,9 +36,15 @@ def is_remote(path: str) -> bool:
 
 def exists(path: str) -> bool:
     """True when the file exists (a local one of any kind: `read_bytes` refuses what is no
-    regular file, naming it)."""
+    regular file, naming it); ManifestError for a location that is neither a local path nor
+    gs:// (no other storage is read), or that Cloud Storage refuses."""
     if is_remote(path):
-        return _blob(path).exists()
+        with _named_errors(path):
+            return _blob(path).exists()
+    if "://" in path:
+        raise ManifestError(
+            f"{path}: not a dataset location: give a local folder or gs://BUCKET/PREFIX"
+        )
     return os.path.exists(path)
 
 
@@ -47,23 +55,53 @@ def open_read(path: str) -> IO[bytes]:
     return open(path, "rb")
 
 
-def read_bytes(path: str, limit: int, listed: int | None = None) -> bytes:
+def read_bytes(path: str, limit: int, listed: int | None = None, writer: str = "the ETL") -> bytes:
     """The whole file, when it is a regular file of at most `limit` bytes (and of `listed`
-    bytes when its manifest lists its size); else ManifestError naming it, before it is
-    opened."""
-    if is_remote(path):
-        blob = _blob(path)
-        blob.reload()
-        size = blob.size or 0
-    else:
-        size = local_size(path)
-    check_size(path, size, limit, listed)
-    with open_read(path) as f:
-        data = f.read(limit + 1)
+    bytes when its manifest lists its size); else ManifestError naming it, before it is opened
+    (`writer`: what writes such a file, named when it is too large). A file that cannot be
+    read (missing, no permission, the bucket refuses) is a ManifestError naming it too."""
+    with _named_errors(path):
+        if is_remote(path):
+            blob = _blob(path)
+            blob.reload()
+            size = blob.size or 0
+        else:
+            size = local_size(path)
+        check_size(path, size, limit, listed, writer)
+        with open_read(path) as f:
+            data = f.read(limit + 1)
     if len(data) > limit:
         raise ManifestError(f"{path}: grew past {limit:,} bytes while it was read: refused")
-    check_size(path, len(data), limit, listed)
+    check_size(path, len(data), limit, listed, writer)
     return data
+
+
+def names_in(folder: str) -> set[str]:
+    """The names of the files and folders directly in `folder` (empty when there is none)."""
+    if is_remote(folder):
+        bucket, _, prefix = folder[len(GCS) :].partition("/")
+        prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+        with _named_errors(folder):
+            blobs = _client().list_blobs(bucket, prefix=prefix, delimiter="/")
+            names = {b.name[len(prefix) :] for b in blobs}
+            names |= {p[len(prefix) :].rstrip("/") for p in blobs.prefixes}
+        return {n for n in names if n}
+    return set(os.listdir(folder)) if os.path.isdir(folder) else set()
+
+
+@contextlib.contextmanager
+def _named_errors(path: str) -> Iterator[None]:
+    """Turns an error of the file system or of Cloud Storage into a ManifestError naming
+    `path`."""
+    remote = importlib.import_module("google.api_core.exceptions") if is_remote(path) else None
+    try:
+        yield
+    except OSError as e:
+        raise ManifestError(f"{path}: cannot be read: {e.strerror or e}") from None
+    except Exception as e:
+        if remote is None or not isinstance(e, remote.GoogleAPIError):
+            raise
+        raise ManifestError(f"{path}: cannot be read: {type(e).__name__}: {e}") from None
 
 
 def local_size(path: str) -> int:

@@ -7,10 +7,11 @@ Keras 2: the Keras of tf.Transform's serving layer, `spec.keras`) that takes the
 [batch] or [batch, 1] (see `label.scale`). `spec` is a `ModelSpec`:
 
 - `inputs`: name -> a fresh `keras.Input` of each model input, already numeric (the host
-  preprocessing of trainer.preprocess did the lookups and hashing);
-- `features`: name -> its `trainer.preprocess.ModelInput` (kind, dtype, shape, vocabulary size);
+  preprocessing of trainer.keras.preprocess did the lookups and hashing);
+- `features`: name -> its `trainer.keras.preprocess.ModelInput` (kind, dtype, shape, vocabulary
+size);
 - `moments`: name -> mean and variance of each NUMBER input over the train split, to normalize
-  with (a skewed number arrives on its log scale, a date as its parts: trainer.recipe);
+  with (a skewed number arrives on its log scale, a date as its parts: trainer.recipe.rules);
 - `label`: name, task (`classification` or `regression`), classes and, for a regression,
   `scale`: the model predicts the standardized label, (y - scale.mean) / scale.std (of log(y)
   when `scale.log`), which the export turns back into the label's units;
@@ -32,8 +33,9 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras
 
-from trainer.manifest import ManifestError, read_file
-from trainer.preprocess import LayerNames, ModelInput
+from trainer.dataset.manifest import ManifestError, read_file
+from trainer.keras.preprocess import LayerNames, keras_input
+from trainer.recipe.words import ModelInput
 from transforms.ui.errors import UsageError
 
 MODULE_NAME = "shardflow_user_model"
@@ -46,7 +48,7 @@ class LabelSpec:
     name: str
     task: str  # "classification" or "regression"
     classes: tuple[str | int, ...] | None  # classification: the class of each output unit
-    scale: object | None = None  # regression: trainer.label.LabelScale
+    scale: object | None = None  # regression: trainer.recipe.label.LabelScale
 
     @property
     def units(self) -> int:
@@ -75,7 +77,7 @@ def user_spec(
     """The spec a model module's `build_model` receives, with fresh Keras Inputs; `inputs` are
     the recipe's, their moments computed."""
     return ModelSpec(
-        inputs={i.name: i.keras_input(LayerNames.base(i.name)) for i in inputs},
+        inputs={i.name: keras_input(i, LayerNames.base(i.name)) for i in inputs},
         features={i.name: i for i in inputs},
         moments={i.name: i.moments for i in inputs if i.moments is not None},
         label=LabelSpec(label, task, tuple(classes) if classes is not None else None, scale),

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainer.flags import MAX_EPOCHS
-from trainer.readers.dataset import Shard
+from trainer.config import MAX_EPOCHS
+from trainer.dataset.loaded import Shard
 
 
 def seeded(seed: int, *keys: int) -> np.random.Generator:

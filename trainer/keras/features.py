@@ -13,66 +13,23 @@ outside its buckets.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import tensorflow as tf
 
-from trainer.manifest import InputFeature, Manifest, ManifestError
-from transforms.contract.config import FEATURE_DTYPES, PRESENT_SUFFIX
-
-CLASSIFICATION = "classification"
-REGRESSION = "regression"
+from trainer.dataset.manifest import InputFeature, Manifest, ManifestError
+from trainer.recipe.words import (
+    REGRESSION,
+    LabelScale,
+    dtype_of,
+    fill_value,
+    has_presence,
+    label_task,
+    presence_key,
+)
 
 ParseSpec = dict[str, tf.io.FixedLenFeature | tf.io.RaggedFeature]
-
-
-@dataclasses.dataclass(frozen=True)
-class LabelScale:
-    """A regression label as the model learns it: (f(y) - mean) / std, f the identity or log.
-    Predictions are brought back to the label's units and kept within [low, high], the train
-    labels' range widened by a tenth on each side (in the learned scale)."""
-
-    mean: float
-    std: float
-    log: bool = False
-    low: float = -math.inf  # bounds of the standardized prediction
-    high: float = math.inf
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def dtype_of(feature: InputFeature) -> tf.DType:
-    """The tensor dtype of a feature: int64, float32 or string."""
-    return tf.as_dtype(FEATURE_DTYPES[feature.type])
-
-
-def fill_value(feature: InputFeature) -> int | float | str:
-    """What stands in for a missing value of an optional feature without default."""
-    if feature.buckets is not None:
-        return -1
-    return "" if dtype_of(feature) == tf.string else 0
-
-
-def presence_key(name: str) -> str:
-    """The dense-input key of a feature's presence indicator."""
-    return name + PRESENT_SUFFIX
-
-
-def has_presence(feature: InputFeature) -> bool:
-    """True for numeric fixed-shape features that may be missing (they get a presence input).
-
-    Category ids (`buckets`) need none: a missing id is an id outside the buckets.
-    """
-    return (
-        feature.type in ("int", "float")
-        and feature.buckets is None
-        and not feature.variable_length
-        and not feature.always_full
-    )
 
 
 def parse_spec(
@@ -130,30 +87,13 @@ def dense_inputs(
     return out
 
 
-def label_task(feature: InputFeature) -> str:
-    """`classification` (a string or int label with `values`) or `regression` (numeric). The
-    label is a scalar; records without it (an optional label) are left out of training and
-    evaluation (trainer.input)."""
-    if feature.shape != ():
-        raise ManifestError(
-            f"label {feature.name!r}: must be a scalar (shape []), got shape {list(feature.shape)}"
-        )
-    if feature.values is not None:
-        return CLASSIFICATION
-    if feature.type in ("int", "float"):
-        return REGRESSION
-    raise ManifestError(
-        f"label {feature.name!r}: a {feature.type} label needs `values` (its classes) to be learned"
-    )
-
-
 def label_encoder(
     feature: InputFeature, scale: LabelScale | None = None
 ) -> Callable[[tf.Tensor], tf.Tensor]:
     """Maps a [batch] label tensor to the training target.
 
     Classification: the index of the value in `values` (int32); an unknown label fails the
-    step. Regression: the value as float32, standardized with `scale` (trainer.label.
+    step. Regression: the value as float32, standardized with `scale` (trainer.recipe.label.
     LabelScale: (y - mean) / std, of log(y) on a log scale, a value <= 0 taken as the smallest
     positive float32) when given.
     """

@@ -1,7 +1,8 @@
 """The input pipeline's knobs, from the flags and the manifest, under a RAM budget.
 
-Every knob of trainer.input has a flag; a flag left unset gets a value derived from the dataset:
-- `read_batch`: records moved together (trainer.input): 32, fewer for a split under 64,000
+Every knob of trainer.keras.input has a flag; a flag left unset gets a value derived from the
+dataset:
+- `read_batch`: records moved together (trainer.keras.input): 32, fewer for a split under 64,000
   records (one per 2,000; at least 1), whose epochs are short enough to shuffle record by record
   and whose batches should differ from epoch to epoch (at least 8 when the model inputs are
   cached: each run is parsed on its own);
@@ -30,10 +31,10 @@ import tempfile
 import tensorflow as tf
 
 from trainer.config import DEFAULT_READ_BATCH, DEFAULT_SHUFFLE_BUFFER, InputFlags
-from trainer.input import INPUTS, default_cycle_length
-from trainer.manifest import Manifest
+from trainer.dataset.manifest import Manifest
+from trainer.keras.input import INPUTS, default_cycle_length
 
-logger = logging.getLogger("trainer.plan")
+logger = logging.getLogger("trainer.keras.plan")
 
 SAMPLE_RECORDS = 256
 MIN_CACHED_RUN = 8  # records parsed at once to fill the cache of model inputs
@@ -42,7 +43,7 @@ _FRAMING_BYTES = 16  # a TFRecord's length, its CRC and the data's CRC
 
 @dataclasses.dataclass(frozen=True)
 class InputPlan:
-    """The resolved knobs of the training input (trainer.input.input_batches's arguments)."""
+    """The resolved knobs of the training input (trainer.keras.input.input_batches's arguments)."""
 
     shuffle_buffer: int
     read_batch: int

@@ -1,9 +1,9 @@
-"""What the data holds, gathered once per run for the rules of `trainer.recipe`.
+"""What the data holds, gathered once per run for the rules of `trainer.recipe.rules`.
 
 Three sources, read before training:
 
 - the dataset's facts (`facts.json`, counted exactly by the ETL over every record of each
-  split; read through `trainer.readers.facts`, the rule the PyTorch and JAX readers read too):
+  split; read through `trainer.dataset.facts`, the rule the PyTorch and JAX readers read too):
   every string's values with the records holding each (its vocabulary, most frequent first),
   its distinct values, the label's classes and missing records in every split, each number's
   exact moments, bounds, quantiles and (while it has few) values;
@@ -18,7 +18,7 @@ A dataset written before facts.json existed is read as before: strings' values c
 same pass, and a string label's classes from the statistics when they list every value, else
 from one pass over the whole train split's labels (`label_counts`); the other splits' labels are
 checked the same way. With `--skip-corrupt`, a read error ends its file, as in training
-(trainer.input).
+(trainer.keras.input).
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from trainer.features import dtype_of
-from trainer.manifest import InputFeature, Manifest, load_facts, load_statistics
-from trainer.preprocess import words
-from trainer.readers.dataset import Dataset
-from trainer.readers.facts import DatasetFacts
+from trainer.dataset.facts import DatasetFacts
+from trainer.dataset.loaded import Dataset
+from trainer.dataset.manifest import InputFeature, Manifest, load_facts, load_statistics
+from trainer.recipe.words import dtype_of, words
 from transforms.contract.statistics import FeatureStatistics, Statistics
 
 logger = logging.getLogger(__name__)
@@ -83,7 +82,7 @@ class Strings:
 
 @dataclasses.dataclass(frozen=True)
 class Facts:
-    """What the rules of trainer.recipe decide from. `train_records` and `label_missing` are
+    """What the rules of trainer.recipe.rules decide from. `train_records` and `label_missing` are
     exact (facts.json or statistics.json, else counted), and so are `strings` and `dataset`
     when the dataset has facts; `numbers` describe the sampled train records."""
 
@@ -95,7 +94,7 @@ class Facts:
     label_missing: Mapping[str, int]  # split -> its records without the label
     statistics: Statistics | None  # statistics.json (None: none, or several datasets as one)
     # a classification label: split -> (its records per value, where they came from); train
-    # always, the other splits when the config lists no classes (trainer.recipe checks them)
+    # always, the other splits when the config lists no classes (trainer.recipe.rules checks them)
     label_counts: Mapping[str, tuple[dict[str, int], str]] = dataclasses.field(default_factory=dict)
     dataset: DatasetFacts | None = None  # the train split's facts (None: a dataset without)
 
@@ -195,7 +194,7 @@ def gather(
 
 
 def _dataset_facts(manifest: Manifest, statistics: Statistics | None) -> DatasetFacts | None:
-    """The train split's facts (trainer.readers.facts), None for a dataset without facts (or
+    """The train split's facts (trainer.dataset.facts), None for a dataset without facts (or
     one of several without)."""
     parts = load_facts(manifest)
     if not parts or any(p is None for p in parts) or not manifest.has_split("train"):
