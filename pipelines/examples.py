@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from pipelines.flags import SAMPLE_RECORDS
+from pipelines.flags import VALIDATE_SAMPLE
 from transforms import encode
 from transforms.contract.config import DatasetSpec, SourceSpec
 from transforms.files import RECURSIVE_FORMATS, match_files, open_file
@@ -97,7 +97,7 @@ class SampleRejected(ValueError):
     files (a wrong delimiter or encoding); the message names the likely cause."""
 
 
-def sample_report(dataset: DatasetSpec, limit: int = SAMPLE_RECORDS) -> list[str]:
+def sample_report(dataset: DatasetSpec, limit: int = VALIDATE_SAMPLE) -> list[str]:
     """What reading and validating `limit` records from the start of each file source finds: a line
     per source (records read, valid, rejected) and its most frequent rejection reasons, each
     with where it first happened. In a joined dataset a record is checked against the features

@@ -20,7 +20,7 @@ from transforms.tuning import (
 from transforms.ui.args import positive_int
 from transforms.ui.suggest import did_you_mean
 
-SAMPLE_RECORDS = 1000  # records of each file source `--validate-only` parses and validates
+VALIDATE_SAMPLE = 1000  # records of each file source `--validate-only` parses and validates
 _MAX_DATES = 3660  # a backfill of ten years at most: beyond, a typo is likelier than a wish
 
 
@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--validate-only",
         action="store_true",
         help=f"check the config, the input paths and OUTPUT, parse and validate the first "
-        f"{SAMPLE_RECORDS} records of each file source, then exit (0: all good, 1: a file "
+        f"{VALIDATE_SAMPLE} records of each file source, then exit (0: all good, 1: a file "
         f"cannot be read, 2: what is wrong) without writing anything",
     )
     trial.add_argument(

@@ -292,3 +292,39 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_module_imports_itself_through_others():
     assert _cycles(_import_graph()) == []
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# Words that held two meanings in the trainer; each is now defined once, anywhere of ours.
+ONE_MEANING = (
+    "SAMPLE_RECORDS", "SIZE_SAMPLE", "RULE_SAMPLE", "VALIDATE_SAMPLE", "RecordError",
+    "ExampleError", "Moments", "Numbers", "Label", "make_dataset", "Facts", "Evidence",
+    "MAX_CYCLE_LENGTH", "MAX_TAKE", "EXPORT", "RUN", "InputPlan", "plan_input",
+)  # fmt: skip
+
+
+def _top_level_names(path: Path) -> list[str]:
+    names = []
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
+def test_a_word_of_the_trainer_has_one_meaning():
+    """A class, function or constant of those words is defined in one module only, and no two
+    modules of trainer/ define the same public class."""
+    where: dict[str, list[str]] = {}
+    classes: dict[str, list[str]] = {}
+    for module, path in MODULES:
+        for name in _top_level_names(path):
+            where.setdefault(name, []).append(module)
+        if module.startswith("trainer."):
+            for node in ast.parse(path.read_text(), str(path)).body:
+                if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                    classes.setdefault(node.name, []).append(module)
+    twice = {w: where[w] for w in ONE_MEANING if len(where.get(w, ())) > 1}
+    assert not twice, twice
+    assert {c: m for c, m in classes.items() if len(m) > 1} == {}
+    assert len(where["Evidence"]) == 1 and "trainer.recipe.facts" in where["Evidence"]

@@ -38,7 +38,7 @@ MAX_UNITS = 1 << 16  # of one hidden layer
 MAX_LAYERS = 100
 MAX_LEARNING_RATE = 100.0
 MAX_SEED = 2**32 - 1  # numpy's seeds
-MAX_TAKE = 10_000  # examples `inspect` shows
+MAX_INSPECT_TAKE = 10_000  # examples `inspect` shows
 MAX_WORKERS = 1024  # loader workers of a reader
 MAX_WORLD_SIZE = 1 << 16  # ranks (processes) reading one dataset
 

@@ -27,6 +27,7 @@ from trainer.config import (
     MAX_BLOCK_LENGTH,
     MAX_CYCLE_LENGTH,
     MAX_EPOCHS,
+    MAX_INSPECT_TAKE,
     MAX_LAYERS,
     MAX_LEARNING_RATE,
     MAX_PROFILE_BATCHES,
@@ -37,7 +38,6 @@ from trainer.config import (
     MAX_SHUFFLE_BUFFER,
     MAX_STEPS,
     MAX_STEPS_PER_EXECUTION,
-    MAX_TAKE,
     MAX_UNITS,
     MAX_VOCABULARY_SIZE,
     PRECISIONS,
@@ -395,9 +395,9 @@ def inspect_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--take",
-        type=between(0, MAX_TAKE),
+        type=between(0, MAX_INSPECT_TAKE),
         default=5,
-        help=f"number of examples to show, 0 to {MAX_TAKE:,} (default: 5)",
+        help=f"number of examples to show, 0 to {MAX_INSPECT_TAKE:,} (default: 5)",
     )
     p.add_argument(
         "--stats",

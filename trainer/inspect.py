@@ -38,7 +38,7 @@ from trainer.dataset.manifest import (
 )
 from trainer.errors import first_line, type_mismatch
 from trainer.flags import inspect_parser
-from trainer.readers.decode import RecordError, schema_of
+from trainer.readers.decode import ExampleError, schema_of
 from transforms.contract.facts import REPEATED_SHARE
 from transforms.contract.layout import COMPRESSIONS, STATISTICS
 from transforms.contract.statistics import Sizes, Statistics
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for example in take_examples(manifest, files[split], args.take):
                     _say(json.dumps(example, ensure_ascii=False), json_line=True)
-            except RecordError as e:
+            except ExampleError as e:
                 _say(f"shardflow inspect: {e}", error=True)
                 return 2
             except (CorruptShardError, OSError, *_storage_errors()) as e:  # type: ignore[misc]
@@ -276,7 +276,7 @@ def first_records(manifest: Manifest, files: list[str], n: int) -> list[bytes]:
 def as_values(manifest: Manifest, records: list[bytes]) -> list[dict]:
     """Serialized examples as JSON-friendly dicts of the manifest's features (decoded by
     tfx-bsl's decoder with the manifest's schema, no TensorFlow); shards of transformed
-    examples as {feature: [values]}. Raises RecordError naming the feature, for a record that
+    examples as {feature: [values]}. Raises ExampleError naming the feature, for a record that
     does not hold what the manifest declares."""
     if not records:
         return []
@@ -286,7 +286,7 @@ def as_values(manifest: Manifest, records: list[bytes]) -> list[dict]:
     try:
         batch = decoder.DecodeBatch(records)
     except RuntimeError as e:  # the C++ decoder's: a value of another kind
-        raise RecordError(_kind_mismatch(manifest, e)) from None
+        raise ExampleError(_kind_mismatch(manifest, e)) from None
     columns = {name: batch.column(name).to_pylist() for name in manifest.features}
     return [
         {name: _decode(manifest, row, columns[name][row], name) for name in manifest.features}
@@ -349,7 +349,7 @@ def _decode(manifest: Manifest, row: int, values: list | None, name: str):
         return None
     if len(items) != feature.size:
         need = "always present" if feature.always_full else "when present"
-        raise RecordError(
+        raise ExampleError(
             f"{manifest.root}: feature {name!r}: record {row + 1} of the split holds "
             f"{len(items)} values where the manifest declares shape {list(feature.shape)} "
             f"({need}): the manifest was edited after the ETL wrote it, or is not these "

@@ -29,7 +29,7 @@ from trainer.recipe.words import CLASSIFICATION
 from transforms.ui.safe import shown
 
 BATCH = 256  # records per call of the signature
-MAX_TAKE = 1_000_000  # --take: the examples are held in memory, and printed
+MAX_PREDICT_TAKE = 1_000_000  # --take: the examples are held in memory, and printed
 
 
 class PredictError(Exception):
@@ -133,10 +133,10 @@ def add_split_flags(p: argparse.ArgumentParser) -> None:
 
 def predict_split(model_dir: str, data: str, split: str, take: int) -> int:
     """Prints the answers for the first `take` examples of a dataset split; the exit status."""
-    if not 1 <= take <= MAX_TAKE:
+    if not 1 <= take <= MAX_PREDICT_TAKE:
         print(
-            f"shardflow predict: --take: {take} is not from 1 to {MAX_TAKE:,} (the examples to "
-            "serve, held in memory)",
+            f"shardflow predict: --take: {take} is not from 1 to {MAX_PREDICT_TAKE:,} (the "
+            "examples to serve, held in memory)",
             file=sys.stderr,
         )
         return 2
@@ -162,14 +162,14 @@ def predict_split(model_dir: str, data: str, split: str, take: int) -> int:
         return 2
     from trainer.dataset.framing import CorruptShardError
     from trainer.inspect import as_values, first_records  # --data alone reads examples back
-    from trainer.readers.decode import RecordError
+    from trainer.readers.decode import ExampleError
 
     try:
         serialized = first_records(manifest, files, take)
         examples = as_values(manifest, serialized)
-    except (CorruptShardError, RecordError) as e:
+    except (CorruptShardError, ExampleError) as e:
         print(shown(f"shardflow predict: {e}"), file=sys.stderr)
-        return 2 if isinstance(e, RecordError) else 1
+        return 2 if isinstance(e, ExampleError) else 1
     if not serialized:
         print(f"shardflow predict: split {split!r} is empty", file=sys.stderr)
         return 2

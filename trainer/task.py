@@ -51,7 +51,6 @@ logger = logging.getLogger("trainer.task")
 Pause = Callable[[str], None]
 # The points a run calls its `pause` hook at, in order (tests kill a run there).
 POINTS = ("claimed", "checkpoint", "staged", "export-published", "published")
-EXPORT = modeldir.EXPORT
 
 
 def main(argv: list[str] | None = None, pause: Pause | None = None) -> int:
@@ -190,7 +189,7 @@ def _write_outputs(
     renamed into place, then each file written to a temporary file and renamed over the old; a
     worker's temporary folder is removed."""
     if not trained.chief:
-        export_model(trained.model, inputs, join(trained.out_dir, EXPORT))
+        export_model(trained.model, inputs, join(trained.out_dir, modeldir.EXPORT))
         tf.io.gfile.rmtree(trained.out_dir)
         return
     assert cfg.model_dir is not None  # parse_args requires it of a run that trains
@@ -206,12 +205,12 @@ def _write_outputs(
         REPORT: render(metrics, read_history(history), summarize_manifest(inputs.manifest)),
     }
     try:
-        staged = modeldir.staging(cfg, EXPORT)
+        staged = modeldir.staging(cfg, modeldir.EXPORT)
         export_model(trained.model, inputs, staged)
         pause("staged")
         # from here until every output is published the folder holds no complete run
         modeldir.record(cfg, mine, False, metrics["epochs_trained"])
-        export_dir = modeldir.publish_folder(cfg, EXPORT, staged)
+        export_dir = modeldir.publish_folder(cfg, modeldir.EXPORT, staged)
         pause("export-published")
         for name, text in texts.items():
             modeldir.write_text(join(cfg.model_dir, name), text)

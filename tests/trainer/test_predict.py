@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.trainer.datasets import make_rows, write_dataset
-from trainer.predict import MAX_TAKE, PredictError, ServedModel, predict_split
+from trainer.predict import MAX_PREDICT_TAKE, PredictError, ServedModel, predict_split
 from trainer.task import main as train
 
 
@@ -43,7 +43,7 @@ def test_a_model_dir_without_an_export_is_refused(tmp_path):
         ServedModel(str(tmp_path))
 
 
-@pytest.mark.parametrize("take", [0, -1, MAX_TAKE + 1, 10**12])
+@pytest.mark.parametrize("take", [0, -1, MAX_PREDICT_TAKE + 1, 10**12])
 def test_take_out_of_range_is_refused_before_anything_is_read(tmp_path, capsys, take):
     """Checked first: no manifest, model or shard is opened, nothing is allocated."""
     assert predict_split(str(tmp_path / "m"), str(tmp_path / "no-data"), "test", take) == 2

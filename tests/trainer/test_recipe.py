@@ -1,8 +1,9 @@
 """The rules of trainer/recipe/rules.py and trainer/recipe/label.py: what each feature becomes, and
 how the label is learned.
 
-Each rule is checked on facts made here (trainer.recipe.facts.Facts), so that every threshold is met
-on purpose: a nearly unique string, a date, a skewed number, an hour, a skewed label.
+Each rule is checked on evidence made here (trainer.recipe.facts.Evidence), so that every
+threshold is met on purpose: a nearly unique string, a date, a skewed number, an hour, a skewed
+label.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from trainer.dataset.manifest import InputFeature, Manifest, ManifestError
 from trainer.keras.features import label_encoder
 from trainer.keras.model import to_label_units
 from trainer.keras.preprocess import HostPreprocessing
-from trainer.recipe.facts import Facts, NumberSample, Strings, skewness
+from trainer.recipe.facts import Evidence, NumberSample, Strings, skewness
 from trainer.recipe.label import label_scale
 from trainer.recipe.rules import NO_VALUE, ONE_VALUE, decide, embedding_width, log_unit
 from trainer.recipe.words import CATEGORY, FROM_VOCABULARY, NUMBER, PRESENCE, date_parts
@@ -28,8 +29,8 @@ RNG = np.random.default_rng(0)
 N = 1000
 
 
-def _facts(numbers=None, strings=None, counts=None) -> Facts:
-    return Facts(
+def _facts(numbers=None, strings=None, counts=None) -> Evidence:
+    return Evidence(
         train_records=N,
         sampled=N,
         numbers={
@@ -44,7 +45,7 @@ def _facts(numbers=None, strings=None, counts=None) -> Facts:
     )
 
 
-def _decide(features: dict[str, InputFeature], facts: Facts, label="y", **options):
+def _decide(features: dict[str, InputFeature], facts: Evidence, label="y", **options):
     features = {**features, "y": features.get("y", _LABEL)}
     written = contract.Manifest(name="t", features={}, splits={}, compression="none", label=label)
     manifest = Manifest(root="/data", written=written, features=features, splits={})

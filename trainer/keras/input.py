@@ -30,13 +30,13 @@ import tensorflow as tf
 from trainer.config import DEFAULT_READ_BATCH, DEFAULT_SHUFFLE_BUFFER
 
 AUTOTUNE = tf.data.AUTOTUNE
-MAX_CYCLE_LENGTH = 16
+AUTO_CYCLE_LENGTH = 16
 INPUTS = "inputs"  # cache: the model inputs, parsed and preprocessed, in memory
 
 
 def default_cycle_length(files: int) -> int:
     """Files read at once: one per core, at least 4 (remote reads wait more than they work)."""
-    return max(1, min(files, MAX_CYCLE_LENGTH, max(4, os.cpu_count() or 1)))
+    return max(1, min(files, AUTO_CYCLE_LENGTH, max(4, os.cpu_count() or 1)))
 
 
 def input_batches(

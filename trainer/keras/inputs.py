@@ -34,7 +34,7 @@ from trainer.keras.model import compute_moments
 from trainer.keras.plan import InputPlan
 from trainer.keras.preprocess import HostPreprocessing
 from trainer.keras.transform import Transform, load_transform
-from trainer.recipe.facts import SAMPLE_RECORDS, gather
+from trainer.recipe.facts import RULE_SAMPLE, gather
 from trainer.recipe.label import with_classes
 from trainer.recipe.rules import Recipe, decide, with_text
 from trainer.recipe.words import NUMBER, Moments, label_task
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 # Normalization moments of a number read as it is come from the facts (every train record);
 # those of derived inputs (a log scale, date parts) and of datasets without facts from the
-# first SAMPLE_RECORDS train examples, in file order (so a resumed run normalizes exactly as
+# first RULE_SAMPLE train examples, in file order (so a resumed run normalizes exactly as
 # before), the records the recipe's rules looked at.
 MOMENT_BATCH_SIZE = 1024
 
@@ -210,7 +210,7 @@ class Inputs:
         sample = self.dataset(
             "train", MOMENT_BATCH_SIZE, encode_label=False, shuffle=False, deterministic=True
         )
-        batches = -(-SAMPLE_RECORDS // MOMENT_BATCH_SIZE)
+        batches = -(-RULE_SAMPLE // MOMENT_BATCH_SIZE)
         return compute_moments(sample, rest, batches) | exact
 
 

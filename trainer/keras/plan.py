@@ -36,7 +36,7 @@ from trainer.keras.input import INPUTS, default_cycle_length
 
 logger = logging.getLogger("trainer.keras.plan")
 
-SAMPLE_RECORDS = 256
+SIZE_SAMPLE = 256
 MIN_CACHED_RUN = 8  # records parsed at once to fill the cache of model inputs
 _FRAMING_BYTES = 16  # a TFRecord's length, its CRC and the data's CRC
 
@@ -150,7 +150,7 @@ def record_size(manifest: Manifest, split: str) -> int:
     records = tf.data.TFRecordDataset(
         info.files[0].path, compression_type=manifest.compression_type
     )
-    sizes = records.take(SAMPLE_RECORDS).map(lambda r: tf.strings.length(r))
+    sizes = records.take(SIZE_SAMPLE).map(lambda r: tf.strings.length(r))
     total, n = sizes.reduce((0, 0), lambda acc, size: (acc[0] + size, acc[1] + 1))
     return max(1, int(total) // max(1, int(n)))
 

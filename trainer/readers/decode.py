@@ -44,7 +44,7 @@ _KINDS = {"int": schema_pb2.INT, "float": schema_pb2.FLOAT}
 _DTYPES = {"int": np.int64, "float": np.float32}
 
 
-class RecordError(ValueError):
+class ExampleError(ValueError):
     """A record that does not hold what the manifest declares."""
 
 
@@ -109,7 +109,7 @@ class Decoder:
         try:
             return decode_images(encoded.reshape(-1), size, dtype, out=out)
         except ImageError as e:
-            raise RecordError(f"feature {name!r}: {e}") from None
+            raise ExampleError(f"feature {name!r}: {e}") from None
 
     def __call__(self, records: Sequence[bytes], images: bool = True) -> dict[str, np.ndarray]:
         """The batch's arrays; with `images` off, the images stay encoded ([batch] bytes), to
@@ -120,7 +120,7 @@ class Decoder:
         try:
             batch = decoder.DecodeBatch(list(records))
         except RuntimeError as e:  # the C++ decoder's: a wrong kind of list, not an Example
-            raise RecordError(f"a record cannot be decoded as the manifest declares: {e}") from e
+            raise ExampleError(f"a record cannot be decoded as the manifest declares: {e}") from e
         out: dict[str, np.ndarray] = {}
         for name, feature in self.features.items():
             out.update(self._column(name, feature, batch.column(name), images))
@@ -148,7 +148,7 @@ class Decoder:
         full = feature.required or feature.default is not None
         if full and not (lengths == size).all():
             row = int(np.argmax(lengths != size))
-            raise RecordError(
+            raise ExampleError(
                 f"feature {name!r}: record {row} of the batch holds {lengths[row]} values where "
                 f"the manifest declares shape {list(feature.shape)} (always present)"
             )
@@ -165,7 +165,7 @@ class Decoder:
         ids = pc.index_in(values, value_set=self._lookups[name])
         if ids.null_count:
             unknown = values.filter(pc.is_null(ids))[0].as_py()
-            raise RecordError(f"label {name!r}: {unknown!r} is not one of its classes")
+            raise ExampleError(f"label {name!r}: {unknown!r} is not one of its classes")
         return ids.to_numpy().astype(np.int64)
 
 

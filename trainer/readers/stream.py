@@ -31,11 +31,11 @@ from trainer.dataset.facts import DatasetFacts
 from trainer.dataset.framing import read_shard
 from trainer.dataset.loaded import Dataset, open_dataset
 from trainer.readers.deal import Assignment, Layout, seeded
-from trainer.readers.decode import Decoder, RecordError
+from trainer.readers.decode import Decoder, ExampleError
 from transforms.contract.manifest import ManifestError
 
 CYCLE = 4  # shards read at once when not deterministic
-RUN = 64  # records taken from one shard at a time
+RUN_RECORDS = 64  # records taken from one shard at a time
 
 
 class Reader:
@@ -119,7 +119,7 @@ class Reader:
 
     def decode(self, records: list[bytes], images: bool = True) -> dict[str, np.ndarray]:
         """A batch of serialized records decoded (with `images` off, its images left encoded:
-        `images_into`); RecordError naming the dataset and split."""
+        `images_into`); ExampleError naming the dataset and split."""
         with self._naming():
             return self.decoder(records, images)
 
@@ -130,11 +130,11 @@ class Reader:
 
     @contextlib.contextmanager
     def _naming(self) -> Iterator[None]:
-        """A RecordError raised inside names the dataset and split."""
+        """A ExampleError raised inside names the dataset and split."""
         try:
             yield
-        except RecordError as e:
-            raise RecordError(f"{self.dataset.roots[0]}: split {self.split!r}: {e}") from None
+        except ExampleError as e:
+            raise ExampleError(f"{self.dataset.roots[0]}: split {self.split!r}: {e}") from None
 
     def record_batches(
         self,
@@ -158,7 +158,7 @@ class Reader:
     def records(self, part: Assignment, epoch: int, stream: int) -> Iterator[list[bytes]]:
         """The serialized records of a stream's part of an epoch, in runs, in its order."""
         runs = [self._read(s) for s in part.shards]
-        mixed = _chained(runs) if self.deterministic else _interleaved(runs, CYCLE, RUN)
+        mixed = _chained(runs) if self.deterministic else _interleaved(runs, CYCLE, RUN_RECORDS)
         if part.every > 1:
             mixed = _every(mixed, part.every, part.offset)
         if not self.shuffle:

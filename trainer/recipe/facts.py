@@ -8,7 +8,7 @@ Three sources, read before training:
   its distinct values, the label's classes and missing records in every split, each number's
   exact moments, bounds, quantiles and (while it has few) values;
 - the dataset's statistics (`statistics.json`): the records missing each feature;
-- one pass over the train split (`SAMPLE_RECORDS` records at most, the first in file order,
+- one pass over the train split (`RULE_SAMPLE` records at most, the first in file order,
   which is the order of the records' hashes: a uniform sample of the split, the same on a rerun
   or a resumed run): what the facts do not hold, the shape of every number's values (its skew,
   and whether it reads better as a log), the words of free text (`--text-features`), and the
@@ -40,7 +40,7 @@ from transforms.contract.statistics import FeatureStatistics, Statistics
 
 logger = logging.getLogger(__name__)
 
-SAMPLE_RECORDS = 100_000  # the first train records, in file order, the rules look at
+RULE_SAMPLE = 100_000  # the first train records, in file order, the rules look at
 IMAGE_SAMPLE = 1_000  # ... and the first ones whose images are decoded for their size
 STATISTICS = "statistics"  # counts taken from statistics.json (metrics.json's "from")
 RECORDS = "records"  # counts taken from a pass over the records
@@ -81,7 +81,7 @@ class Strings:
 
 
 @dataclasses.dataclass(frozen=True)
-class Facts:
+class Evidence:
     """What the rules of trainer.recipe.rules decide from. `train_records` and `label_missing` are
     exact (facts.json or statistics.json, else counted), and so are `strings` and `dataset`
     when the dataset has facts; `numbers` describe the sampled train records."""
@@ -114,8 +114,8 @@ def gather(
     *,
     text: Iterable[str] = (),
     skip_corrupt: bool = False,
-    sample: int = SAMPLE_RECORDS,
-) -> Facts:
+    sample: int = RULE_SAMPLE,
+) -> Evidence:
     """The facts of `manifest`'s train split: its statistics and one pass over at most `sample`
     of its first records. `text`: the scalar strings read as free text (their words are
     counted)."""
@@ -175,7 +175,7 @@ def gather(
                     if found is not None
                     else label_counts(manifest, split, statistics, skip_corrupt)
                 )
-    return Facts(
+    return Evidence(
         train_records=manifest.split_records("train") if manifest.has_split("train") else 0,
         sampled=sampled,
         numbers={

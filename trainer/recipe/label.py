@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from trainer.dataset.manifest import InputFeature, Manifest, ManifestError
-from trainer.recipe.facts import Facts, skewness
+from trainer.recipe.facts import Evidence, skewness
 from trainer.recipe.words import CLASSIFICATION, REGRESSION, LabelScale, label_task
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class Label:
 
 
 def decide_label(
-    facts: Facts,
+    facts: Evidence,
     feature: InputFeature,
     class_weight: str | None = None,
     classes_from: str | None = None,
@@ -118,7 +118,7 @@ def label_scale(values: np.ndarray) -> LabelScale:
     return LabelScale(mean, std, log, float(z.min()) - margin, float(z.max()) + margin)
 
 
-def with_classes(manifest: Manifest, facts: Facts) -> tuple[Manifest, str | None]:
+def with_classes(manifest: Manifest, facts: Evidence) -> tuple[Manifest, str | None]:
     """The manifest with a string label's classes, when the config lists none, taken from the
     data: its train values, sorted (a value that another split holds and train does not is an
     error); and where the classes came from (`config`, `facts`, `statistics`, `records`; None for a

@@ -49,7 +49,7 @@ import tensorflow as tf
 
 from trainer.config import ModelConfig
 from trainer.dataset.manifest import InputFeature, Manifest, ManifestError
-from trainer.recipe.facts import Facts, skewness
+from trainer.recipe.facts import Evidence, skewness
 from trainer.recipe.label import SKEW, Label, decide_label
 from trainer.recipe.words import (
     CATEGORY,
@@ -191,7 +191,7 @@ def embedding_width(ids: int, most: int = ModelConfig.embedding_dim) -> int:
 
 def decide(
     manifest: Manifest,
-    facts: Facts,
+    facts: Evidence,
     features: Mapping[str, InputFeature],
     cfg: ModelConfig = ModelConfig(),
     *,
@@ -237,7 +237,7 @@ def decide(
 
 def _decide_feature(
     manifest: Manifest,
-    facts: Facts,
+    facts: Evidence,
     f: InputFeature,
     cfg: ModelConfig,
     exclude: Sequence[str],
@@ -273,7 +273,7 @@ def _decide_feature(
     return _string(f, facts, cfg, f.name in include)
 
 
-def _number(f: InputFeature, facts: Facts, transformed: bool, cfg: ModelConfig) -> tuple:
+def _number(f: InputFeature, facts: Evidence, transformed: bool, cfg: ModelConfig) -> tuple:
     numbers = facts.numbers.get(f.name)
     known = facts.dataset if not transformed else None
     scale, unit = "linear", None
@@ -354,7 +354,7 @@ def log_unit(values: np.ndarray) -> float | None:
     return unit if abs(skewness(np.log1p(flat / unit))) < skewness(flat) else None
 
 
-def _string(f: InputFeature, facts: Facts, cfg: ModelConfig, include: bool) -> tuple:
+def _string(f: InputFeature, facts: Evidence, cfg: ModelConfig, include: bool) -> tuple:
     strings = facts.strings.get(f.name)
     if strings is None or not strings.counts:
         if include:  # hashed, as nothing is known of its values
@@ -386,14 +386,14 @@ def _string(f: InputFeature, facts: Facts, cfg: ModelConfig, include: bool) -> t
     return None, [_ids(f, CATEGORY, buckets, FROM_HASH, cfg)]
 
 
-def _distinct(f: InputFeature, facts: Facts, strings) -> int:
+def _distinct(f: InputFeature, facts: Evidence, strings) -> int:
     """The distinct train values of a string: the statistics' count when they have one (exact,
     or estimated beyond 10,000), else those of the sampled records."""
     found = facts.distinct(f.name)
     return found[0] if found is not None else len(strings.counts)
 
 
-def _tokens(f: InputFeature, facts: Facts, cfg: ModelConfig) -> ModelInput:
+def _tokens(f: InputFeature, facts: Evidence, cfg: ModelConfig) -> ModelInput:
     """A list of strings or free text: its tokens' (words') ids, embedded and averaged."""
     strings = facts.strings.get(f.name)
     counted = [t for t in strings.by_count() if t != ""] if strings is not None else []
@@ -413,7 +413,7 @@ def date_share(counts: Mapping[str, int]) -> float:
     return dated / total if total else 0.0
 
 
-def _date(f: InputFeature, facts: Facts) -> list[ModelInput]:
+def _date(f: InputFeature, facts: Evidence) -> list[ModelInput]:
     """The parts of a date or timestamp string, each a number, and its presence; a part that is
     the same in every train value (dates of January 1st only) is left out."""
     distinct = [
@@ -431,7 +431,7 @@ def _date(f: InputFeature, facts: Facts) -> list[ModelInput]:
     return made
 
 
-def _image(f: InputFeature, facts: Facts) -> tuple:
+def _image(f: InputFeature, facts: Evidence) -> tuple:
     if f.shape != ():
         return NOT_AN_INPUT["images"], []
     size = f.image_size

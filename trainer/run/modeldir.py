@@ -70,7 +70,7 @@ logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 RUN_FILE_LIMIT = 1 << 20  # run.json is a few kilobytes: more is not shardflow's
-RUN = "a training run"  # what writes the model folder's files (read_file's `writer`)
+TRAINING_RUN = "a training run"  # what writes the model folder's files (read_file's `writer`)
 EXPORT = "export"
 # Every name shardflow writes in MODEL_DIR; the marker lists those a run wrote.
 OUTPUTS = (
@@ -281,7 +281,7 @@ def _writer(cfg: TrainConfig) -> int | None:
     lock has not always claimed the folder yet: run.json may still be an earlier run's)."""
     assert cfg.model_dir is not None  # parse_args requires it of a run that trains
     try:
-        record = read_file(join(cfg.model_dir, RUN_FILE), RUN_FILE_LIMIT, None, RUN)
+        record = read_file(join(cfg.model_dir, RUN_FILE), RUN_FILE_LIMIT, None, TRAINING_RUN)
         pid = json.loads(record).get("pid")
         if isinstance(pid, int):
             os.kill(pid, 0)
@@ -358,7 +358,7 @@ def _marker(cfg: TrainConfig, path: str) -> Earlier:
         why = "a folder"
     else:
         try:  # a FIFO or a link to /dev/zero named run.json: refused unread (ManifestError)
-            found = json.loads(read_file(path, RUN_FILE_LIMIT, None, RUN))
+            found = json.loads(read_file(path, RUN_FILE_LIMIT, None, TRAINING_RUN))
         except (json.JSONDecodeError, UnicodeDecodeError):
             why = "not JSON"
     if why is None and not (isinstance(found, dict) and isinstance(found.get("fingerprint"), dict)):

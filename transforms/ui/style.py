@@ -1,5 +1,5 @@
 """The look of the run reports: the ETL's page (`pipelines.report`) and the trainer's
-(`trainer.report`) are framed and styled by this one stylesheet, so the two read as one tool's.
+(`trainer.run.report`) are framed and styled by this one stylesheet, so the two read as one tool's.
 
 A page is self-contained (inline CSS, no scripts, fonts or images). Numbers sit in cells of
 class `n` (right-aligned, tabular figures); charts are inline SVG, their bars of class `bar`.

@@ -13,7 +13,7 @@ import pytest
 from tests.trainer.datasets import make_rows, to_example
 from trainer.dataset.facts import DatasetFacts, MeanStd
 from trainer.dataset.loaded import Dataset
-from trainer.readers.decode import Decoder, RecordError
+from trainer.readers.decode import Decoder, ExampleError
 from trainer.readers.stream import Reader
 from transforms.contract.manifest import ManifestFeature
 from transforms.contract.statistics import Statistics
@@ -92,14 +92,14 @@ def test_strings_become_ids_and_the_label_its_class_index():
 def test_a_label_outside_its_classes_is_an_error_naming_it():
     info = DatasetFacts.of(_dataset(_stats([])))
     rows = [dict(make_rows(1)[0], species="Chinstrap")]
-    with pytest.raises(RecordError, match="label 'species': b'Chinstrap' is not one of"):
+    with pytest.raises(ExampleError, match="label 'species': b'Chinstrap' is not one of"):
         Decoder(FEATURES, info)(_records(rows))
 
 
 def test_a_missing_value_of_a_required_feature_is_an_error_naming_it():
     rows = [dict(r, species="Adelie") for r in make_rows(3)]
     rows[1]["flipper_mm"] = None
-    with pytest.raises(RecordError, match="feature 'flipper_mm': record 1 of the batch holds 0"):
+    with pytest.raises(ExampleError, match="feature 'flipper_mm': record 1 of the batch holds 0"):
         Decoder(FEATURES)(_records(rows))
 
 
@@ -110,7 +110,7 @@ def test_shards_holding_another_type_than_the_manifest_declares_name_the_split(d
     manifest["features"]["year"] = {"type": "float", "shape": [], "required": True}
     (root / "manifest.json").write_text(json.dumps(manifest))
     reader = Reader(str(root), "eval", 16)
-    with pytest.raises(RecordError) as e:
+    with pytest.raises(ExampleError) as e:
         next(reader.batches(reader.layout(), 0))
     assert str(e.value).startswith(f"{root}: split 'eval': a record cannot be decoded")
     assert 'expected float_list, found int64_list for feature "year"' in str(e.value)
