@@ -80,15 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.take:
         for split in splits:
             _say(f"first {args.take} examples of split {split!r}:")
-            try:
-                for example in take_examples(manifest, files[split], args.take):
-                    _say(json.dumps(example, ensure_ascii=False), json_line=True)
+            try:  # read whole before any is printed: a closed stdout is not a shard's error
+                examples = take_examples(manifest, files[split], args.take)
             except ExampleError as e:
                 _say(f"shardflow inspect: {e}", error=True)
                 return 2
             except (CorruptShardError, OSError, *_storage_errors()) as e:  # type: ignore[misc]
                 _say(f"shardflow inspect: {read_failure(split, e)}", error=True)
                 return 1
+            for example in examples:
+                _say(json.dumps(example, ensure_ascii=False), json_line=True)
     return 0
 
 
