@@ -288,9 +288,9 @@ def _records(dataset: Any, shards: Iterable[Any]) -> list[bytes]:
 def tight_loop(root: str, seconds: float) -> float:
     """Examples/s of a tight per-record protobuf loop, one process: records held in memory,
     each parsed with Example.FromString and its numbers read into numpy arrays a batch long."""
-    from trainer.dataset.loaded import open_dataset
+    from trainer.dataset.union import load_datasets
 
-    dataset = open_dataset(root)
+    dataset = load_datasets(root)
     records = _records(dataset, dataset.shards("train")[:64])
     numbers = [(n, f.type) for n, f in dataset.features.items() if f.type in ("int", "float")]
     Example = example_class()
@@ -340,10 +340,10 @@ def _floor_worker(args: tuple) -> tuple[int, float, float]:
     root, shard_slice, batch, seconds, barrier = args
     from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
-    from trainer.dataset.loaded import open_dataset
+    from trainer.dataset.union import load_datasets
     from trainer.readers.decode import schema_of
 
-    dataset = open_dataset(root)
+    dataset = load_datasets(root)
     records = _records(dataset, dataset.shards("train")[shard_slice])
     batches = [records[i : i + batch] for i in range(0, len(records), batch)]
     decoder = ExamplesToRecordBatchDecoder(schema_of(dataset.features))
@@ -388,7 +388,7 @@ def worker_phases(root: str, seconds: float) -> dict[str, float]:
     reader = Reader(root, "train", TABULAR_BATCH)
     crossing = Crossing(1)
     blocks = Blocks(crossing, 0)
-    tfx = ExamplesToRecordBatchDecoder(schema_of(reader.dataset.features))
+    tfx = ExamplesToRecordBatchDecoder(schema_of(reader.manifest.features))
     spent = dict.fromkeys(("read", "decode", "pack", "tfx_bsl"), 0.0)
     batches = reader.record_batches(reader.layout(), 0)
     start, done = time.perf_counter(), 0
@@ -782,7 +782,7 @@ def run(
 ) -> dict:
     import torch
 
-    from trainer.dataset.loaded import open_dataset
+    from trainer.dataset.union import load_datasets
     from trainer.readers import jax_batches, torch_loader
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -795,7 +795,7 @@ def run(
         "image_side": IMAGE_SIDE, "image_size": IMAGE_SIZE, "classes": CLASSES,
     }}  # fmt: skip
     for name, root in (("tabular", tabular), ("images", images)):
-        d = open_dataset(root)
+        d = load_datasets(root)
         shards = d.shards("train")
         results[f"{name}_dataset"] = {
             "records": sum(s.records for s in shards),
@@ -809,7 +809,7 @@ def run(
         results["config"]["train_workers"] = train_workers
         if "tabular" in parts:
             # the tabular rows: the floor, the naive reader, the torch loader, JAX
-            data = open_dataset(tabular)
+            data = load_datasets(tabular)
             paths = [s.path for s in data.shards("train")]
             for n in FLOOR_WORKERS:
                 rate = parse_floor(tabular, n, TABULAR_BATCH, seconds)

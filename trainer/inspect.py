@@ -27,7 +27,6 @@ import pyarrow as pa
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
 from trainer.dataset.framing import CorruptShardError, read_shard
-from trainer.dataset.loaded import Shard
 from trainer.dataset.manifest import (
     InputFeature,
     Manifest,
@@ -41,6 +40,7 @@ from trainer.flags import inspect_parser
 from trainer.readers.decode import ExampleError, schema_of
 from transforms.contract.facts import REPEATED_SHARE
 from transforms.contract.layout import COMPRESSIONS, STATISTICS
+from transforms.contract.manifest import FileEntry
 from transforms.contract.statistics import Sizes, Statistics
 from transforms.ui.safe import mask_logs, shown
 
@@ -266,7 +266,7 @@ def first_records(manifest: Manifest, files: list[str], n: int) -> list[bytes]:
     wbits = COMPRESSIONS[manifest.compression].wbits
     out: list[bytes] = []
     for path in files:
-        shard = Shard(path, listed.get(path) or 0)  # its records: for a corrupt shard's message
+        shard = FileEntry(path, listed.get(path) or 0)  # its records: for a corrupt shard's message
         for records in read_shard(shard, wbits, check_sha256=False):
             out += records[: n - len(out)]
             if len(out) >= n:

@@ -210,10 +210,10 @@ def test_the_corpus_has_its_cases():
 
 @pytest.mark.parametrize("data", [HTTPS, S3, "{d}/ds?token=" + SECRET])
 def test_the_readers_errors_never_hold_a_secret(data, tmp_path):
-    from trainer.dataset.loaded import open_dataset
+    from trainer.dataset.union import load_datasets
 
     with pytest.raises(ValueError) as raised:
-        open_dataset(data.replace("{d}", str(tmp_path)))
+        load_datasets(data.replace("{d}", str(tmp_path)))
     assert "***" in str(raised.value)
     assert SECRET not in "".join(traceback.format_exception(raised.value))
 

@@ -36,7 +36,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from trainer.dataset.loaded import Dataset, open_dataset
+from trainer.dataset.manifest import Manifest, load_facts, load_statistics
+from trainer.dataset.union import load_datasets
 from transforms.contract.facts import (
     CLASSIFICATION,
     QUANTILES,
@@ -47,7 +48,7 @@ from transforms.contract.facts import (
     RowFacts,
 )
 from transforms.contract.manifest import ManifestError, ManifestFeature
-from transforms.contract.statistics import FeatureStatistics
+from transforms.contract.statistics import FeatureStatistics, Statistics
 
 TRAIN = "train"
 NUMBERS = ("int", "float")
@@ -88,12 +89,23 @@ class DatasetFacts:
     number_values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # while few
 
     @classmethod
-    def of(cls, dataset: Dataset, split: str = TRAIN) -> DatasetFacts:
-        """The facts of `split` of `dataset`."""
-        if dataset.facts and all(f is not None for f in dataset.facts):
-            parts = [f for f in dataset.facts if f is not None]
-            return _of_facts(dataset, split, parts)
-        return _of_statistics(dataset, split)
+    def of(
+        cls,
+        dataset: Manifest,
+        split: str = TRAIN,
+        *,
+        facts: Sequence[Facts | None] | None = None,
+        statistics: Statistics | None = None,
+    ) -> DatasetFacts:
+        """The facts of `split` of `dataset`, from the facts.json of each of its parts (`facts`
+        when they were read already), else from its statistics.json (`statistics`, read here
+        when not given; none for several datasets read as one)."""
+        parts = load_facts(dataset) if facts is None else facts
+        if parts and all(f is not None for f in parts):
+            return _of_facts(dataset, split, [f for f in parts if f is not None])
+        if statistics is None and not dataset.parts:
+            statistics = load_statistics(dataset.root)
+        return _of_statistics(dataset, split, statistics)
 
     def notes(self) -> list[str]:
         """What the facts say a user should know before training, a sentence each: an int
@@ -161,10 +173,10 @@ class DatasetFacts:
         return self.features[name]
 
 
-def dataset_facts(data: str | Sequence[str] | Dataset, split: str = TRAIN) -> DatasetFacts:
+def dataset_facts(data: str | Sequence[str] | Manifest, split: str = TRAIN) -> DatasetFacts:
     """The facts of `split` of the dataset(s) at `data` (one URI, or several read as one, as
     `torch_loader` takes them)."""
-    dataset = data if isinstance(data, Dataset) else open_dataset(data)
+    dataset = data if isinstance(data, Manifest) else load_datasets(data)
     dataset.shards(split)  # ManifestError naming the split when there is no such split
     return DatasetFacts.of(dataset, split)
 
@@ -172,7 +184,7 @@ def dataset_facts(data: str | Sequence[str] | Dataset, split: str = TRAIN) -> Da
 # --- from facts.json ------------------------------------------------------------------------
 
 
-def _of_facts(dataset: Dataset, split: str, parts: list[Facts]) -> DatasetFacts:
+def _of_facts(dataset: Manifest, split: str, parts: list[Facts]) -> DatasetFacts:
     vocabularies: dict[str, tuple[str, ...]] = {}
     counts: dict[str, tuple[int, ...]] = {}
     moments, quantiles, distinct = {}, {}, {}
@@ -226,7 +238,7 @@ def _of_facts(dataset: Dataset, split: str, parts: list[Facts]) -> DatasetFacts:
     )
 
 
-def _label_counts(dataset: Dataset, parts: list[Facts]) -> dict[str, dict[str, int]]:
+def _label_counts(dataset: Manifest, parts: list[Facts]) -> dict[str, dict[str, int]]:
     """The label's values (as text: a number's digits) with their records, in every split."""
     if dataset.label is None:
         return {}
@@ -310,7 +322,7 @@ def _mixed(facts: list[FeatureFacts]) -> tuple[float, ...]:
 
 
 def _classes(
-    dataset: Dataset, parts: list[Facts], split: str
+    dataset: Manifest, parts: list[Facts], split: str
 ) -> tuple[tuple[str | int, ...] | None, str | None]:
     """The label's classes (None: a regression, or no label) and the task its values suggest
     when that is not its own."""
@@ -340,12 +352,12 @@ def task_of(facts: DatasetFacts) -> str | None:
 # --- from statistics.json (a dataset without facts) -----------------------------------------
 
 
-def _of_statistics(dataset: Dataset, split: str) -> DatasetFacts:
+def _of_statistics(dataset: Manifest, split: str, statistics: Statistics | None) -> DatasetFacts:
     vocabularies: dict[str, tuple[str, ...]] = {}
     counts: dict[str, tuple[int, ...]] = {}
     moments = {}
     for name, feature in dataset.features.items():
-        stats = _stats(dataset, split, name)
+        stats = _stats(statistics, split, name)
         if feature.type in STRINGS and name != dataset.label:
             _add_vocabulary(name, feature, _listed(stats), vocabularies, counts)
         elif feature.type in NUMBERS and stats is not None and stats.mean is not None:
@@ -353,7 +365,7 @@ def _of_statistics(dataset: Dataset, split: str) -> DatasetFacts:
     classes = None
     if dataset.label is not None:
         feature = dataset.features[dataset.label]
-        stats = _stats(dataset, split, dataset.label)
+        stats = _stats(statistics, split, dataset.label)
         if feature.values is not None:
             classes = tuple(feature.values)
         elif feature.type in STRINGS and stats is not None and stats.counts is not None:
@@ -379,6 +391,5 @@ def _listed(stats: FeatureStatistics | None) -> dict[str, int]:
     return {str(c.value): c.count for c in ranked}
 
 
-def _stats(dataset: Dataset, split: str, name: str) -> FeatureStatistics | None:
-    stats = dataset.statistics
+def _stats(stats: Statistics | None, split: str, name: str) -> FeatureStatistics | None:
     return None if stats is None else stats.feature(split, name)

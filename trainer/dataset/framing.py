@@ -36,9 +36,8 @@ from typing import IO, cast
 from isal import isal_zlib
 
 from trainer.dataset import storage
-from trainer.dataset.loaded import Shard
 from transforms.contract.layout import masked_crc
-from transforms.contract.manifest import ManifestError
+from transforms.contract.manifest import FileEntry, ManifestError
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +59,7 @@ class ShardChangedError(ManifestError):
 
 
 def read_shard(
-    shard: Shard, wbits: int | None, *, skip_corrupt: bool = False, check_sha256: bool = True
+    shard: FileEntry, wbits: int | None, *, skip_corrupt: bool = False, check_sha256: bool = True
 ) -> Iterator[list[bytes]]:
     """The records of `shard`, in file order, in lists of consecutive records; `wbits`: the
     zlib window bits of its compression (None: uncompressed)."""
@@ -94,7 +93,7 @@ def read_shard(
     except (_Broken, *_INFLATE_ERRORS) as e:
         why = f"bad compressed data ({e})" if isinstance(e, _INFLATE_ERRORS) else str(e)
         where = f"after record {unframe.records}" if unframe.records else "at its start"
-        lost = max(0, shard.records - unframe.records)
+        lost = max(0, (shard.records or 0) - unframe.records)
         if not skip_corrupt:
             raise CorruptShardError(
                 f"corrupt shard {shard.path}: {why} {where}: only {unframe.records} of its "
@@ -167,14 +166,14 @@ class _mapped:
             self.map.close()
 
 
-def _intact(shard: Shard, data: bytes | mmap.mmap) -> bool:
+def _intact(shard: FileEntry, data: bytes | mmap.mmap) -> bool:
     """True when the shard's bytes are those the manifest lists (size and sha256)."""
     if shard.bytes is not None and len(data) != shard.bytes:
         return False
     return hashlib.sha256(data).hexdigest() == shard.sha256
 
 
-def _trusted(shard: Shard, data: bytes | mmap.mmap, wbits: int | None) -> Iterator[list[bytes]]:
+def _trusted(shard: FileEntry, data: bytes | mmap.mmap, wbits: int | None) -> Iterator[list[bytes]]:
     """The records of a shard whose bytes are known good, cut by their lengths alone."""
     unframe = _Unframer(check=False)
     view = memoryview(data)
@@ -194,7 +193,7 @@ def _trusted(shard: Shard, data: bytes | mmap.mmap, wbits: int | None) -> Iterat
         )
 
 
-def _difference(shard: Shard, read: int, digest, records: int) -> str | None:
+def _difference(shard: FileEntry, read: int, digest, records: int) -> str | None:
     if shard.bytes is not None and read != shard.bytes:
         return "size differs"
     if digest is not None and digest.hexdigest() != shard.sha256:

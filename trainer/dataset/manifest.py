@@ -14,6 +14,7 @@ through TensorFlow. Each file is read only when it is a regular file within its 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -23,16 +24,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from trainer.dataset import storage
-from trainer.dataset.loaded import parse_facts
 from trainer.dataset.paths import join, normalize_root
 from trainer.dataset.storage import not_regular
 from transforms.contract import manifest as contract
-from transforms.contract.facts import Facts
+from transforms.contract.facts import Facts, FactsError
 from transforms.contract.layout import COMPRESSIONS, MANIFEST, STATISTICS
 from transforms.contract.manifest import (
     FACTS_MAX_BYTES,
     MANIFEST_MAX_BYTES,
     STATISTICS_MAX_BYTES,
+    FileEntry,
     ManifestError,
     RejectedEntry,
     SourceEntry,
@@ -136,9 +137,20 @@ class Manifest:
         found = self.splits.get(split)
         return found is not None and bool(found.files) and found.records > 0
 
-    def split_files(self, split: str) -> list[str]:
-        """Absolute paths of the split's shards; raises ManifestError if there are none, or one is
-        no regular file."""
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The locations of the datasets read as one (this one's alone when it is one)."""
+        return self.parts or (self.root,)
+
+    @property
+    def wbits(self) -> int | None:
+        """The zlib window bits of the shards' stream (None: not compressed)."""
+        return COMPRESSIONS[self.compression].wbits
+
+    def shards(self, split: str) -> tuple[FileEntry, ...]:
+        """The split's shards (absolute paths, records as listed); ManifestError when there is
+        no such split, it has none, or one is no regular file (opening a FIFO would wait for
+        ever; a device never ends)."""
         if split not in self.splits:
             known = ", ".join(sorted(self.splits)) or "none"
             raise ManifestError(
@@ -147,14 +159,18 @@ class Manifest:
         files = self.splits[split].files
         if not files:
             raise ManifestError(f"{self.root}: split {split!r} has no files")
-        for f in files:  # opening a FIFO would wait for ever; a device never ends
+        for f in files:
             kind = not_regular(f.path)
             if kind is not None:
                 raise ManifestError(
                     f"{f.path}: {kind}, not a regular file: a shard the ETL wrote is a file; "
                     "refused unread"
                 )
-        return [f.path for f in files]
+        return files
+
+    def split_files(self, split: str) -> list[str]:
+        """Absolute paths of the split's shards (`shards`)."""
+        return [f.path for f in self.shards(split)]
 
     def split_records(self, split: str) -> int:
         """Number of examples in the split, as counted by the ETL."""
@@ -190,7 +206,7 @@ def load_statistics(root: str) -> Statistics | None:
 
 def load_facts(manifest: Manifest) -> tuple[Facts | None, ...]:
     """The facts.json of each dataset read as one (None for one written without facts),
-    checked against the sha256 its manifest lists (trainer.dataset.loaded.parse_facts)."""
+    checked against the sha256 its manifest lists (`parse_facts`)."""
     out: list[Facts | None] = []
     for root in manifest.parts or (manifest.root,):
         written = (
@@ -205,6 +221,19 @@ def load_facts(manifest: Manifest) -> tuple[Facts | None, ...]:
         data = read_file(path, FACTS_MAX_BYTES, written.facts.bytes)
         out.append(parse_facts(data, written.facts.sha256, path))
     return tuple(out)
+
+
+def parse_facts(data: bytes, sha256: str | None, path: str) -> Facts:
+    """The facts.json at `path` (its bytes), checked against the sha256 its manifest lists;
+    ManifestError naming the file when it changed or breaks the contract."""
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ManifestError(
+            f"{path}: changed after publication (its sha256 differs from the manifest's)"
+        )
+    try:
+        return Facts.loads(data, where=path)
+    except FactsError as e:
+        raise ManifestError(str(e)) from None
 
 
 def read_json(path: str, limit: int) -> Any:

@@ -9,7 +9,7 @@ one (the files of all, the records summed). A tf.Transform output comes from the
 the others' raw shards go through it too. Nothing is read twice: a dataset given twice (`ds` and
 `ds/`, a link to it, a date range that repeats one) or one shard file listed twice (in one
 split or two, by one dataset or two) is refused before training, naming both
-(trainer.dataset.loaded.check_once, the readers' own check).
+(`check_once`); the PyTorch and JAX readers read datasets through it too.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from trainer.dataset.loaded import check_once
+from trainer.dataset import storage
 from trainer.dataset.manifest import Manifest, ManifestError, load_manifest
 from trainer.dataset.paths import expand, normalize_root
 from transforms.contract.manifest import RejectedEntry, SplitEntry
@@ -27,10 +27,12 @@ from transforms.contract.manifest import RejectedEntry, SplitEntry
 logger = logging.getLogger(__name__)
 
 
-def load_datasets(uris: Sequence[str]) -> Manifest:
-    """The manifest of the datasets at `uris` (date ranges expanded) read as one; ManifestError
-    for one given twice, or a shard file listed twice."""
-    roots = expand(uris)
+def load_datasets(uris: str | Sequence[str]) -> Manifest:
+    """The manifest of the datasets at `uris` (one URI or several; date ranges expanded) read
+    as one; ManifestError for none, for one given twice, or a shard file listed twice."""
+    roots = expand([uris] if isinstance(uris, str) else list(uris))
+    if not roots:
+        raise ManifestError("no dataset given")
     check_once("--data", [normalize_root(root) for root in roots], {})
     missing, manifests = [], []
     for root in roots:
@@ -47,6 +49,36 @@ def load_datasets(uris: Sequence[str]) -> Manifest:
     combined = combine(manifests)
     check_once("--data", (), {n: [f.path for f in s.files] for n, s in combined.splits.items()})
     return combined
+
+
+def check_once(flag: str, roots: Sequence[str], splits: Mapping[str, Sequence[str]]) -> None:
+    """ManifestError when two of the dataset locations `roots` are one dataset, or when two of
+    the shard paths of `splits` (split name -> absolute paths) are one file (compared as
+    storage.same_file_key: links and `..` do not hide it): its records would be read twice,
+    or a model scored on records it trained on. `flag` names the argument in the error."""
+    seen: dict = {}
+    for root in roots:
+        key = storage.same_file_key(root)
+        if key in seen:
+            same = "" if seen[key] == root else f" is {seen[key]},"
+            raise ManifestError(
+                f"{flag}: {root}{same} given twice: its records would be read (and scored) "
+                "twice; give each dataset once"
+            )
+        seen[key] = root
+    places: dict = {}
+    for name, paths in splits.items():
+        for path in paths:
+            key = storage.same_file_key(path)
+            if key in places:
+                first, split = places[key]
+                where = f"split {name!r}" if split == name else f"splits {split!r} and {name!r}"
+                raise ManifestError(
+                    f"{flag}: {path} is {first}: one shard listed twice ({where}): its "
+                    "records would be read twice, or a model scored on records it trained on; "
+                    "give each dataset once, and rerun the ETL of one whose shards are links"
+                )
+            places[key] = (path, name)
 
 
 def combine(manifests: Sequence[Manifest]) -> Manifest:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainer.config import MAX_EPOCHS
-from trainer.dataset.loaded import Shard
+from transforms.contract.manifest import FileEntry
 
 
 def seeded(seed: int, *keys: int) -> np.random.Generator:
@@ -38,18 +38,20 @@ class Assignment:
     """A stream's part of an epoch: its shards in reading order and, when every stream reads
     every shard, which of their records it keeps (every `every`-th, from `offset`)."""
 
-    shards: tuple[Shard, ...]
+    shards: tuple[FileEntry, ...]
     every: int = 1
     offset: int = 0
 
     @property
     def records(self) -> int:
         """The records it yields (as the manifest counts them)."""
-        total = sum(s.records for s in self.shards)
+        total = sum(s.records or 0 for s in self.shards)
         return max(0, total - self.offset + self.every - 1) // self.every
 
 
-def shard_order(shards: Sequence[Shard], epoch: int, seed: int, shuffle: bool) -> list[Shard]:
+def shard_order(
+    shards: Sequence[FileEntry], epoch: int, seed: int, shuffle: bool
+) -> list[FileEntry]:
     """The shards in an epoch's order: permuted by (seed, epoch) when shuffling."""
     if not shuffle:
         return list(shards)
@@ -57,7 +59,7 @@ def shard_order(shards: Sequence[Shard], epoch: int, seed: int, shuffle: bool) -
 
 
 def assign(
-    shards: Sequence[Shard], streams: int, stream: int, epoch: int, seed: int, shuffle: bool
+    shards: Sequence[FileEntry], streams: int, stream: int, epoch: int, seed: int, shuffle: bool
 ) -> Assignment:
     """Stream `stream`'s part of `epoch` among `streams` streams."""
     order = shard_order(shards, epoch, seed, shuffle)
@@ -70,7 +72,7 @@ def assign(
 class Layout:
     """The streams of a run: ranks × loader workers, and the batch size."""
 
-    shards: tuple[Shard, ...]
+    shards: tuple[FileEntry, ...]
     batch_size: int
     world_size: int = 1
     workers: int = 1
@@ -116,7 +118,7 @@ class Layout:
                 raise ValueError(self._past(start_step, epochs, f"{epochs * first:,}"))
             return divmod(start_step, first)
         # an epoch's steps are at most its records over the batch, plus a partial batch each
-        most = epochs * (sum(s.records for s in self.shards) // self.batch_size + self.workers)
+        most = epochs * (sum(s.records or 0 for s in self.shards) // self.batch_size + self.workers)
         if start_step > most:
             raise ValueError(self._past(start_step, epochs, f"at most {most:,}"))
         epoch, left = 0, start_step
@@ -133,7 +135,7 @@ class Layout:
         """`steps(epoch)` where each stream reads whole shards (shards >= streams), in one
         permutation and a few array operations: a resumed run may walk many epochs."""
         streams = self.world_size * self.workers
-        records = np.array([s.records for s in self.shards], np.int64)
+        records = np.array([s.records or 0 for s in self.shards], np.int64)
         if self.shuffle:
             records = records[seeded(self.seed, epoch).permutation(len(records))]
         records = np.concatenate([records, np.zeros(-len(records) % streams, np.int64)])

@@ -26,13 +26,12 @@ from trainer.config import (
     MAX_WORKERS,
     MAX_WORLD_SIZE,
 )
-from trainer.dataset import storage
 from trainer.dataset.facts import DatasetFacts
 from trainer.dataset.framing import read_shard
-from trainer.dataset.loaded import Dataset, open_dataset
+from trainer.dataset.manifest import Manifest
+from trainer.dataset.union import load_datasets
 from trainer.readers.deal import Assignment, Layout, seeded
 from trainer.readers.decode import Decoder, ExampleError
-from transforms.contract.manifest import ManifestError
 
 CYCLE = 4  # shards read at once when not deterministic
 RUN_RECORDS = 64  # records taken from one shard at a time
@@ -46,7 +45,7 @@ class Reader:
 
     def __init__(
         self,
-        data: str | Sequence[str] | Dataset,
+        data: str | Sequence[str] | Manifest,
         split: str,
         batch_size: int,
         *,
@@ -68,16 +67,9 @@ class Reader:
                 raise ValueError(f"{name} {value!r} is not a whole number")
             if not low <= value <= high:
                 raise ValueError(f"{name} {value:,} is not in {low:,}..{high:,}")
-        self.dataset = data if isinstance(data, Dataset) else open_dataset(data)
+        self.manifest = data if isinstance(data, Manifest) else load_datasets(data)
         self.split = split
-        self.shards = self.dataset.shards(split)
-        for shard in self.shards:  # opening a FIFO would wait for ever; a device never ends
-            kind = storage.not_regular(shard.path)
-            if kind is not None:
-                raise ManifestError(
-                    f"{shard.path}: {kind}, not a regular file: a shard the ETL wrote is a "
-                    "file; refused unread"
-                )
+        self.shards = self.manifest.shards(split)
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
@@ -85,9 +77,9 @@ class Reader:
         self.shuffle_buffer = max(2, shuffle_buffer)
         self.skip_corrupt = skip_corrupt
         self.check_sha256 = check_sha256
-        self.info = DatasetFacts.of(self.dataset)
+        self.info = DatasetFacts.of(self.manifest)
         self.decoder = Decoder(
-            self.dataset.features,
+            self.manifest.features,
             self.info,
             encode=encode,
             decode_images=decode_images,
@@ -130,11 +122,11 @@ class Reader:
 
     @contextlib.contextmanager
     def _naming(self) -> Iterator[None]:
-        """A ExampleError raised inside names the dataset and split."""
+        """An ExampleError raised inside names the dataset and split."""
         try:
             yield
         except ExampleError as e:
-            raise ExampleError(f"{self.dataset.roots[0]}: split {self.split!r}: {e}") from None
+            raise ExampleError(f"{self.manifest.roots[0]}: split {self.split!r}: {e}") from None
 
     def record_batches(
         self,
@@ -168,7 +160,7 @@ class Reader:
     def _read(self, shard) -> Iterator[list[bytes]]:
         return read_shard(
             shard,
-            self.dataset.wbits,
+            self.manifest.wbits,
             skip_corrupt=self.skip_corrupt,
             check_sha256=self.check_sha256,
         )

@@ -33,7 +33,6 @@ import numpy as np
 import tensorflow as tf
 
 from trainer.dataset.facts import DatasetFacts
-from trainer.dataset.loaded import Dataset
 from trainer.dataset.manifest import InputFeature, Manifest, load_facts, load_statistics
 from trainer.recipe.words import dtype_of, words
 from transforms.contract.statistics import FeatureStatistics, Statistics
@@ -199,17 +198,7 @@ def _dataset_facts(manifest: Manifest, statistics: Statistics | None) -> Dataset
     parts = load_facts(manifest)
     if not parts or any(p is None for p in parts) or not manifest.has_split("train"):
         return None
-    roots = manifest.parts or (manifest.root,)
-    dataset = Dataset(
-        roots=tuple(roots),
-        features=manifest.features,
-        label=manifest.label,
-        compression=manifest.compression,
-        splits={},
-        statistics=statistics,
-        facts=parts,
-    )
-    return DatasetFacts.of(dataset, "train")
+    return DatasetFacts.of(manifest, "train", facts=parts, statistics=statistics)
 
 
 def _strings_of(known: DatasetFacts, name: str) -> Strings:

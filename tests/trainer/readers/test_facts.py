@@ -12,9 +12,10 @@ import pytest
 
 from tests.trainer.datasets import make_rows, to_example
 from trainer.dataset.facts import DatasetFacts, MeanStd
-from trainer.dataset.loaded import Dataset
+from trainer.dataset.manifest import InputFeature, Manifest
 from trainer.readers.decode import Decoder, ExampleError
 from trainer.readers.stream import Reader
+from transforms.contract import manifest as contract
 from transforms.contract.manifest import ManifestFeature
 from transforms.contract.statistics import Statistics
 
@@ -51,21 +52,23 @@ def _stats(counts: dict) -> Statistics:
     return Statistics.from_json(raw)
 
 
-def _dataset(statistics: Statistics | None) -> Dataset:
-    return Dataset(("/d",), FEATURES, "species", "none", {}, statistics)
+def _dataset() -> Manifest:
+    written = contract.Manifest("d", FEATURES, {}, compression="none", label="species")
+    features = {n: InputFeature(name=n, **vars(f)) for n, f in FEATURES.items()}
+    return Manifest(root="/d", written=written, features=features, splits={})
 
 
 def test_without_facts_vocabularies_classes_and_moments_come_from_the_statistics():
     counts = [{"value": "male", "count": 3}, {"value": "female", "count": 5},
               {"value": "", "count": 2}]  # fmt: skip
-    info = DatasetFacts.of(_dataset(_stats(counts)))
+    info = DatasetFacts.of(_dataset(), facts=(), statistics=_stats(counts))
     assert info.classes == ("Adelie", "Gentoo")  # sorted train values
     assert info.vocabularies == {"sex": ("female", "male"), "island": FEATURES["island"].values}
     assert info.number_moments == {"flipper_mm": MeanStd(200.0, 12.5)}
 
 
 def test_without_statistics_only_declared_values_are_known():
-    info = DatasetFacts.of(_dataset(None))
+    info = DatasetFacts.of(_dataset(), facts=())
     assert info.classes is None and info.number_moments == {}
     assert list(info.vocabularies) == ["island"]
 
@@ -76,7 +79,7 @@ def _records(rows: list[dict]) -> list[bytes]:
 
 
 def test_strings_become_ids_and_the_label_its_class_index():
-    info = DatasetFacts.of(_dataset(_stats([{"value": "male", "count": 1}])))
+    info = DatasetFacts.of(_dataset(), facts=(), statistics=_stats([{"value": "male", "count": 1}]))
     rows = [dict(r, species=s) for r, s in zip(make_rows(4), ["Adelie", "Gentoo"] * 2)]
     rows[1]["sex"], rows[2]["sex"], rows[3]["sex"] = None, "male", "unknown"
     batch = Decoder(FEATURES, info)(_records(rows))
@@ -90,7 +93,7 @@ def test_strings_become_ids_and_the_label_its_class_index():
 
 
 def test_a_label_outside_its_classes_is_an_error_naming_it():
-    info = DatasetFacts.of(_dataset(_stats([])))
+    info = DatasetFacts.of(_dataset(), facts=(), statistics=_stats([]))
     rows = [dict(make_rows(1)[0], species="Chinstrap")]
     with pytest.raises(ExampleError, match="label 'species': b'Chinstrap' is not one of"):
         Decoder(FEATURES, info)(_records(rows))

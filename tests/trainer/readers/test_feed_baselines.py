@@ -11,14 +11,14 @@ import tensorflow as tf
 
 from benchmarks.gpu_feed import Cores, example_class, per_record_dataset
 from trainer.dataset.framing import read_shard
-from trainer.dataset.loaded import open_dataset
+from trainer.dataset.union import load_datasets
 from trainer.readers.stream import Reader
 
 torch = pytest.importorskip("torch")
 
 
 def test_the_example_message_parses_as_tensorflow_does(dataset):
-    data = open_dataset(str(dataset.root))
+    data = load_datasets(str(dataset.root))
     shard = data.shards("train")[0]
     records = [r for run in read_shard(shard, data.wbits) for r in run][:20]
     Example = example_class()
@@ -31,7 +31,7 @@ def test_the_example_message_parses_as_tensorflow_does(dataset):
 
 
 def test_the_per_record_reader_yields_each_record_in_file_order(dataset):
-    data = open_dataset(str(dataset.root))
+    data = load_datasets(str(dataset.root))
     shard = data.shards("eval")[0]
     rows = iter(per_record_dataset([shard.path], dict(data.features)))
     got = [next(rows) for _ in range(shard.records)]

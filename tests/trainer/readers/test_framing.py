@@ -14,7 +14,7 @@ from tfx_bsl.coders.example_coder import ExampleToNumpyDict
 
 from tests.trainer.datasets import make_rows, write_dataset
 from trainer.dataset.framing import CorruptShardError, ShardChangedError, read_shard
-from trainer.dataset.loaded import open_dataset
+from trainer.dataset.union import load_datasets
 from transforms.contract.manifest import ManifestError
 
 
@@ -35,7 +35,7 @@ def plain(tmp_path) -> Path:
 
 
 def test_a_shard_yields_its_records_in_file_order(dataset):
-    data = open_dataset(str(dataset.root))
+    data = load_datasets(str(dataset.root))
     shards = data.shards("train")
     ids = [i for s in shards for i in _ids(_read(s, data.wbits))]
     assert ids == [row["id"] for row in dataset.rows["train"]]
@@ -47,7 +47,7 @@ def test_every_compression_reads(tmp_path, compression):
     root = write_dataset(
         tmp_path / compression, rows, splits={"train": 2}, compression=compression
     ).root
-    data = open_dataset(str(root))
+    data = load_datasets(str(root))
     ids = [i for s in data.shards("train") for i in _ids(_read(s, data.wbits))]
     assert ids == list(range(30))
 
@@ -59,7 +59,7 @@ def _flip(path: Path, at: int) -> None:
 
 
 def test_a_flipped_byte_names_the_corrupt_shard_and_record(plain):
-    data = open_dataset(str(plain))
+    data = load_datasets(str(plain))
     shard = data.shards("train")[0]
     records = _read(shard, None)
     third = sum(len(r) + 16 for r in records[:2]) + 12 + 3  # in the third record's payload
@@ -71,7 +71,7 @@ def test_a_flipped_byte_names_the_corrupt_shard_and_record(plain):
 
 
 def test_skip_corrupt_keeps_the_records_before_the_error_and_warns(plain, caplog):
-    data = open_dataset(str(plain))
+    data = load_datasets(str(plain))
     shard = data.shards("train")[0]
     records = _read(shard, None)
     _flip(Path(shard.path), sum(len(r) + 16 for r in records[:5]) + 2)  # the 6th length
@@ -81,7 +81,7 @@ def test_skip_corrupt_keeps_the_records_before_the_error_and_warns(plain, caplog
 
 
 def test_a_truncated_gzip_shard_is_corrupt(dataset, tmp_path):
-    data = open_dataset(str(dataset.root))
+    data = load_datasets(str(dataset.root))
     shard = data.shards("eval")[0]
     cut = tmp_path / "cut.tfrecord.gz"
     cut.write_bytes(Path(shard.path).read_bytes()[:-40])
@@ -93,7 +93,7 @@ def test_a_truncated_gzip_shard_is_corrupt(dataset, tmp_path):
 def test_a_shard_replaced_by_another_readable_one_is_refused(dataset, tmp_path):
     root = tmp_path / "copy"
     shutil.copytree(dataset.root, root)
-    data = open_dataset(str(root))
+    data = load_datasets(str(root))
     first, second = data.shards("train")
     Path(first.path).write_bytes(Path(second.path).read_bytes())
     with pytest.raises(ShardChangedError, match=f"{first.path}: holds .* differs"):
@@ -101,7 +101,7 @@ def test_a_shard_replaced_by_another_readable_one_is_refused(dataset, tmp_path):
 
 
 def test_a_rewritten_shard_of_the_same_size_fails_its_sha256(dataset, tmp_path):
-    shard = open_dataset(str(dataset.root)).shards("eval")[0]
+    shard = load_datasets(str(dataset.root)).shards("eval")[0]
     records = gzip.decompress(Path(shard.path).read_bytes())
     again = tmp_path / "again.tfrecord.gz"
     again.write_bytes(gzip.compress(records, mtime=1))
@@ -136,7 +136,7 @@ def test_an_intact_shard_is_cut_by_lengths_with_the_same_records(
     root = write_dataset(
         tmp_path / compression, make_rows(40), splits={"train": 2}, compression=compression
     ).root
-    data = open_dataset(str(root))
+    data = load_datasets(str(root))
     for shard in data.shards("train"):
         trusted = _read(shard, data.wbits)
         assert trusted == _read(shard, data.wbits, check_sha256=False)  # frame by frame
@@ -146,7 +146,7 @@ def test_an_intact_shard_is_cut_by_lengths_with_the_same_records(
 
 
 def test_a_shard_that_fails_its_sha256_is_read_frame_by_frame(plain, monkeypatch):
-    shard = open_dataset(str(plain)).shards("train")[0]
+    shard = load_datasets(str(plain)).shards("train")[0]
     listed = replace(shard, sha256=hashlib.sha256(b"other").hexdigest())
     with pytest.raises(ShardChangedError, match="sha256 differs"):
         _read(listed, None)
@@ -156,7 +156,7 @@ def test_a_shard_that_fails_its_sha256_is_read_frame_by_frame(plain, monkeypatch
 
 
 def test_an_intact_shard_with_an_edited_record_count_is_refused(plain):
-    shard = open_dataset(str(plain)).shards("train")[0]
+    shard = load_datasets(str(plain)).shards("train")[0]
     with pytest.raises(ShardChangedError, match="holds 20 whole records .* lists 21"):
         _read(replace(shard, records=21), None)
 
@@ -165,9 +165,9 @@ def test_a_date_range_reads_one_dataset_a_day_as_one(tmp_path):
     rows = make_rows(30)
     for day, part in (("2026-11-01", rows[:10]), ("2026-11-02", rows[10:])):
         write_dataset(tmp_path / "daily" / day, part, splits={"train": 1}, compression="none")
-    data = open_dataset(str(tmp_path / "daily" / "{2026-11-01..2026-11-02}"))
+    data = load_datasets(str(tmp_path / "daily" / "{2026-11-01..2026-11-02}"))
     assert data.roots == tuple(str(tmp_path / "daily" / d) for d in ("2026-11-01", "2026-11-02"))
     ids = [i for s in data.shards("train") for i in _ids(_read(s, data.wbits))]
     assert ids == list(range(30))
     with pytest.raises(ManifestError, match="2026-11-03"):
-        open_dataset(str(tmp_path / "daily" / "{2026-11-01..2026-11-03}"))
+        load_datasets(str(tmp_path / "daily" / "{2026-11-01..2026-11-03}"))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainer.dataset.loaded import Shard
 from trainer.readers.deal import Layout, Position, assign, shard_order
 from trainer.readers.stream import Reader, cut, shuffled
+from transforms.contract.manifest import FileEntry
 
-SHARDS = tuple(Shard(f"s{i}", records=10 + i) for i in range(5))
+SHARDS = tuple(FileEntry(f"s{i}", records=10 + i) for i in range(5))
 
 
 def test_shards_are_dealt_to_every_stream_once_per_epoch():
