@@ -21,7 +21,7 @@ from trainer.keras.usermodel import load_module
 from trainer.recipe.words import CATEGORY, NUMBER
 from transforms.ui.errors import UsageError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TABULAR = REPO_ROOT / "examples" / "tabular" / "model.py"
 SMALL = ModelConfig(hidden_units=(8,), embedding_dim=2, hash_bins=16, one_hot_max=2)
 

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from tests.trainer.test_report import HISTORY, METRICS
+from tests.trainer.run.test_report import HISTORY, METRICS
 from trainer import data
 from trainer.run.evaluate import class_report, report_of
 from trainer.run.report import render
