@@ -31,10 +31,11 @@ from trainer.config import TrainConfig
 from trainer.dataset.manifest import Manifest, ManifestError
 from trainer.dataset.paths import join
 from trainer.dataset.union import load_datasets
+from trainer.dataset.verify import verify_shards
 from trainer.errors import first_line
 from trainer.flags import parse_args
 from trainer.keras.inputs import Inputs, check_dataset, corrupt_message, mismatch_message
-from trainer.keras.integrity import DatasetChanged, undecodable_image, verify_shards
+from trainer.keras.integrity import DatasetChanged, undecodable_image
 from trainer.run import modeldir
 from trainer.run.evaluate import warnings_of
 from trainer.run.export import export_model

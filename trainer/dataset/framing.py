@@ -6,8 +6,8 @@ pieces (inflated by ISA-L through `isal`, about twice as fast as zlib on these s
 CRCs by google-crc32c), checks both checksums of every frame as tf.data does, and
 yields the records a piece at a time. It also checks that the shard is the one the manifest
 lists: its size, and its sha256 computed on the way (a shard that reads without an error but
-differs was replaced after the dataset was written: ShardChangedError, as the tf.data path's
-`trainer.keras.integrity.verify_shards` refuses it).
+differs was replaced after the dataset was written: ShardChangedError; `trainer.dataset.verify`
+runs the same check over every shard before a run).
 
 A local shard whose manifest lists its sha256 is checked whole before any of its records is
 read (the file is mapped into memory and hashed, as fast as the disk gives it): bytes equal to
@@ -106,12 +106,17 @@ def read_shard(
         return
     problem = _difference(shard, read, digest, unframe.records)
     if problem:
-        raise ShardChangedError(
-            f"{shard.path}: holds {unframe.records:,} records in {read:,} bytes where the "
-            f"manifest lists {shard.records:,} in {shard.bytes:,} ({problem}): the dataset "
-            "changed after it was written (a shard replaced or rewritten, or the manifest "
-            "edited); rerun the ETL"
-        )
+        raise changed(shard, unframe.records, read, problem)
+
+
+def changed(shard: FileEntry, records: int, size: int, problem: str) -> ShardChangedError:
+    """The error of a shard that reads whole but is not the one its manifest lists."""
+    listed = "?" if shard.bytes is None else f"{shard.bytes:,}"
+    return ShardChangedError(
+        f"{shard.path}: holds {records:,} records in {size:,} bytes where the manifest lists "
+        f"{shard.records or 0:,} in {listed} ({problem}): the dataset changed after it was "
+        "written (a shard replaced or rewritten, or the manifest edited); rerun the ETL"
+    )
 
 
 def _inflated(pieces: Iterable[bytes | memoryview], wbits: int | None) -> Iterator[bytes]:
@@ -185,12 +190,13 @@ def _trusted(shard: FileEntry, data: bytes | mmap.mmap, wbits: int | None) -> It
         raise CorruptShardError(f"corrupt shard {shard.path}: {e}; rerun the ETL") from None
     finally:
         view.release()
-    if unframe.pending or unframe.records != shard.records:
-        raise ShardChangedError(
-            f"{shard.path}: holds {unframe.records:,} whole records (and {unframe.pending} "
-            f"bytes more) where the manifest lists {shard.records:,}: the manifest was edited "
-            "after the dataset was written; rerun the ETL"
+    if unframe.pending:
+        raise CorruptShardError(
+            f"corrupt shard {shard.path}: the last record is cut short ({unframe.pending} bytes "
+            "left); rerun the ETL"
         )
+    if unframe.records != shard.records:
+        raise changed(shard, unframe.records, len(data), "record count differs")
 
 
 def _difference(shard: FileEntry, read: int, digest, records: int) -> str | None:

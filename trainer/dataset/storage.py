@@ -104,6 +104,16 @@ def _named_errors(path: str) -> Iterator[None]:
         raise ManifestError(f"{path}: cannot be read: {type(e).__name__}: {e}") from None
 
 
+def size(path: str) -> int:
+    """The size of a file in bytes, local (`local_size`) or on Cloud Storage."""
+    if is_remote(path):
+        with _named_errors(path):
+            blob = _blob(path)
+            blob.reload()
+            return blob.size or 0
+    return local_size(path)
+
+
 def local_size(path: str) -> int:
     """The size of a local file; ManifestError naming it when it is missing, a folder, or no
     regular file (a FIFO, a device, a socket: what a link to /dev/zero is)."""

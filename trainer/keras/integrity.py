@@ -1,11 +1,9 @@
-"""Checks that the shards are those the manifest lists, and finds the corrupt ones.
+"""The dataset as tf.data reads it during a run: its corrupt shards, its undecodable images,
+and its replacement under the run.
 
-Before training, `verify_shards` compares every shard's size, and by default its sha256, with
-the manifest's. A shard that differs but reads without an error was replaced or rewritten after
-the dataset was published (another dataset's shard copied in, a hand edit): the run is refused,
-naming it. One that fails to read is corrupt, and left to what follows. `DatasetWatch` then
-checks, at the end of every epoch, that the dataset's manifest.json is still the one the run
-started with: an `etl --overwrite` of the dataset during training stops the run.
+Before training, trainer.dataset.verify checks that the shards are the manifest's.
+`DatasetWatch` then checks, at the end of every epoch, that the dataset's manifest.json is still
+the one the run started with: an `etl --overwrite` of the dataset during training stops the run.
 
 Corrupt shards: files whose records cannot all be read back.
 
@@ -20,11 +18,7 @@ losing the whole file. The scan counts exactly what such a reader keeps.
 
 from __future__ import annotations
 
-import hashlib
-import struct
-import zlib
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import tensorflow as tf
@@ -35,10 +29,6 @@ from trainer.dataset.paths import join
 from trainer.errors import first_line
 from transforms.contract.layout import MANIFEST
 from transforms.contract.manifest import MANIFEST_MAX_BYTES, FileEntry
-
-_READ = 4 << 20  # bytes hashed at a time
-_THREADS = 8  # shards checked at once (remote storage waits more than it works)
-
 
 _DECODE_ERRORS = (
     "Invalid PNG", "Invalid JPEG", "Invalid GIF", "Invalid BMP", "Unknown image file format",
@@ -78,113 +68,6 @@ def undecodable_image(manifest: Manifest, e: tf.errors.OpError) -> str | None:
 
 class DatasetChanged(RuntimeError):
     """The dataset was replaced while the run read it (exit status 1)."""
-
-
-def verify_shards(manifest: Manifest, hashes: bool = True) -> None:
-    """ManifestError for a split whose record count is not the sum of its shards', and for the
-    first shard whose size (or, with `hashes`, sha256 and record count, read in the same pass)
-    is not the manifest's and that reads without an error; a corrupt shard is left to the
-    reader. A shard that is no regular file (a FIFO, a link to a device) is refused unread."""
-    for name, split in manifest.splits.items():
-        listed = sum(f.records or 0 for f in split.files)
-        if split.files and split.records != listed:
-            raise ManifestError(
-                f"{manifest.root}: split {name!r} lists {split.records:,} records but its "
-                f"shards {listed:,}: the manifest was edited after the ETL wrote it; rerun the ETL"
-            )
-    # each split's shards, refused unread when one is no regular file (Manifest.shards)
-    shards = [
-        f for name, split in manifest.splits.items() if split.files for f in manifest.shards(name)
-    ]
-    compression = manifest.compression_type
-
-    def differs(shard: FileEntry) -> str | None:
-        if shard.bytes is None or not tf.io.gfile.exists(shard.path):
-            return None  # nothing to compare with; a missing shard is check_dataset's
-        if tf.io.gfile.stat(shard.path).length != shard.bytes:
-            return "size differs"
-        if not hashes:
-            return None
-        digest, records = _sha256_and_records(shard.path, compression)
-        if shard.sha256 is not None and digest != shard.sha256:
-            return "sha256 differs"
-        if records is not None and records != shard.records:
-            return "record count differs"
-        return None
-
-    with ThreadPoolExecutor(_THREADS) as pool:
-        changed = [(s, why) for s, why in zip(shards, pool.map(differs, shards)) if why]
-    for shard, why in changed:
-        records = _records_if_readable(shard.path, compression)
-        if records is None:
-            continue  # corrupt: the read fails naming it, or --skip-corrupt skips it
-        size = tf.io.gfile.stat(shard.path).length
-        raise ManifestError(
-            f"{shard.path}: holds {records:,} records in {size:,} bytes where the manifest lists "
-            f"{shard.records:,} in {shard.bytes:,} ({why}): the dataset changed after "
-            "it was written (a shard replaced or rewritten, or the manifest edited); rerun the ETL"
-        )
-
-
-def _sha256_and_records(path: str, compression: str) -> tuple[str, int | None]:
-    """A shard's sha256 and the TFRecord frames it holds, in one read (None: its compressed
-    stream or framing is broken, which the reader reports)."""
-    digest = hashlib.sha256()
-    frames = _Frames()
-    inflate = {"GZIP": 16 + 15, "ZLIB": 15}.get(compression)
-    unzip = zlib.decompressobj(inflate) if inflate else None
-    broken = False
-    with tf.io.gfile.GFile(path, "rb") as f:
-        while chunk := f.read(_READ):
-            digest.update(chunk)
-            if broken:
-                continue
-            try:
-                frames.feed(unzip.decompress(chunk) if unzip else chunk)
-            except zlib.error:
-                broken = True
-    if unzip is not None and not broken:
-        frames.feed(unzip.flush())
-    return digest.hexdigest(), None if broken or not frames.whole else frames.records
-
-
-class _Frames:
-    """Counts the TFRecord frames of a byte stream fed in pieces: an 8-byte little-endian
-    length and its 4-byte CRC, then the payload and its 4-byte CRC."""
-
-    def __init__(self):
-        self.records = 0
-        self._header = b""
-        self._skip = 0
-
-    @property
-    def whole(self) -> bool:
-        return not self._header and not self._skip
-
-    def feed(self, data: bytes) -> None:
-        i, n = 0, len(data)
-        while i < n:
-            if self._skip:
-                taken = min(self._skip, n - i)
-                i += taken
-                self._skip -= taken
-                continue
-            taken = min(12 - len(self._header), n - i)
-            self._header += data[i : i + taken]
-            i += taken
-            if len(self._header) == 12:
-                self._skip = struct.unpack("<Q", self._header[:8])[0] + 4
-                self._header = b""
-                self.records += 1
-
-
-def _records_if_readable(path: str, compression: str) -> int | None:
-    """The records of a shard, or None when reading it fails (corrupt)."""
-    try:
-        ds = tf.data.TFRecordDataset(path, compression_type=compression)
-        return int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
-    except tf.errors.OpError:
-        return None
 
 
 class DatasetWatch(tf_keras.callbacks.Callback):
