@@ -472,7 +472,7 @@ def image_row(manifest: Manifest, batch: int, repeats: int) -> tuple[str, list[s
     from trainer import data
     from trainer.config import ModelConfig
     from trainer.keras.model import build_model
-    from trainer.run.fit import Throughput
+    from trainer.run.callbacks import Throughput
 
     inputs = data.inputs(manifest.root)  # the label's classes from the data, as `train` does
     files = manifest.split_files("train")

@@ -37,12 +37,13 @@ from trainer.flags import parse_args
 from trainer.keras.inputs import Inputs, check_dataset, corrupt_message, mismatch_message
 from trainer.keras.integrity import DatasetChanged, undecodable_image
 from trainer.run import modeldir
+from trainer.run.callbacks import TrainingDiverged
 from trainer.run.evaluate import warnings_of
 from trainer.run.export import export_model
-from trainer.run.fit import Trained, TrainingDiverged, history_file, is_chief, train
+from trainer.run.fit import Trained, history_file, train
 from trainer.run.profile import profile_input
 from trainer.run.report import HISTORY, REPORT, read_history, render, summarize_manifest
-from trainer.run.strategy import StrategyError, get_strategy
+from trainer.run.strategy import StrategyError, get_strategy, is_chief
 from transforms.ui.errors import UsageError
 from transforms.ui.safe import mask_logs, shown
 

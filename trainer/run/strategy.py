@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import socket
+import tempfile
 from collections.abc import MutableMapping
 from urllib.parse import urlsplit
 
@@ -178,3 +179,31 @@ def _on_gpus(strategy: tf.distribute.Strategy) -> bool:
     except RuntimeError:  # the default strategy: the first GPU if there is one
         devices = [d.name for d in tf.config.list_logical_devices("GPU")[:1]]
     return any("GPU" in device.upper() for device in devices)
+
+
+def input_pipelines(strategy: tf.distribute.Strategy) -> int:
+    """Input pipelines (one per worker) that share the shards."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return 1
+    cluster = resolver.cluster_spec().as_dict()
+    return max(1, len(cluster.get("worker", ())) + len(cluster.get("chief", ())))
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes the run's outputs: the chief, worker 0 of a cluster without
+    one, or the only process."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def worker_dir(model_dir: str, strategy: tf.distribute.Strategy) -> str:
+    """Where a worker that is not the chief writes: saving is collective, so it must, but to a
+    place of its own outside MODEL_DIR (a local temporary folder, removed at the end)."""
+    resolver = strategy.cluster_resolver
+    return tempfile.mkdtemp(prefix=f"shardflow-{resolver.task_type}-{resolver.task_id}-")

@@ -22,7 +22,7 @@ from trainer.keras.inputs import Inputs
 from trainer.keras.model import CPU, SeededDropout, Sizing, build_model
 from trainer.recipe.rules import EXCLUDED, KEY, NOT_AN_INPUT
 from trainer.recipe.words import CATEGORY, FROM_VALUES, FROM_VOCABULARY, NUMBER, PRESENCE, TOKENS
-from trainer.run.fit import Throughput
+from trainer.run.callbacks import Throughput
 from trainer.run.strategy import TPU_STEPS_PER_EXECUTION, accelerator_settings
 
 SMALL = ModelConfig(hidden_units=(8,), embedding_dim=2, hash_bins=16, one_hot_max=2)
