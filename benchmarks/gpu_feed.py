@@ -312,12 +312,12 @@ def tight_loop(root: str, seconds: float) -> float:
 
 def transport_dataset(root: str, batch: int, workers: int) -> Any:
     """A torch IterableDataset whose workers hand over one batch decoded once, packed anew into
-    their blocks each time (trainer.readers.pytorch.Packed, crossing as torch_loader's do):
+    their blocks each time (trainer.readers.transport.Packed, crossing as torch_loader's do):
     the DataLoader's own ceiling for this batch, with no reading or decoding."""
     import torch
 
-    from trainer.readers.pytorch import Blocks, Crossing, Packed
     from trainer.readers.stream import Reader
+    from trainer.readers.transport import Blocks, Crossing, Packed
 
     class Transport(torch.utils.data.IterableDataset):
         def __init__(self) -> None:
@@ -382,8 +382,8 @@ def worker_phases(root: str, seconds: float) -> dict[str, float]:
     from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
     from trainer.readers.decode import schema_of
-    from trainer.readers.pytorch import Blocks, Crossing, Packed
     from trainer.readers.stream import Reader
+    from trainer.readers.transport import Blocks, Crossing, Packed
 
     reader = Reader(root, "train", TABULAR_BATCH)
     crossing = Crossing(1)

@@ -1,5 +1,6 @@
-"""The PyTorch reader: dicts of tensors, one epoch per pass, exact resumption by step with and
-without loader workers, ranks that share the split, and a small model that learns from it."""
+"""The PyTorch reader: dicts of tensors, one epoch per pass, exact resumption by step (and by
+state_dict) with and without loader workers, ranks that share the split, and a small model that
+learns from it."""
 
 from __future__ import annotations
 
@@ -24,10 +25,21 @@ def ids(epochs, **options):
 
 root, out = sys.argv[1], {}
 for workers in (0, 2):
-    full, again = ids(3), ids(3)
+    full, again_ids = ids(3), ids(3)
     resumed = {start: ids(2, start_step=start) for start in (5, 16, 21, 40)}
     ranks = [ids(1, rank=r, world_size=2) for r in range(2)]
-    out[workers] = {"full": full, "again": again, "resumed": resumed, "ranks": ranks}
+    # a pass broken off after 7 batches of the second epoch; its state taken to a new loader
+    loader = torch_loader(root, "train", 16, seed=4, num_workers=workers)
+    first = [b["id"].tolist() for b in loader]
+    for n, b in enumerate(loader):
+        if n == 6:
+            break
+    state = loader.state_dict()
+    again = torch_loader(root, "train", 16, seed=4, num_workers=workers)
+    again.load_state_dict(state)
+    stated = [b["id"].tolist() for _ in range(2) for b in again]
+    out[workers] = {"full": full, "again": again_ids, "resumed": resumed, "ranks": ranks,
+                    "state": state, "stated": stated, "first": first}
 print(json.dumps(out))
 """
 
@@ -50,6 +62,34 @@ def test_a_resumed_loader_gives_the_batches_that_follow(orders, workers):
         assert len(batches) == 2 * per_epoch - start % per_epoch
         shared = min(len(batches), len(full) - start)
         assert batches[:shared] == full[start : start + shared]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_loader_given_the_state_of_another_gives_the_batches_that_follow(orders, workers):
+    full, run = orders[workers]["full"], orders[workers]
+    per_epoch = len(full) // 3
+    assert run["first"] == full[:per_epoch]
+    assert (run["state"]["epoch"], run["state"]["batch"]) == (1, 7)
+    # the rest of the second epoch, then the third
+    assert run["stated"] == full[per_epoch + 7 :]
+
+
+def test_a_state_is_taken_only_by_a_loader_that_orders_its_batches_alike(dataset):
+    loader = torch_loader(str(dataset.root), "train", 32, seed=1)
+    assert loader.state_dict()["epoch"] == 0 and loader.state_dict()["batch"] == 0
+    whole = [b["id"].tolist() for b in loader]
+    state = loader.state_dict()  # a whole pass: the next epoch, none of it read
+    assert (state["epoch"], state["batch"]) == (1, 0)
+    other = torch_loader(str(dataset.root), "train", 32, seed=2)
+    with pytest.raises(ValueError, match="a loader with seed 1, this one's is 2"):
+        other.load_state_dict(state)
+    same = torch_loader(str(dataset.root), "train", 32, seed=1)
+    with pytest.raises(ValueError, match="batch 99 is past the 8 of epoch 0"):
+        same.load_state_dict({**state, "epoch": 0, "batch": 99})
+    with pytest.raises(ValueError, match="are not a position"):
+        same.load_state_dict({**state, "epoch": -1})
+    same.load_state_dict({**state, "epoch": 0, "batch": 3})
+    assert [b["id"].tolist() for b in same] == whole[3:]
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
@@ -193,7 +233,7 @@ def test_uint8_images_from_workers_are_the_pixels(packed):
 
 
 def test_a_worker_reuses_a_block_only_once_its_batch_is_released():
-    from trainer.readers.pytorch import RING, Blocks, Crossing
+    from trainer.readers.transport import RING, Blocks, Crossing
 
     crossing = Crossing(1)
     blocks = Blocks(crossing, 0)
@@ -216,7 +256,7 @@ def test_a_block_crosses_once_and_each_batch_is_copied_out_of_it():
 
     import numpy as np
 
-    from trainer.readers.pytorch import RING, Blocks, Crossing, Packed
+    from trainer.readers.transport import RING, Blocks, Crossing, Packed
 
     crossing = Crossing(1)
     blocks = Blocks(crossing, 0)  # the worker's side (here in the same process)
@@ -243,7 +283,7 @@ def test_a_batch_finds_its_block_as_it_arrives():
 
     import numpy as np
 
-    from trainer.readers.pytorch import RING, Blocks, Crossing, Packed
+    from trainer.readers.transport import RING, Blocks, Crossing, Packed
 
     crossing = Crossing(1)
     blocks = Blocks(crossing, 0)
