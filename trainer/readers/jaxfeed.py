@@ -31,7 +31,7 @@ import numpy as np
 
 from trainer.config import MAX_EPOCHS, MAX_WORLD_SIZE
 from trainer.readers.ahead import ahead, parallel_map
-from trainer.readers.stream import Reader
+from trainer.readers.stream import Reader, ReadOptions
 
 DEVICE_AHEAD = 2  # batches on the device ahead of the one in use
 HOST_AHEAD = 4  # batches read, and batches decoded, ahead on the host
@@ -48,12 +48,12 @@ class Batches:
         self.info = reader.info
         self.placement = Placement(sharding)
         layout = reader.layout(world_size=count)
-        passes = MAX_EPOCHS if reader.shuffle else 1  # without shuffling: one pass
+        passes = MAX_EPOCHS if reader.options.shuffle else 1  # without shuffling: one pass
         epoch, done = layout.start(start_step, passes)
 
         def serialized() -> Iterator[list[bytes]]:
             first = epoch
-            while reader.shuffle or first < passes:
+            while reader.options.shuffle or first < passes:
                 steps = layout.steps(first)
                 skip = done if first == epoch else 0
                 yield from reader.record_batches(layout, first, index, skip=skip, limit=steps)
@@ -111,18 +111,15 @@ def jax_batches(
     split: str,
     batch_size: int,
     *,
-    shuffle: bool = True,
-    seed: int = 0,
-    deterministic: bool = False,
     process_index: int | None = None,
     process_count: int | None = None,
     start_step: int = 0,
-    image_dtype: str = "float32",
     sharding: Any = None,
+    **options: Any,
 ) -> Batches:
     """An iterator of this JAX process's batches of `split` (dicts of arrays), after the first
-    `start_step`; endless with `shuffle`, one pass without; `image_dtype` as for
-    torch_loader. The arrays go to the local device, split along the batch over several local
+    `start_step`; endless with `shuffle`, one pass without; `options` are ReadOptions' fields,
+    as for torch_loader. The arrays go to the local device, split along the batch over several local
     devices, or as `sharding` (a jax.sharding.Sharding) says, this process giving its batch."""
     index = jax.process_index() if process_index is None else process_index
     count = jax.process_count() if process_count is None else process_count
@@ -132,13 +129,5 @@ def jax_batches(
         raise ValueError(f"process index {index} is not in [0, {count})")
     if start_step < 0:
         raise ValueError(f"start_step {start_step} must be >= 0")
-    reader = Reader(
-        data,
-        split,
-        batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        deterministic=deterministic,
-        image_dtype=image_dtype,
-    )
+    reader = Reader(data, split, batch_size, ReadOptions(**options))
     return Batches(reader, index, count, start_step, sharding)

@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from trainer.config import MAX_EPOCHS, MAX_WORKERS, MAX_WORLD_SIZE
 from trainer.readers.ahead import ahead, parallel_map
 from trainer.readers.deal import Layout, Position
-from trainer.readers.stream import Reader
+from trainer.readers.stream import Reader, ReadOptions
 from trainer.readers.transport import PREFETCH, Blocks, Crossing, Packed, Unpacking
 
 READ_AHEAD = 2  # batches of serialized records each worker reads ahead
@@ -211,36 +211,27 @@ def torch_loader(
     split: str,
     batch_size: int,
     *,
-    shuffle: bool = True,
-    seed: int = 0,
-    deterministic: bool = False,
     num_workers: int = 0,
     rank: int = 0,
     world_size: int = 1,
     start_step: int = 0,
     device: Any = None,
-    image_dtype: str = "float32",
+    **options: Any,
 ) -> EpochLoader:
     """A torch DataLoader of `split`'s batches (dicts of tensors; bytes as lists): each
     iteration the next epoch, resuming after `start_step` batches; rank `rank` of `world_size`
     reads its own shards, `num_workers` loader processes decode. With `device` (e.g. "cuda")
-    the batches come on it, each moved in one copy; `image_dtype="uint8"` gives images as
-    pixels in [0, 255] instead of floats in [0, 1] (for a model that divides on the GPU)."""
+    the batches come on it, each moved in one copy. `options` are ReadOptions' fields (shuffle,
+    seed, deterministic, shuffle_buffer, skip_corrupt, check_sha256, image_dtype, ...):
+    `image_dtype="uint8"` gives images as pixels in [0, 255] instead of floats in [0, 1] (for a
+    model that divides on the GPU)."""
     if not 0 <= num_workers <= MAX_WORKERS:
         raise ValueError(f"num_workers {num_workers} is not in 0..{MAX_WORKERS:,}")
     if not 1 <= world_size <= MAX_WORLD_SIZE:
         raise ValueError(f"world_size {world_size} is not in 1..{MAX_WORLD_SIZE:,}")
     if start_step < 0:
         raise ValueError(f"start_step {start_step} must be >= 0")
-    reader = Reader(
-        data,
-        split,
-        batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        deterministic=deterministic,
-        image_dtype=image_dtype,
-    )
+    reader = Reader(data, split, batch_size, ReadOptions(**options))
     pin = torch.cuda.is_available()
     # made before the workers start: what they share with the training process
     dataset = ShardDataset(reader, rank, world_size, num_workers, Crossing(num_workers))

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,53 +39,64 @@ CYCLE = 4  # shards read at once when not deterministic
 RUN_RECORDS = 64  # records taken from one shard at a time
 
 
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a reader reads a split, the same for torch_loader, jax_batches and `Reader`:
+    shuffled (seeded; `deterministic`: shards in turn rather than a few at a time), through a
+    shuffle buffer of `shuffle_buffer` records; `skip_corrupt` skips the rest of a corrupt
+    shard, `check_sha256` checks each shard's sha256 (trainer.dataset.framing); `encode`,
+    `decode_images` and `image_dtype` go to the Decoder. Checked when made: a mistake is a
+    ValueError naming the option (an unknown one a TypeError) before anything is read."""
+
+    shuffle: bool = True
+    seed: int = 0
+    deterministic: bool = False
+    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER
+    skip_corrupt: bool = False
+    check_sha256: bool = True
+    encode: bool = True
+    decode_images: bool = True
+    image_dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        _whole("shuffle_buffer", self.shuffle_buffer, 1, MAX_SHUFFLE_BUFFER)
+
+
+def _whole(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} {value!r} is not a whole number")
+    if not low <= value <= high:
+        raise ValueError(f"{name} {value:,} is not in {low:,}..{high:,}")
+
+
 class Reader:
-    """Batches of `split` of the dataset(s) at `data` (see the module's doc). `encode`,
-    `decode_images` and `image_dtype` go to the Decoder; with `skip_corrupt` the rest of a
-    corrupt shard is skipped, and `check_sha256` checks each shard's sha256
-    (trainer.dataset.framing)."""
+    """Batches of `split` of the dataset(s) at `data` (see the module's doc), read as `options`
+    say (`ReadOptions`, or its fields as keywords)."""
 
     def __init__(
         self,
         data: str | Sequence[str] | Manifest,
         split: str,
         batch_size: int,
-        *,
-        shuffle: bool = True,
-        seed: int = 0,
-        deterministic: bool = False,
-        shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
-        skip_corrupt: bool = False,
-        check_sha256: bool = True,
-        encode: bool = True,
-        decode_images: bool = True,
-        image_dtype: str = "float32",
+        options: ReadOptions | None = None,
+        **choices: Any,
     ):
-        for name, value, low, high in (
-            ("batch_size", batch_size, 1, MAX_BATCH_SIZE),
-            ("shuffle_buffer", shuffle_buffer, 1, MAX_SHUFFLE_BUFFER),
-        ):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"{name} {value!r} is not a whole number")
-            if not low <= value <= high:
-                raise ValueError(f"{name} {value:,} is not in {low:,}..{high:,}")
+        if options is not None and choices:
+            raise TypeError("give ReadOptions or its fields as keywords, not both")
+        options = options or ReadOptions(**choices)
+        _whole("batch_size", batch_size, 1, MAX_BATCH_SIZE)
         self.manifest = data if isinstance(data, Manifest) else load_datasets(data)
         self.split = split
         self.shards = self.manifest.shards(split)
         self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.deterministic = deterministic
-        self.shuffle_buffer = max(2, shuffle_buffer)
-        self.skip_corrupt = skip_corrupt
-        self.check_sha256 = check_sha256
+        self.options = options
         self.info = DatasetFacts.of(self.manifest)
         self.decoder = Decoder(
             self.manifest.features,
             self.info,
-            encode=encode,
-            decode_images=decode_images,
-            image_dtype=image_dtype,
+            encode=options.encode,
+            decode_images=options.decode_images,
+            image_dtype=options.image_dtype,
         )
 
     def layout(self, world_size: int = 1, workers: int = 1) -> Layout:
@@ -93,7 +106,14 @@ class Reader:
                 f"world size {world_size} and workers {workers}: not in 1..{MAX_WORLD_SIZE:,} "
                 f"and 1..{MAX_WORKERS:,}"
             )
-        return Layout(self.shards, self.batch_size, world_size, workers, self.seed, self.shuffle)
+        return Layout(
+            self.shards,
+            self.batch_size,
+            world_size,
+            workers,
+            self.options.seed,
+            self.options.shuffle,
+        )
 
     def batches(
         self,
@@ -150,19 +170,23 @@ class Reader:
     def records(self, part: Assignment, epoch: int, stream: int) -> Iterator[list[bytes]]:
         """The serialized records of a stream's part of an epoch, in runs, in its order."""
         runs = [self._read(s) for s in part.shards]
-        mixed = _chained(runs) if self.deterministic else _interleaved(runs, CYCLE, RUN_RECORDS)
+        mixed = (
+            _chained(runs) if self.options.deterministic else _interleaved(runs, CYCLE, RUN_RECORDS)
+        )
         if part.every > 1:
             mixed = _every(mixed, part.every, part.offset)
-        if not self.shuffle:
+        if not self.options.shuffle:
             return mixed
-        return shuffled(mixed, self.shuffle_buffer, seeded(self.seed, epoch, stream))
+        return shuffled(
+            mixed, max(2, self.options.shuffle_buffer), seeded(self.options.seed, epoch, stream)
+        )
 
     def _read(self, shard) -> Iterator[list[bytes]]:
         return read_shard(
             shard,
             self.manifest.wbits,
-            skip_corrupt=self.skip_corrupt,
-            check_sha256=self.check_sha256,
+            skip_corrupt=self.options.skip_corrupt,
+            check_sha256=self.options.check_sha256,
         )
 
 

@@ -155,6 +155,20 @@ def test_sizes_beyond_their_bounds_are_refused_before_reading(dataset, options, 
         Reader(str(dataset.root), "train", **options)
 
 
+def test_the_loaders_take_one_set_of_read_options_checked_before_reading(dataset):
+    from trainer.readers.stream import ReadOptions
+
+    pytorch = pytest.importorskip("trainer.readers.pytorch")
+    loader = pytorch.torch_loader(str(dataset.root), "eval", 8, skip_corrupt=True, seed=3)
+    assert loader.dataset.reader.options == ReadOptions(skip_corrupt=True, seed=3)
+    with pytest.raises(TypeError, match="shufle"):
+        pytorch.torch_loader(str(dataset.root), "eval", 8, shufle=False)
+    with pytest.raises(ValueError, match="shuffle_buffer 0 is not in 1.."):
+        pytorch.torch_loader(str(dataset.root), "eval", 8, shuffle_buffer=0)
+    with pytest.raises(TypeError, match="not both"):
+        Reader(str(dataset.root), "eval", 8, ReadOptions(), seed=1)
+
+
 def test_loader_sizes_beyond_their_bounds_are_refused(dataset):
     pytorch = pytest.importorskip("trainer.readers.pytorch")
     with pytest.raises(ValueError, match="num_workers 100000 is not in 0..1,024"):
