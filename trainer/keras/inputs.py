@@ -19,7 +19,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import tensorflow as tf
 
 from trainer.config import ModelConfig, TrainConfig
@@ -30,14 +29,14 @@ from trainer.errors import first_line, type_mismatch
 from trainer.keras.features import dense_inputs, label_encoder, parse_spec
 from trainer.keras.input import input_batches
 from trainer.keras.integrity import CorruptShard, find_corrupt
-from trainer.keras.model import compute_moments
 from trainer.keras.plan import InputPlan
 from trainer.keras.preprocess import HostPreprocessing
 from trainer.keras.transform import Transform, load_transform
 from trainer.recipe.facts import RULE_SAMPLE, gather
 from trainer.recipe.label import with_classes
+from trainer.recipe.moments import from_facts, over_batches
 from trainer.recipe.rules import Recipe, decide, with_text
-from trainer.recipe.words import NUMBER, Moments, label_task
+from trainer.recipe.words import NUMBER, label_task
 
 logger = logging.getLogger(__name__)
 
@@ -187,37 +186,20 @@ class Inputs:
         return self.manifest.split_records(split) - self.recipe.label.missing.get(split, 0)
 
     def _moments(self, known: DatasetFacts | None) -> dict:
-        """Normalization moments of the NUMBER model inputs: of a scalar number read as it is,
-        its train mean and variance from the facts (`known`); of the others, over the records
+        """Normalization moments of the NUMBER model inputs (trainer.recipe.moments): from the
+        facts (`known`) where they are exact, else over the model inputs of the train records
         the recipe's rules looked at (trainer.recipe.facts)."""
-        exact = {
-            i.name: Moments(
-                mean=np.full(i.shape, known.number_moments[i.name].mean),
-                variance=np.full(i.shape, _variance(known, i.name)),
-            )
-            for i in self.recipe.inputs
-            if known is not None
-            and i.kind == NUMBER
-            and i.scale == "linear"
-            and i.part is None
-            and i.shape == ()
-            and self.transform is None
-            and i.name in known.number_moments
-        }
+        exact = from_facts(self.recipe.inputs, known, transformed=self.transform is not None)
         rest = [i for i in self.recipe.inputs if i.name not in exact]
         if not any(i.kind == NUMBER for i in rest):
             return exact
         sample = self.dataset(
             "train", MOMENT_BATCH_SIZE, encode_label=False, shuffle=False, deterministic=True
         )
-        batches = -(-RULE_SAMPLE // MOMENT_BATCH_SIZE)
-        return compute_moments(sample, rest, batches) | exact
-
-
-def _variance(known: DatasetFacts, name: str) -> float:
-    """A number's train variance (0 for a constant: its facts' std of 1.0 is the readers')."""
-    low, high = known.bounds[name]
-    return 0.0 if low == high else known.number_moments[name].std ** 2
+        taken = sample.take(-(-RULE_SAMPLE // MOMENT_BATCH_SIZE))
+        inputs = (element[0] if isinstance(element, tuple) else element for element in taken)
+        batches = ({k: v.numpy() for k, v in b.items()} for b in inputs)
+        return over_batches(batches, rest) | exact
 
 
 def _then(first: Callable[[dict], dict], host: HostPreprocessing) -> Callable[[dict], dict]:

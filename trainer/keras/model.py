@@ -4,7 +4,7 @@ The model takes the model inputs of the host preprocessing (`trainer.keras.prepr
 numbers keyed by input name), never a string: it can run on a TPU and be compiled with XLA. It
 is a tf_keras (Keras 2) model, not Keras 3, because tf.Transform's `transform_features_layer()`
 is a tf_keras layer. What each input is was decided by `trainer.recipe.rules`; here it is encoded:
-a number standardized with its train moments (`compute_moments`) and softly clipped to about
+a number standardized with its train moments (trainer.recipe.moments) and softly clipped to about
 ±3 deviations (x / sqrt(1 + (x/3)²): an outlier stays an outlier without swamping the layers),
 beside its pieces between train quantiles (piecewise linear encoding, Gorishniy et al. 2022),
 every number through one layer (`Numbers`), a missing one as zeros (at the mean); a
@@ -24,7 +24,6 @@ import contextlib
 import logging
 import math
 import types
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -53,47 +52,6 @@ logger = logging.getLogger(__name__)
 
 # How a model trains on CPUs: as written, in float32, one step per call.
 CPU = Accelerator(jit_compile=False, mixed_precision="float32", steps_per_execution=1)
-
-
-def compute_moments(
-    dataset: tf.data.Dataset, inputs: Sequence[ModelInput], batches: int | None = None
-) -> dict[str, Moments]:
-    """Mean and variance of each NUMBER model input over `dataset`'s first `batches` batches
-    (all with None), keyed by input name.
-
-    `dataset` yields model inputs (optionally with a label); values that are missing, as the
-    feature's presence input tells, are left out.
-    """
-    numeric = [i for i in inputs if i.kind == NUMBER]
-    presence = {i.feature.name: i.name for i in inputs if i.kind == PRESENCE}
-    # a NUMBER input's shape is fixed: trainer.recipe.rules leaves lists of numbers out
-    shape = {i.name: cast("tuple[int, ...]", i.shape) for i in numeric}
-    size = {name: int(np.prod(s)) for name, s in shape.items()}
-    # per input: [count, sum, sum of squares], one entry per value of an example
-    sums = {i.name: np.zeros((3, size[i.name])) for i in numeric}
-    for element in dataset.take(-1 if batches is None else batches):
-        batch = element[0] if isinstance(element, tuple) else element
-        for i in numeric:
-            values = batch[i.name].numpy().astype(np.float64).reshape(-1, size[i.name])
-            if i.feature.name in presence:
-                weight = batch[presence[i.feature.name]].numpy().astype(np.float64)[:, None]
-            else:
-                weight = np.ones((values.shape[0], 1))
-            sums[i.name] += [
-                np.broadcast_to(weight, values.shape).sum(axis=0),
-                (values * weight).sum(axis=0),
-                (values * values * weight).sum(axis=0),
-            ]
-    moments = {}
-    for i in numeric:
-        count, total, squares = sums[i.name]
-        count = np.maximum(count, 1.0)
-        mean = total / count
-        variance = np.maximum(squares / count - mean * mean, 0.0)
-        moments[i.name] = Moments(
-            mean=mean.reshape(shape[i.name]), variance=variance.reshape(shape[i.name])
-        )
-    return moments
 
 
 @dataclass(frozen=True)

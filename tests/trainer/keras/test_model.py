@@ -10,7 +10,8 @@ from tests.trainer.datasets import FEATURES, make_rows, to_example, write_datase
 from trainer.dataset.manifest import load_manifest
 from trainer.keras.features import dense_inputs, parse_spec
 from trainer.keras.inputs import Inputs
-from trainer.keras.model import ModelConfig, build_model, compute_moments, to_label_units
+from trainer.keras.model import ModelConfig, build_model, to_label_units
+from trainer.recipe.moments import over_batches
 from trainer.recipe.rules import NOT_AN_INPUT
 from trainer.recipe.words import NUMBER
 from trainer.run.export import export_model
@@ -30,7 +31,8 @@ def _batches(m, split="train", batch_size=32, **options):
 
 
 def _moments(m):
-    return compute_moments(_batches(m, batch_size=64), _inputs(m).recipe.inputs, batches=100)
+    batches = ({k: v.numpy() for k, v in x.items()} for x, _ in _batches(m, batch_size=64))
+    return over_batches(batches, _inputs(m).recipe.inputs)
 
 
 def test_an_image_that_cannot_be_decoded_is_not_a_model_input(dataset):
