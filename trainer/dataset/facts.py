@@ -91,21 +91,21 @@ class DatasetFacts:
     @classmethod
     def of(
         cls,
-        dataset: Manifest,
+        manifest: Manifest,
         split: str = TRAIN,
         *,
         facts: Sequence[Facts | None] | None = None,
         statistics: Statistics | None = None,
     ) -> DatasetFacts:
-        """The facts of `split` of `dataset`, from the facts.json of each of its parts (`facts`
-        when they were read already), else from its statistics.json (`statistics`, read here
-        when not given; none for several datasets read as one)."""
-        parts = load_facts(dataset) if facts is None else facts
+        """The facts of `split` of the dataset `manifest` describes, from the facts.json of
+        each of its parts (`facts` when they were read already), else from its statistics.json
+        (`statistics`, read here when not given; none for several datasets read as one)."""
+        parts = load_facts(manifest) if facts is None else facts
         if parts and all(f is not None for f in parts):
-            return _of_facts(dataset, split, [f for f in parts if f is not None])
-        if statistics is None and not dataset.parts:
-            statistics = load_statistics(dataset.root)
-        return _of_statistics(dataset, split, statistics)
+            return _of_facts(manifest, split, [f for f in parts if f is not None])
+        if statistics is None and not manifest.parts:
+            statistics = load_statistics(manifest.root)
+        return _of_statistics(manifest, split, statistics)
 
     def notes(self) -> list[str]:
         """What the facts say a user should know before training, a sentence each: an int
@@ -176,28 +176,28 @@ class DatasetFacts:
 def dataset_facts(data: str | Sequence[str] | Manifest, split: str = TRAIN) -> DatasetFacts:
     """The facts of `split` of the dataset(s) at `data` (one URI, or several read as one, as
     `torch_loader` takes them)."""
-    dataset = data if isinstance(data, Manifest) else load_datasets(data)
-    dataset.shards(split)  # ManifestError naming the split when there is no such split
-    return DatasetFacts.of(dataset, split)
+    manifest = data if isinstance(data, Manifest) else load_datasets(data)
+    manifest.shards(split)  # ManifestError naming the split when there is no such split
+    return DatasetFacts.of(manifest, split)
 
 
 # --- from facts.json ------------------------------------------------------------------------
 
 
-def _of_facts(dataset: Manifest, split: str, parts: list[Facts]) -> DatasetFacts:
+def _of_facts(manifest: Manifest, split: str, parts: list[Facts]) -> DatasetFacts:
     vocabularies: dict[str, tuple[str, ...]] = {}
     counts: dict[str, tuple[int, ...]] = {}
     moments, quantiles, distinct = {}, {}, {}
     all_ranked, present, totals, bounds, number_values = {}, {}, {}, {}, {}
     found = [p.splits.get(split) for p in parts]
     splits = [s for s in found if s is not None]
-    for name, feature in dataset.features.items():
+    for name, feature in manifest.features.items():
         facts = [s.features[name] for s in splits if name in s.features]
         present[name] = sum(f.records - f.missing for f in facts)
         totals[name] = sum(f.values for f in facts)
         if feature.type in STRINGS:
             ranked = _added(facts)
-            if name != dataset.label:
+            if name != manifest.label:
                 all_ranked[name] = {w: c for w, c in ranked.items() if w != ""}
                 _add_vocabulary(name, feature, ranked, vocabularies, counts)
             distinct[name] = len(ranked)
@@ -215,11 +215,11 @@ def _of_facts(dataset: Manifest, split: str, parts: list[Facts]) -> DatasetFacts
                     seen = {c.value for f in numbers for c in f.value_counts or ()}
                     number_values[name] = tuple(sorted(seen))
                     distinct[name] = len(seen)
-    classes, suggested = _classes(dataset, parts, split)
+    classes, suggested = _classes(manifest, parts, split)
     return DatasetFacts(
         split=split,
-        features=dataset.features,
-        label=dataset.label,
+        features=manifest.features,
+        label=manifest.label,
         classes=classes,
         vocabularies=vocabularies,
         value_counts=counts,
@@ -232,21 +232,21 @@ def _of_facts(dataset: Manifest, split: str, parts: list[Facts]) -> DatasetFacts
         ranked=all_ranked,
         present=present,
         totals=totals,
-        label_counts=_label_counts(dataset, parts),
+        label_counts=_label_counts(manifest, parts),
         bounds=bounds,
         number_values=number_values,
     )
 
 
-def _label_counts(dataset: Manifest, parts: list[Facts]) -> dict[str, dict[str, int]]:
+def _label_counts(manifest: Manifest, parts: list[Facts]) -> dict[str, dict[str, int]]:
     """The label's values (as text: a number's digits) with their records, in every split."""
-    if dataset.label is None:
+    if manifest.label is None:
         return {}
     out: dict[str, dict[str, int]] = {}
     unknown = set()  # splits where a part lists no value of the label (a number with many)
     for p in parts:
         for split, found in p.splits.items():
-            f = found.features.get(dataset.label)
+            f = found.features.get(manifest.label)
             if f is None or (f.vocabulary is None and f.value_counts is None):
                 unknown.add(split)
                 continue
@@ -322,13 +322,13 @@ def _mixed(facts: list[FeatureFacts]) -> tuple[float, ...]:
 
 
 def _classes(
-    dataset: Manifest, parts: list[Facts], split: str
+    manifest: Manifest, parts: list[Facts], split: str
 ) -> tuple[tuple[str | int, ...] | None, str | None]:
     """The label's classes (None: a regression, or no label) and the task its values suggest
     when that is not its own."""
-    if dataset.label is None:
+    if manifest.label is None:
         return None, None
-    feature = dataset.features[dataset.label]
+    feature = manifest.features[manifest.label]
     suggested = next((p.label.suggested for p in parts if p.label and p.label.suggested), None)
     if feature.values is not None:
         return tuple(feature.values), None
@@ -336,7 +336,7 @@ def _classes(
         return None, suggested
     values: set[str] = set()
     for p in parts:
-        found = p.feature(split, dataset.label)
+        found = p.feature(split, manifest.label)
         if found is not None:
             values.update(v for v, c in zip(found.vocabulary or (), found.counts or ()) if c)
     return tuple(sorted(values)), None
@@ -352,28 +352,28 @@ def task_of(facts: DatasetFacts) -> str | None:
 # --- from statistics.json (a dataset without facts) -----------------------------------------
 
 
-def _of_statistics(dataset: Manifest, split: str, statistics: Statistics | None) -> DatasetFacts:
+def _of_statistics(manifest: Manifest, split: str, statistics: Statistics | None) -> DatasetFacts:
     vocabularies: dict[str, tuple[str, ...]] = {}
     counts: dict[str, tuple[int, ...]] = {}
     moments = {}
-    for name, feature in dataset.features.items():
+    for name, feature in manifest.features.items():
         stats = _stats(statistics, split, name)
-        if feature.type in STRINGS and name != dataset.label:
+        if feature.type in STRINGS and name != manifest.label:
             _add_vocabulary(name, feature, _listed(stats), vocabularies, counts)
         elif feature.type in NUMBERS and stats is not None and stats.mean is not None:
             moments[name] = MeanStd(float(stats.mean), float(stats.std) if stats.std else 1.0)
     classes = None
-    if dataset.label is not None:
-        feature = dataset.features[dataset.label]
-        stats = _stats(statistics, split, dataset.label)
+    if manifest.label is not None:
+        feature = manifest.features[manifest.label]
+        stats = _stats(statistics, split, manifest.label)
         if feature.values is not None:
             classes = tuple(feature.values)
         elif feature.type in STRINGS and stats is not None and stats.counts is not None:
             classes = tuple(sorted(str(c.value) for c in stats.counts))
     return DatasetFacts(
         split=split,
-        features=dataset.features,
-        label=dataset.label,
+        features=manifest.features,
+        label=manifest.label,
         classes=classes,
         vocabularies=vocabularies,
         value_counts=counts,
