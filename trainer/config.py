@@ -101,7 +101,7 @@ class TrainConfig:
     data: str
     model_dir: str | None
     epochs: int | None  # None: until the validation loss stops improving (trainer.run.fit)
-    batch_size: int | None  # None: sized to the dataset (trainer.keras.model.Sizing)
+    batch_size: int | None  # None: sized to the dataset (trainer.recipe.sizing.Sizing)
     strategy: str
     deterministic: bool
     seed: int

@@ -40,6 +40,7 @@ from trainer.run import modeldir
 from trainer.run.callbacks import TrainingDiverged
 from trainer.run.evaluate import warnings_of
 from trainer.run.export import export_model
+from trainer.run.fingerprint import fingerprint
 from trainer.run.fit import Trained, history_file, train
 from trainer.run.profile import profile_input
 from trainer.run.report import HISTORY, REPORT, read_history, render, summarize_manifest
@@ -160,7 +161,7 @@ def _run(
         )
         cfg = dataclasses.replace(cfg, epochs=cfg.epochs or earlier.epochs_trained)
     trained = train(cfg, strategy, inputs, pause)
-    mine = modeldir.fingerprint(cfg, inputs)
+    mine = fingerprint(cfg, inputs)
     _write_outputs(cfg, inputs, trained, mine, pause)
     if chief:
         modeldir.record(cfg, mine, True, trained.metrics["epochs_trained"])

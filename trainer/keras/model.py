@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import types
-from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
@@ -35,6 +33,7 @@ from trainer.config import Accelerator, ModelConfig
 from trainer.keras.preprocess import LayerNames, keras_input
 from trainer.keras.usermodel import build_user_model, user_spec
 from trainer.recipe.rules import Recipe
+from trainer.recipe.sizing import Sizing
 from trainer.recipe.words import (
     CLASSIFICATION,
     FROM_TRANSFORM,
@@ -52,29 +51,6 @@ logger = logging.getLogger(__name__)
 
 # How a model trains on CPUs: as written, in float32, one step per call.
 CPU = Accelerator(jit_compile=False, mixed_precision="float32", steps_per_execution=1)
-
-
-@dataclass(frozen=True)
-class Sizing:
-    """What the built-in training is sized to, from the train records it learns from.
-
-    - `batch_size`: about a hundredth of the records, a power of two in [32, 512];
-    - `max_epochs`: the cap of early stopping, about 3 million examples seen, in [20, 200];
-    - `dropout`: 0.1 under 30,000 records (a small dataset is the one to overfit), else 0;
-    - `weight_decay`: AdamW's, 1e-4 (as a fraction of the learning rate, per step).
-    """
-
-    batch_size: int
-    max_epochs: int
-    dropout: float
-    weight_decay: float = 1e-4
-
-    @classmethod
-    def of(cls, records: int) -> Sizing:
-        records = max(1, records)
-        batch = int(min(512, max(32, 2 ** round(math.log2(max(1.0, records / 100))))))
-        epochs = int(min(200, max(20, round(3_000_000 / records))))
-        return cls(batch_size=batch, max_epochs=epochs, dropout=0.1 if records < 30_000 else 0.0)
 
 
 def build_model(

@@ -2,7 +2,7 @@
 
 Trains on the `train` split and validates on `eval` (or, without one, on a slice of train held
 out: every `HOLDOUT`-th record of each file). By default the run is sized to the data
-(trainer.keras.model.Sizing: the batch, the epochs' cap, dropout) and trains until the validation
+(trainer.recipe.sizing.Sizing: the batch, the epochs' cap, dropout) and trains until the validation
 loss stops improving: the learning rate is cut by `PLATEAU_FACTOR` after `PLATEAU_EPOCHS`
 epochs without improvement, training stops after `PATIENCE` such epochs, and the weights of the
 best epoch are kept (`BestEpoch`). `--epochs N` trains exactly N epochs instead (still keeping
@@ -23,7 +23,6 @@ import contextlib
 import functools
 import importlib.util
 import logging
-import math
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,12 +30,12 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras
 
-from trainer.config import Accelerator, TrainConfig
+from trainer.config import TrainConfig
 from trainer.dataset.paths import join
 from trainer.keras.input import INPUTS
 from trainer.keras.inputs import Inputs, resume_step, scan_corrupt, train_dataset
 from trainer.keras.integrity import CorruptShard, DatasetWatch
-from trainer.keras.model import Sizing, build_model
+from trainer.keras.model import build_model
 from trainer.keras.plan import InputPlan, plan_input
 from trainer.keras.usermodel import load_module
 from trainer.recipe.words import CLASSIFICATION
@@ -49,6 +48,7 @@ from trainer.run.callbacks import (
 )
 from trainer.run.evaluate import evaluate_split
 from trainer.run.report import HISTORY, HistoryLogger
+from trainer.run.schedule import HOLDOUT, Schedule, accelerator_fields, schedule
 from trainer.run.strategy import (
     accelerator_settings,
     input_pipelines,
@@ -56,7 +56,6 @@ from trainer.run.strategy import (
     strategy_name,
     worker_dir,
 )
-from transforms.ui.errors import UsageError
 from transforms.ui.safe import masked
 
 logger = logging.getLogger(__name__)
@@ -65,8 +64,6 @@ logger = logging.getLogger(__name__)
 # Early stopping: epochs without a better validation loss before the learning rate is cut, by
 # how much, and before training stops.
 PLATEAU_EPOCHS, PLATEAU_FACTOR, PATIENCE = 5, 0.3, 16
-HOLDOUT = 10  # without an eval split, every 10th train record of each file validates
-MIN_HOLDOUT_RECORDS = 50  # ... when train has at least this many labelled records
 
 
 @dataclass(frozen=True)
@@ -78,47 +75,6 @@ class Trained:
     out_dir: str  # MODEL_DIR on the chief; a temporary folder on other workers
     chief: bool
     logs_dir: str | None  # None: no TensorBoard logs were written
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """How long and in what batches a run trains, flags and dataset size resolved."""
-
-    batch_size: int  # global
-    epochs: int  # forced (--epochs) or the cap of early stopping
-    early_stopping: bool
-    steps_per_epoch: int
-    sizing: Sizing
-    validation: str | None  # "eval", "holdout" (a slice of train) or None
-    train_records: int  # the labelled train records an epoch reads (holdout left out)
-
-
-def schedule(cfg: TrainConfig, inputs: Inputs, replicas: int = 1, skipped: int = 0) -> Schedule:
-    """The run's schedule: `skipped` train records are lost to corrupt shards."""
-    manifest = inputs.manifest
-    labelled = inputs.labelled_records("train") - skipped
-    if labelled < 1:
-        what = "no readable records left" if skipped else "no records with the label"
-        raise UsageError(f"{manifest.root}: split 'train': {what}")
-    validation = None
-    if manifest.has_split("eval") and inputs.labelled_records("eval") > 0:
-        validation = "eval"
-    elif labelled >= MIN_HOLDOUT_RECORDS:
-        validation = "holdout"
-        labelled -= -(-labelled // HOLDOUT)
-    sizing = Sizing.of(labelled)
-    batch = cfg.batch_size or -(-sizing.batch_size // replicas) * replicas
-    if batch % replicas:
-        raise UsageError(f"--batch-size: {batch} is not a multiple of the {replicas} replicas")
-    return Schedule(
-        batch_size=batch,
-        epochs=cfg.epochs or sizing.max_epochs,
-        early_stopping=cfg.epochs is None,
-        steps_per_epoch=cfg.steps_per_epoch or math.ceil(labelled / batch),
-        sizing=sizing,
-        validation=validation,
-        train_records=labelled,
-    )
 
 
 def train(
@@ -175,15 +131,6 @@ def train(
                 if scored:
                     trained.metrics[f"{split}_classes"] = scored["classes"]
     return trained
-
-
-def accelerator_fields(accelerator: Accelerator) -> dict:
-    """The accelerator settings as metrics.json and --profile-input report them."""
-    return {
-        "jit_compile": accelerator.jit_compile,
-        "mixed_precision": accelerator.mixed_precision,
-        "steps_per_execution": accelerator.steps_per_execution,
-    }
 
 
 def _fit(

@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -56,6 +55,7 @@ from trainer.config import TrainConfig
 from trainer.dataset.manifest import read_file
 from trainer.dataset.paths import join
 from trainer.keras.inputs import Inputs
+from trainer.run.fingerprint import difference, fingerprint
 from transforms.contract.layout import (
     REPLACED_TAG,
     STAGED_TAG,
@@ -97,43 +97,6 @@ class Earlier:
     epochs_trained: int = 0
     wrote: tuple[str, ...] = ()
     checkpoints: str | None = None
-
-
-def fingerprint(cfg: TrainConfig, inputs: Inputs) -> dict:
-    """What a checkpoint of this run belongs to; two runs that may share one have equal ones."""
-    manifest, recipe = inputs.manifest, inputs.recipe
-    shards = sorted(
-        (split, f.path.rsplit("/", 1)[-1], f.sha256 or str(f.records))
-        for split, info in manifest.splits.items()
-        for f in info.files
-    )
-    model_inputs = [
-        [
-            i.name,
-            i.kind,
-            list(i.shape),
-            i.vocabulary_size,
-            i.width,
-            i.ids,
-            i.scale,
-            i.part,
-            i.bins is not None,
-        ]
-        for i in recipe.inputs
-    ]
-    label = recipe.label
-    return {
-        "datasets": list(manifest.parts or (manifest.root,)),
-        "data": hashlib.sha256(json.dumps(shards).encode()).hexdigest(),
-        "model_inputs": model_inputs,
-        "label": {
-            "name": label.name,
-            "task": recipe.task,
-            "classes": [str(c) for c in label.classes] if label.classes else None,
-        },
-        "model": cfg.model_module or "built-in",
-        "hidden_units": list(cfg.model.hidden_units),
-    }
 
 
 def check_locations(cfg: TrainConfig, datasets: Sequence[str]) -> None:
@@ -197,7 +160,7 @@ def claim(cfg: TrainConfig, inputs: Inputs, chief: bool, before: Earlier) -> Ear
             clear(cfg, earlier)
         earlier = Earlier()
     elif earlier.fingerprint is not None and earlier.fingerprint != mine:
-        what = _difference(earlier.fingerprint, mine)
+        what = difference(earlier.fingerprint, mine)
         raise UsageError(
             f"--model-dir {cfg.model_dir}: holds a run of {what}: rerun with --fresh to "
             "start anew, or choose another --model-dir"
@@ -445,19 +408,3 @@ def _remove(path: str) -> None:
 
 def _has_checkpoint(folder: str) -> bool:
     return tf.io.gfile.exists(folder) and any(names for _, _, names in tf.io.gfile.walk(folder))
-
-
-def _difference(theirs: dict, mine: dict) -> str:
-    """The first thing two fingerprints differ in, in words."""
-    if theirs.get("datasets") != mine["datasets"]:
-        return f"other data ({', '.join(theirs.get('datasets') or ['?'])})"
-    if theirs.get("data") != mine["data"]:
-        return "other records of this dataset (its shards changed since: a new ETL run?)"
-    if theirs.get("label") != mine["label"]:
-        return f"another label ({(theirs.get('label') or {}).get('name')!r})"
-    if theirs.get("model") != mine["model"] or theirs.get("hidden_units") != mine["hidden_units"]:
-        return f"another model ({theirs.get('model')}, hidden units {theirs.get('hidden_units')})"
-    ours = {i[0]: i for i in mine["model_inputs"]}
-    old = {i[0]: i for i in theirs.get("model_inputs") or []}
-    changed = sorted(n for n in ours.keys() | old.keys() if ours.get(n) != old.get(n))
-    return f"other model inputs ({', '.join(changed[:5]) or '?'})"

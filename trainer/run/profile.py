@@ -23,7 +23,7 @@ from trainer.keras.plan import plan_input
 from trainer.keras.usermodel import load_module
 from trainer.recipe.words import IMAGE
 from trainer.run.callbacks import Throughput
-from trainer.run.fit import accelerator_fields, schedule
+from trainer.run.schedule import accelerator_fields, schedule
 from trainer.run.strategy import accelerator_settings
 
 PROFILE_WARMUP_BATCHES = 5

@@ -19,8 +19,9 @@ from trainer.dataset.manifest import ManifestError, load_manifest
 from trainer.flags import parse_args
 from trainer.keras.features import dense_inputs, parse_spec
 from trainer.keras.inputs import Inputs
-from trainer.keras.model import CPU, SeededDropout, Sizing, build_model
+from trainer.keras.model import CPU, SeededDropout, build_model
 from trainer.recipe.rules import EXCLUDED, KEY, NOT_AN_INPUT
+from trainer.recipe.sizing import Sizing
 from trainer.recipe.words import CATEGORY, FROM_VALUES, FROM_VOCABULARY, NUMBER, PRESENCE, TOKENS
 from trainer.run.callbacks import Throughput
 from trainer.run.strategy import TPU_STEPS_PER_EXECUTION, accelerator_settings
