@@ -659,8 +659,9 @@ class TabularTask:
 
         self.names = [n for n in names if n != "amount" and not n.endswith("__lengths")]
         self.device = device
-        mean = [info.moments[n].mean if n in info.moments else 0.0 for n in self.names]
-        std = [info.moments[n].std if n in info.moments else 1000.0 for n in self.names]
+        known = info.number_moments
+        mean = [known[n].mean if n in known else 0.0 for n in self.names]
+        std = [known[n].std if n in known else 1000.0 for n in self.names]
         self.mean = torch.tensor(mean, device=device)
         self.std = torch.tensor(std, device=device)
         self.model = mlp(len(self.names)).to(device)
