@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
@@ -135,8 +134,7 @@ class Decoder:
         if info is not None and name == info.label and info.classes is not None:
             flat, fill = self._classes(name, values), -1
         elif info is not None and name in info.vocabularies:
-            ids = pc.index_in(values, value_set=self._lookups[name]).fill_null(-1)
-            flat, fill = ids.to_numpy().astype(np.int64) + 1, 0
+            flat, fill = looked_up(self._lookups[name], values) + 1, 0
         else:
             flat = values.to_numpy(zero_copy_only=False)
             if feature.type in _DTYPES:
@@ -162,26 +160,46 @@ class Decoder:
         return out
 
     def _classes(self, name: str, values: pa.Array) -> np.ndarray:
-        ids = pc.index_in(values, value_set=self._lookups[name])
-        if ids.null_count:
-            unknown = values.filter(pc.is_null(ids))[0].as_py()
+        ids = looked_up(self._lookups[name], values)
+        if (ids < 0).any():
+            unknown = values[int(np.argmax(ids < 0))].as_py()
             raise ExampleError(f"label {name!r}: {unknown!r} is not one of its classes")
-        return ids.to_numpy().astype(np.int64)
+        return ids
 
 
-def _lookups(features: Mapping[str, ManifestFeature], info: DatasetFacts) -> dict[str, pa.Array]:
-    """The values whose index `encode` looks up, per feature: the label's classes and each
-    string feature's vocabulary, as Arrow arrays of the columns' types."""
+def _lookups(
+    features: Mapping[str, ManifestFeature], info: DatasetFacts
+) -> dict[str, dict[Any, int]]:
+    """The index `encode` gives each value, per feature: the label's classes and each string
+    feature's vocabulary (the first index of a value listed twice), keyed as the columns'
+    values read back (bytes, or ints for an int label). Made once: a vocabulary may hold
+    100,000 values, and hashing it again for every batch cost more than decoding the batch."""
     lookups = {
-        name: pa.array([w.encode() for w in words], pa.large_binary())
-        for name, words in info.vocabularies.items()
+        name: _indexed(w.encode() for w in words) for name, words in info.vocabularies.items()
     }
     if info.label is not None and info.classes is not None:
-        int_label = features[info.label].type == "int"
-        kind = pa.int64() if int_label else pa.large_binary()
-        classes = [c if isinstance(c, int) else str(c).encode() for c in info.classes]
-        lookups[info.label] = pa.array(classes, kind)
+        lookups[info.label] = _indexed(
+            c if isinstance(c, int) else str(c).encode() for c in info.classes
+        )
     return lookups
+
+
+def _indexed(values: Iterable[Any]) -> dict[Any, int]:
+    index: dict[Any, int] = {}
+    for i, value in enumerate(values):
+        index.setdefault(value, i)
+    return index
+
+
+def looked_up(lookup: Mapping[Any, int], values: pa.Array) -> np.ndarray:
+    """Each value's index in `lookup` (int64), -1 for a value not in it: the batch's distinct
+    values looked up once each, then spread by the batch's dictionary indices."""
+    if values.null_count:  # an Example's lists hold no nulls; kept exact all the same
+        return np.array([lookup.get(v, -1) for v in values.to_pylist()], np.int64)
+    encoded = values.dictionary_encode()
+    distinct = encoded.dictionary.to_pylist()
+    ids = np.fromiter((lookup.get(v, -1) for v in distinct), np.int64, len(distinct))
+    return ids[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 def _flat(column: pa.Array) -> tuple[pa.Array, np.ndarray]:

@@ -117,3 +117,16 @@ def test_shards_holding_another_type_than_the_manifest_declares_name_the_split(d
         next(reader.batches(reader.layout(), 0))
     assert str(e.value).startswith(f"{root}: split 'eval': a record cannot be decoded")
     assert 'expected float_list, found int64_list for feature "year"' in str(e.value)
+
+
+def test_a_lookup_gives_each_value_its_index_and_minus_one_to_others():
+    import pyarrow as pa
+
+    from trainer.readers.decode import looked_up
+
+    words = pa.array([b"b", b"x", b"a", b"b"], pa.large_binary())
+    assert looked_up({b"a": 0, b"b": 1}, words).tolist() == [1, -1, 0, 1]
+    assert looked_up({1: 0, 3: 1}, pa.array([3, 1, 3, 7])).tolist() == [1, 0, 1, -1]
+    with_null = pa.array([b"a", None], pa.large_binary())
+    assert looked_up({b"a": 0}, with_null).tolist() == [0, -1]
+    assert looked_up({b"a": 0}, pa.array([], pa.large_binary())).tolist() == []
