@@ -116,7 +116,7 @@ def _say(line: str) -> None:
 def run(cfg: TrainConfig, manifest: Manifest, pause: Pause | None = None) -> dict:
     """Trains, evaluates and exports; returns the metrics written to metrics.json. `pause`, for
     tests that kill a run at a known point, is called with each point's name (`POINTS`)."""
-    modeldir.check_locations(cfg, [*cfg.datasets, *(manifest.parts or (manifest.root,))])
+    modeldir.check_locations(cfg, [*cfg.datasets, *manifest.roots])
     # A folder shardflow did not make is refused before any work. What it holds is read before
     # the cluster starts, when no worker has written to it yet: a worker that is not the chief
     # goes by this (the chief, which writes the folder, reads it again once it holds the lock).

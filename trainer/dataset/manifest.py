@@ -88,7 +88,7 @@ class Manifest:
     features: Mapping[str, InputFeature]
     splits: Mapping[str, SplitEntry]
     transform: TransformEntry | None = None
-    parts: tuple[str, ...] = ()  # the datasets read as one (trainer.dataset.union); () : this one
+    parts: tuple[Manifest, ...] = ()  # the datasets read as one (trainer.dataset.union)
 
     @property
     def name(self) -> str:
@@ -140,7 +140,7 @@ class Manifest:
     @property
     def roots(self) -> tuple[str, ...]:
         """The locations of the datasets read as one (this one's alone when it is one)."""
-        return self.parts or (self.root,)
+        return tuple(p.root for p in self.parts) or (self.root,)
 
     @property
     def wbits(self) -> int | None:
@@ -208,18 +208,14 @@ def load_facts(manifest: Manifest) -> tuple[Facts | None, ...]:
     """The facts.json of each dataset read as one (None for one written without facts),
     checked against the sha256 its manifest lists (`parse_facts`)."""
     out: list[Facts | None] = []
-    for root in manifest.parts or (manifest.root,):
-        written = (
-            manifest.written
-            if not manifest.parts
-            else contract.Manifest.from_json(read_file(join(root, MANIFEST), MANIFEST_MAX_BYTES))
-        )
-        if written.facts is None:
+    for part in manifest.parts or (manifest,):
+        entry = part.written.facts
+        if entry is None:
             out.append(None)
             continue
-        path = join(root, written.facts.path)
-        data = read_file(path, FACTS_MAX_BYTES, written.facts.bytes)
-        out.append(parse_facts(data, written.facts.sha256, path))
+        path = join(part.root, entry.path)
+        data = read_file(path, FACTS_MAX_BYTES, entry.bytes)
+        out.append(parse_facts(data, entry.sha256, path))
     return tuple(out)
 
 

@@ -61,13 +61,7 @@ def read_bytes(path: str, limit: int, listed: int | None = None, writer: str = "
     (`writer`: what writes such a file, named when it is too large). A file that cannot be
     read (missing, no permission, the bucket refuses) is a ManifestError naming it too."""
     with _named_errors(path):
-        if is_remote(path):
-            blob = _blob(path)
-            blob.reload()
-            size = blob.size or 0
-        else:
-            size = local_size(path)
-        check_size(path, size, limit, listed, writer)
+        check_size(path, size(path), limit, listed, writer)
         with open_read(path) as f:
             data = f.read(limit + 1)
     if len(data) > limit:

@@ -113,9 +113,7 @@ def combine(manifests: Sequence[Manifest]) -> Manifest:
     written = dataclasses.replace(
         first.written, rejected=rejected, duplicates=sum(m.duplicates for m in manifests)
     )
-    return dataclasses.replace(
-        first, written=written, splits=splits, parts=tuple(m.root for m in manifests)
-    )
+    return dataclasses.replace(first, written=written, splits=splits, parts=tuple(manifests))
 
 
 def _difference(a: Manifest, b: Manifest) -> str | None:

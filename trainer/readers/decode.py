@@ -194,9 +194,7 @@ def _indexed(values: Iterable[Any]) -> dict[Any, int]:
 def looked_up(lookup: Mapping[Any, int], values: pa.Array) -> np.ndarray:
     """Each value's index in `lookup` (int64), -1 for a value not in it: the batch's distinct
     values looked up once each, then spread by the batch's dictionary indices."""
-    if values.null_count:  # an Example's lists hold no nulls; kept exact all the same
-        return np.array([lookup.get(v, -1) for v in values.to_pylist()], np.int64)
-    encoded = values.dictionary_encode()
+    encoded = values.dictionary_encode(null_encoding="encode")  # a null: None, not found
     distinct = encoded.dictionary.to_pylist()
     ids = np.fromiter((lookup.get(v, -1) for v in distinct), np.int64, len(distinct))
     return ids[encoded.indices.to_numpy(zero_copy_only=False)]

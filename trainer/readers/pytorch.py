@@ -191,9 +191,11 @@ class EpochLoader(DataLoader):
                     f"{mine[key]!r}: the batches that follow it would be another loader's"
                 )
         epoch, done = state.get("epoch"), state.get("batch")
-        if not (isinstance(epoch, int) and isinstance(done, int)) or isinstance(epoch, bool):
-            raise ValueError(f"the state's epoch {epoch!r} and batch {done!r} are not a position")
-        if not (0 <= epoch <= MAX_EPOCHS and done >= 0):
+        if (
+            type(epoch) is not int
+            or type(done) is not int
+            or not (0 <= epoch <= MAX_EPOCHS and done >= 0)
+        ):
             raise ValueError(f"the state's epoch {epoch!r} and batch {done!r} are not a position")
         steps = dataset.layout.steps(epoch)
         if done > steps:

@@ -37,7 +37,7 @@ def fingerprint(cfg: TrainConfig, inputs: Inputs) -> dict:
     ]
     label = recipe.label
     return {
-        "datasets": list(manifest.parts or (manifest.root,)),
+        "datasets": list(manifest.roots),
         "data": hashlib.sha256(json.dumps(shards).encode()).hexdigest(),
         "model_inputs": model_inputs,
         "label": {

@@ -181,7 +181,7 @@ def _fit(
         )
     callbacks.append(best)
     # the dataset must stay the one the run started with (an etl --overwrite would swap it)
-    callbacks.append(DatasetWatch(inputs.manifest.parts or (inputs.manifest.root,)))
+    callbacks.append(DatasetWatch(inputs.manifest.roots))
     history = model.fit(
         strategy.distribute_datasets_from_function(train_fn),
         epochs=plan.epochs,
@@ -243,7 +243,7 @@ def _fit(
         "dataset": masked(inputs.manifest.root),
     }
     if len(inputs.manifest.parts) > 1:
-        metrics["datasets"] = list(inputs.manifest.parts)
+        metrics["datasets"] = list(inputs.manifest.roots)
     return Trained(model=model, metrics=metrics, out_dir=out_dir, chief=chief, logs_dir=logs_dir)
 
 

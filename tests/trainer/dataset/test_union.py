@@ -53,7 +53,7 @@ def daily(tmp_path_factory):
 def test_datasets_of_a_date_range_are_read_as_one(daily):
     m = load_datasets([str(daily / "{2026-11-01..2026-11-03}")])
     parts = [load_manifest(str(daily / d)) for d in ("2026-11-01", "2026-11-02", "2026-11-03")]
-    assert m.parts == tuple(p.root for p in parts)
+    assert m.roots == tuple(p.root for p in parts)
     for split in ("train", "eval"):
         assert m.split_records(split) == sum(p.split_records(split) for p in parts)
         assert m.split_files(split) == [f for p in parts for f in p.split_files(split)]
