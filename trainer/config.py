@@ -50,7 +50,7 @@ class ModelConfig:
     hidden_units: tuple[int, ...] = (256, 256)
     learning_rate: float = 1e-3
     embedding_dim: int = (
-        32  # the widest embedding of a category (trainer.recipe.rules.embedding_width)
+        32  # the widest embedding of a category (trainer.recipe.kinds.embedding_width)
     )
     hash_bins: int = 1000
     one_hot_max: int = 16  # categories of up to this many values are one-hot, larger embedded

@@ -16,7 +16,7 @@ from tests.trainer.datasets import (
     to_example,
     write_dataset,
 )
-from trainer.recipe.rules import embedding_width
+from trainer.recipe.kinds import embedding_width
 from trainer.task import main
 
 CLASSES = FEATURES["species"]["values"]

@@ -16,13 +16,13 @@ import dataclasses
 import functools
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 
 from trainer.config import ModelConfig, TrainConfig
-from trainer.dataset.facts import DatasetFacts
 from trainer.dataset.manifest import InputFeature, Manifest, ManifestError, missing_files
 from trainer.dataset.paths import join
 from trainer.errors import first_line, type_mismatch
@@ -32,11 +32,9 @@ from trainer.keras.integrity import CorruptShard, find_corrupt
 from trainer.keras.plan import InputPlan
 from trainer.keras.preprocess import HostPreprocessing
 from trainer.keras.transform import Transform, load_transform
-from trainer.recipe.facts import RULE_SAMPLE, gather
-from trainer.recipe.label import with_classes
-from trainer.recipe.moments import from_facts, over_batches
-from trainer.recipe.rules import Recipe, decide, with_text
-from trainer.recipe.words import NUMBER, label_task
+from trainer.recipe.facts import RULE_SAMPLE
+from trainer.recipe.rules import Recipe, TrainView, recipe_of
+from trainer.recipe.words import label_task
 
 logger = logging.getLogger(__name__)
 
@@ -109,22 +107,34 @@ class Inputs:
         label that cannot be learned or a name that is no feature. Reads the train split:
         in a run, after the strategy is made (a multi-worker strategy must be made before
         TensorFlow runs anything)."""
-        manifest = with_text(manifest, model.text_features)
-        facts = gather(manifest, text=model.text_features, skip_corrupt=skip_corrupt)
-        manifest, classes_from = with_classes(manifest, facts)
-        transform = load_transform(manifest)
-        features = transform.features if transform is not None else manifest.features
-        recipe = decide(
-            manifest,
-            facts,
-            features,
+        view = TrainView.read(manifest, model.text_features, skip_corrupt)
+        transform = load_transform(view.manifest)
+
+        def reading(recipe: Recipe) -> Inputs:
+            return cls._reading(view, transform, recipe, skip_corrupt)
+
+        recipe = recipe_of(
+            view,
+            transform.features if transform is not None else view.manifest.features,
             model,
+            lambda recipe: reading(recipe).sample(),
             exclude=exclude,
             include=include,
             transformed=transform is not None,
             class_weight=class_weight,
-            classes_from=classes_from,
         )
+        return reading(recipe)
+
+    @classmethod
+    def _reading(
+        cls,
+        view: TrainView,
+        transform: Transform | None,
+        recipe: Recipe,
+        skip_corrupt: bool,
+    ) -> Inputs:
+        """The inputs that read `recipe`'s model inputs from the dataset of `view`."""
+        manifest = view.manifest
         host = HostPreprocessing(recipe.inputs)
         if transform is not None:
             transform = dataclasses.replace(transform, used=tuple(f.name for f in recipe.used))
@@ -135,20 +145,18 @@ class Inputs:
             spec = parse_spec(manifest, only=sources)
             preprocess = _then(functools.partial(dense_inputs, features=manifest.features), host)
         assert manifest.label is not None  # check_dataset refuses a manifest without a label
-        inputs = cls(
+        known = view.facts.dataset
+        return cls(
             manifest=manifest,
             spec=spec,
             label=manifest.label,
-            features=features,
+            features=transform.features if transform is not None else manifest.features,
             recipe=recipe,
             preprocess=preprocess,
             host=host,
             transform=transform,
             skip_corrupt=skip_corrupt,
-            notes=tuple(facts.dataset.notes()) if facts.dataset is not None else (),
-        )
-        return dataclasses.replace(
-            inputs, recipe=recipe.with_moments(inputs._moments(facts.dataset))
+            notes=tuple(known.notes()) if known is not None else (),
         )
 
     def dataset(
@@ -185,21 +193,17 @@ class Inputs:
             return 0
         return self.manifest.split_records(split) - self.recipe.label.missing.get(split, 0)
 
-    def _moments(self, known: DatasetFacts | None) -> dict:
-        """Normalization moments of the NUMBER model inputs (trainer.recipe.moments): from the
-        facts (`known`) where they are exact, else over the model inputs of the train records
-        the recipe's rules looked at (trainer.recipe.facts)."""
-        exact = from_facts(self.recipe.inputs, known, transformed=self.transform is not None)
-        rest = [i for i in self.recipe.inputs if i.name not in exact]
-        if not any(i.kind == NUMBER for i in rest):
-            return exact
+    def sample(self) -> Iterator[dict[str, np.ndarray]]:
+        """The model inputs of the train records the recipe's rules looked at (the first
+        RULE_SAMPLE, in file order: a resumed run normalizes exactly as before), in batches of
+        numpy arrays: what the moments not in the facts are measured over
+        (trainer.recipe.moments)."""
         sample = self.dataset(
             "train", MOMENT_BATCH_SIZE, encode_label=False, shuffle=False, deterministic=True
         )
         taken = sample.take(-(-RULE_SAMPLE // MOMENT_BATCH_SIZE))
         inputs = (element[0] if isinstance(element, tuple) else element for element in taken)
-        batches = ({k: v.numpy() for k, v in b.items()} for b in inputs)
-        return over_batches(batches, rest) | exact
+        return ({k: v.numpy() for k, v in b.items()} for b in inputs)
 
 
 def _then(first: Callable[[dict], dict], host: HostPreprocessing) -> Callable[[dict], dict]:

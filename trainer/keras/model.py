@@ -405,7 +405,7 @@ def _encode(model_input: ModelInput, x: tf.Tensor, base: str, names: LayerNames)
         x = layers.Conv2D(16, 3, strides=2, activation="relu", name=name("conv_1"))(x)
         x = layers.Conv2D(32, 3, strides=2, activation="relu", name=name("conv_2"))(x)
         return layers.GlobalAveragePooling2D(name=name("pool"))(x)
-    assert size is not None  # a CATEGORY or TOKENS input bounds its ids (trainer.recipe.rules)
+    assert size is not None  # a CATEGORY or TOKENS input bounds its ids (trainer.recipe.kinds)
     if model_input.ids == FROM_TRANSFORM:  # -1 (missing) or any id outside the range: zeros
         if model_input.kind == TOKENS:
             assert width is not None  # a TOKENS input is always embedded

@@ -6,7 +6,7 @@ every batch back to the host. So the model is split in two:
 - the **host** preprocessing (`HostPreprocessing.model`, a tf_keras model of Keras'
   preprocessing layers and a few of ours) turns the dense inputs of
   `trainer.keras.features.dense_inputs` into the model inputs the recipe decided
-  (trainer.recipe.rules): a category becomes the id of its value in its `values` or train vocabulary
+  (trainer.recipe.kinds): a category becomes the id of its value in its `values` or train vocabulary
   (StringLookup/IntegerLookup; 0 for another value), a string beyond the vocabulary size the id
   of its hash bucket (Hashing), a list of strings a row of such ids (0 for padding), free text
   (`--text-features`) the row of its words' ids (`words`), a date or timestamp its parts
@@ -96,7 +96,7 @@ def _host_model(inputs: Sequence[ModelInput]) -> tf_keras.Model:
         if i.kind == NUMBER:
             number = tf.cast(x, tf.float32)
             if i.scale == "log":
-                assert i.log_unit is not None  # a log scale has its unit (trainer.recipe.rules)
+                assert i.log_unit is not None  # a log scale has its unit (trainer.recipe.kinds)
                 number = LogScale(i.log_unit, name=names.unique(f"{base}_log"))(number)
             out[i.name] = number
             continue
@@ -137,7 +137,7 @@ def _vocabulary(i: ModelInput) -> list:
 
 
 class LogScale(tf_keras.layers.Layer):
-    """x -> log(1 + max(x, 0) / unit): a skewed number on a log scale (trainer.recipe.rules)."""
+    """x -> log(1 + max(x, 0) / unit): a skewed number on a log scale (trainer.recipe.kinds)."""
 
     def __init__(self, unit: float, **kwargs):
         kwargs["trainable"] = False

@@ -11,7 +11,7 @@ Keras 2: the Keras of tf.Transform's serving layer, `spec.keras`) that takes the
 - `features`: name -> its `trainer.keras.preprocess.ModelInput` (kind, dtype, shape, vocabulary
 size);
 - `moments`: name -> mean and variance of each NUMBER input over the train split, to normalize
-  with (a skewed number arrives on its log scale, a date as its parts: trainer.recipe.rules);
+  with (a skewed number arrives on its log scale, a date as its parts: trainer.recipe.kinds);
 - `label`: name, task (`classification` or `regression`), classes and, for a regression,
   `scale`: the model predicts the standardized label, (y - scale.mean) / scale.std (of log(y)
   when `scale.log`), which the export turns back into the label's units;

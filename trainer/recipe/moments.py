@@ -11,13 +11,29 @@ batches in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import cast
 
 import numpy as np
 
 from trainer.dataset.facts import DatasetFacts
 from trainer.recipe.words import NUMBER, PRESENCE, ModelInput, Moments
+
+
+def measure(
+    inputs: Sequence[ModelInput],
+    known: DatasetFacts | None,
+    transformed: bool,
+    sample: Callable[[], Iterable[Mapping[str, np.ndarray]]],
+) -> dict[str, Moments]:
+    """The moments of every NUMBER input: from the facts (`known`) where they are exact
+    (`from_facts`), the others over the batches of model inputs `sample()` gives
+    (`over_batches`); `sample` is not called when the facts hold them all."""
+    exact = from_facts(inputs, known, transformed)
+    rest = [i for i in inputs if i.name not in exact]
+    if not any(i.kind == NUMBER for i in rest):
+        return exact
+    return over_batches(sample(), rest) | exact
 
 
 def from_facts(
@@ -49,7 +65,7 @@ def over_batches(
     tells, are left out."""
     numeric = [i for i in inputs if i.kind == NUMBER]
     presence = {i.feature.name: i.name for i in inputs if i.kind == PRESENCE}
-    # a NUMBER input's shape is fixed: trainer.recipe.rules leaves lists of numbers out
+    # a NUMBER input's shape is fixed: trainer.recipe.kinds leaves lists of numbers out
     shape = {i.name: cast("tuple[int, ...]", i.shape) for i in numeric}
     size = {name: int(np.prod(s)) for name, s in shape.items()}
     # per input: [count, sum, sum of squares], one entry per value of an example

@@ -127,7 +127,7 @@ class ModelInput:
     embedding's dimensions (None: one-hot). A NUMBER input: `scale` (`log`: log(1 + x /
     `log_unit`)), `part` (a date's part, or `present` for a date's presence), `bins` (the edges
     of its pieces, trainer.keras.model.Numbers) and, once computed, its `moments` over the
-    train split (trainer.keras.inputs).
+    train split (trainer.recipe.moments).
     """
 
     name: str
@@ -154,7 +154,7 @@ class ModelInput:
         return self.feature.name
 
 
-# The parts of a date or timestamp (trainer.recipe.rules), each a float32 number: the year with its
+# The parts of a date or timestamp (trainer.recipe.kinds), each a float32 number: the year with its
 # fraction, the month, the day of the week and the hour as cycles (so December is next to
 # January, Sunday to Monday, 23:00 to 00:00).
 DATE_PARTS = (

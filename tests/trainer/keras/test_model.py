@@ -11,8 +11,8 @@ from trainer.dataset.manifest import load_manifest
 from trainer.keras.features import dense_inputs, parse_spec
 from trainer.keras.inputs import Inputs
 from trainer.keras.model import ModelConfig, build_model, to_label_units
+from trainer.recipe.kinds import NOT_AN_INPUT
 from trainer.recipe.moments import over_batches
-from trainer.recipe.rules import NOT_AN_INPUT
 from trainer.recipe.words import NUMBER
 from trainer.run.export import export_model
 

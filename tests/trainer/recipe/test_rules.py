@@ -20,8 +20,9 @@ from trainer.keras.features import label_encoder
 from trainer.keras.model import to_label_units
 from trainer.keras.preprocess import HostPreprocessing
 from trainer.recipe.facts import Evidence, NumberSample, Strings, skewness
+from trainer.recipe.kinds import NO_VALUE, ONE_VALUE, embedding_width, log_unit
 from trainer.recipe.label import label_scale
-from trainer.recipe.rules import NO_VALUE, ONE_VALUE, decide, embedding_width, log_unit
+from trainer.recipe.rules import decide
 from trainer.recipe.words import CATEGORY, FROM_VOCABULARY, NUMBER, PRESENCE, date_parts
 from transforms.contract import manifest as contract
 
