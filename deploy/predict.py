@@ -32,6 +32,10 @@ that writes into the same folder.
 
 With `--data`, the first `--take` examples of a split are served (`trainer.predict`), each line
 with the record's key, its label and the answer.
+
+Longer than most modules because it is one command and its promise about files: the checks that
+keep --output and --rejected apart from what the run reads, and their locked temporary files
+published only on success, belong with the run they guard.
 """
 
 from __future__ import annotations

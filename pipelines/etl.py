@@ -4,6 +4,10 @@
 Beam pipeline options; `pipelines.flags`), checks the config and the inputs (`pipelines.inputs`),
 runs the job, waits, and reports (`pipelines.summary`, `pipelines.report`).
 Exit status: 0 done, 2 bad command line or config, 1 the job failed.
+
+Longer than most modules because it is the command from flags to exit status: `build_etl`'s
+graph, and each way a run goes (one date, a `--from`/`--to` backfill, `--validate-only`, a job
+that fails or is interrupted), which share the same checks, staging and report.
 """
 
 from __future__ import annotations

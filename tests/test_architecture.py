@@ -328,3 +328,19 @@ def test_a_word_of_the_trainer_has_one_meaning():
     assert not twice, twice
     assert {c: m for c, m in classes.items() if len(m) > 1} == {}
     assert len(where["Evidence"]) == 1 and "trainer.recipe.facts" in where["Evidence"]
+
+
+MODULE_LINES = 400  # docs/architecture.md: modules stay under about 400 lines
+SAYS_WHY = "Longer than most modules because"
+
+
+def test_a_module_over_400_lines_says_why_at_its_top():
+    """A module longer than MODULE_LINES says, in its docstring, why it is one piece."""
+    silent = []
+    for module, path in MODULES:
+        text = path.read_text()
+        if text.count("\n") > MODULE_LINES:
+            doc = ast.get_docstring(ast.parse(text, str(path))) or ""
+            if SAYS_WHY not in " ".join(doc.split()):
+                silent.append(f"{module} ({text.count(chr(10))} lines)")
+    assert not silent, f"over {MODULE_LINES} lines without '{SAYS_WHY} ...': {silent}"

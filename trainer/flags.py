@@ -9,6 +9,10 @@ Every number a flag takes is checked against its range here, before anything run
 (`transforms.ui.args.between`, `learning_rate`): a batch of a billion records, a learning rate of
 inf or NaN, zero epochs are refused in one line naming the flag and the range. The readers
 (trainer.readers) hold their arguments to the same bounds.
+
+Longer than most modules because it is the whole command line of `shardflow train`: every flag
+declared once, with its help and range, and read into a `TrainConfig`, in the one parser that
+launch-training checks with and that `--help` reads without TensorFlow.
 """
 
 from __future__ import annotations

@@ -26,6 +26,10 @@ that merge by addition, so any runner can combine them in any order:
 
 The statistics describe the records validated into each split, before the writer drops the
 later duplicates of a key (the manifest counts those).
+
+Longer than most modules because statistics.json is made here whole: each statistic's partial
+form, its merge and its result stand together, so that what a chunk computes and what a merge
+adds (exact sums, value samples, asinh buckets) stay one definition.
 """
 
 from __future__ import annotations

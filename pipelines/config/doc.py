@@ -6,6 +6,10 @@ editors use to complete and check a config.
     python -m pipelines.config.doc --check    # exit 1 when either is out of date
 
 tests/pipelines/config/test_reference.py fails when a file differs from what this writes.
+
+Longer than most modules because both files render the same `Part`s and `Key`s: a key's type,
+bounds, allowed values and default must say the same on the page and in the schema, and in one
+module a change to `Key` is rendered both ways at once.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ the user chooses (a feature, a split, a field). No Beam, no TensorFlow, no YAML 
 `Key` and `Part` are in `reference_keys`, the formats' options in `reference_options`, the
 `transform:` section and its ops in `reference_transform`; this module holds the other parts and
 the whole reference, `PARTS`, in the order of the reference page.
+
+Longer than most modules because it is data, not logic: the top level, a source, a feature,
+`splits`, `output` and `validation` declared key by key, each key with its description and
+example, beside `PARTS`, which puts every part in the order of the reference page.
 """
 
 from __future__ import annotations

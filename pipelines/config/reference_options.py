@@ -1,6 +1,11 @@
 """The reference of the source formats' `options` (`pipelines.config.reference`): one
 `Part` per format, in the contract's order; each checked against the format's own options
-checker (transforms/sources/<format>.py) by tests/pipelines/config/test_reference.py."""
+checker (transforms/sources/<format>.py) by tests/pipelines/config/test_reference.py.
+
+Longer than most modules because it is data, not logic: every source format's `options`, key by
+key, each with its type, default, bounds, description and example, kept side by side in the
+contract's order, as the reference page lists them.
+"""
 
 from __future__ import annotations
 

@@ -18,6 +18,10 @@ written closed only when every record of its sources was read: a value a sample 
 rejected by every run. The key and label are guessed in `pipelines.init.guess`. A column of dates
 is noted with the way they are written (31/12/2024 is day first), since training reads only
 YYYY-MM-DD as dates.
+
+Longer than most modules because it is one decision per field, made in steps on the same Arrow
+parts: its shape, then its type by the Validator, then its bounds, `values:` and date notes,
+each step reading what the one before found.
 """
 
 from __future__ import annotations

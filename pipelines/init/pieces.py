@@ -17,6 +17,10 @@ A file that cannot be entered in the middle (compressed as a whole, text not in 
 of one row group) is one piece, from its start. A piece is read from its start to the file's end
 by the format's own parser, until the reader has taken enough; the records of a piece that
 starts past the file's start are numbered from that start, not the file's (`Piece.where`).
+
+Longer than most modules because every format's way into the middle of a file is here, with the
+one `Piece` they all make and the streams that read it (`_Joined`, `_Counted`), so that `plan`
+and `records` each stay one choice per format.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ Parquet row groups, Avro blocks), never only its head: a table sorted by a colum
 values only at its end. A file that cannot be entered in the middle (compressed as a whole) is
 read from its start. A parser is a generator: a piece costs the records taken, not the rest of
 its file.
+
+Longer than most modules because the read budget is one piece: which files are read, the share
+of records and bytes each file and piece gets, and whether that was all of a source (which a
+closed `values:` list needs); where a piece starts is `pipelines.init.pieces`.
 """
 
 from __future__ import annotations

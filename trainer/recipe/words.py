@@ -126,7 +126,7 @@ class ModelInput:
     values of FROM_VOCABULARY ids), `padding` is the id past a TOKENS row's values, `width` the
     embedding's dimensions (None: one-hot). A NUMBER input: `scale` (`log`: log(1 + x /
     `log_unit`)), `part` (a date's part, or `present` for a date's presence), `bins` (the edges
-    of its pieces, trainer.keras.model.Numbers) and, once computed, its `moments` over the
+    of its pieces, trainer.keras.layers.Numbers) and, once computed, its `moments` over the
     train split (trainer.recipe.moments).
     """
 

@@ -37,6 +37,10 @@ a temporary file and renamed over the old (os.replace); on gs:// an object appea
 its upload ends, and a folder is renamed object by object (not atomic). run.json says
 `complete` only after all of them are published, and says it no more from the moment
 publishing starts: a folder whose run.json says complete holds one run's outputs, whole.
+
+Longer than most modules because the marker, the lock and publishing are one protocol: what
+`--fresh` may delete, what resumes and what `complete` promises depend on how a run claims the
+folder and publishes into it, so they are kept side by side.
 """
 
 from __future__ import annotations

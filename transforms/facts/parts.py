@@ -6,6 +6,10 @@ change a count.
 A vocabulary and the rows are kept sorted by hash: several of them merge by a stable sort of
 their concatenation (numpy's stable sort finds the sorted runs and merges them), and the values
 of a bucket (the top bits of the hash) are one slice.
+
+Longer than most modules because each mergeable part is here with its merge, and the vocabularies
+and rows share one hash order (`key_order`) and its cut into buckets (`FactParts.buckets`):
+split apart, that order would be defined once per part.
 """
 
 from __future__ import annotations

@@ -27,6 +27,10 @@ nearly every line that does not match would take the whole limit.
 The work per line is done by C code over whole blocks: decoding, `str.split`, the blank test
 (`str.strip` through `map`), `Pattern.fullmatch` through `map`, and a `zip` that turns the
 matches' groups into columns. Values stay text; `transforms.schema` types them.
+
+Longer than most modules because a regex is chosen, respelled and matched here whole: the engine
+that takes it (RE2, or `regex` with a time limit), `for_re2`, the config-time refusal and the
+matching of each line must agree on what a line matches and how long it may take.
 """
 
 from __future__ import annotations

@@ -37,6 +37,10 @@ names this takes the reader's own inflater: the stream it is given (`transforms.
 Python's gzip module) raises at the damage and drops what it had inflated in that read (up to a
 megabyte of records), so when it fails the reader inflates the file's bytes itself, from the
 start, and goes on from where the stream stopped.
+
+Longer than most modules because framing, checksums and inflating are one reader: where a
+corrupt length, a truncated record or damaged compressed data ends a record or the file depends
+on all three, so the frames and the inflating streams stay together.
 """
 
 from __future__ import annotations

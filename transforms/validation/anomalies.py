@@ -40,6 +40,10 @@ a missing-rate matter). String value counts are exact where statistics.json list
 values too), and the anomaly says `approximate`. A split without records has nothing to check.
 
 Pure Python: no Beam, no TensorFlow.
+
+Longer than most modules because it is the one list of checks behind `find_anomalies`: each kind
+with the limit it takes (the feature's, the schema's or the default) and its TFDV wording, in
+one pass over features and splits; the distances are `transforms.validation.measures`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from trainer.dataset.manifest import ManifestError, load_manifest
 from trainer.flags import parse_args
 from trainer.keras.features import dense_inputs, parse_spec
 from trainer.keras.inputs import Inputs
-from trainer.keras.model import CPU, SeededDropout, build_model
+from trainer.keras.layers import SeededDropout
+from trainer.keras.model import CPU, build_model
 from trainer.recipe.kinds import EXCLUDED, KEY, NOT_AN_INPUT
 from trainer.recipe.sizing import Sizing
 from trainer.recipe.words import CATEGORY, FROM_VALUES, FROM_VOCABULARY, NUMBER, PRESENCE, TOKENS

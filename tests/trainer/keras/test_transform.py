@@ -28,7 +28,8 @@ from trainer import predict
 from trainer.dataset.manifest import InputFeature, ManifestError, load_manifest, parse_manifest
 from trainer.keras.features import dense_inputs
 from trainer.keras.inputs import Inputs
-from trainer.keras.model import IdEmbedding, ModelConfig, OneHotIds, build_model
+from trainer.keras.layers import IdEmbedding, OneHotIds
+from trainer.keras.model import ModelConfig, build_model
 from trainer.keras.served import TRANSFORM_SIGNATURE
 from trainer.keras.transform import load_transform, output_features
 from trainer.run.export import export_model

@@ -237,7 +237,7 @@ def test_include_and_exclude_name_features():
 def test_on_enough_records_a_number_is_also_read_in_pieces_of_its_train_quantiles():
     import dataclasses
 
-    from trainer.keras.model import Numbers
+    from trainer.keras.layers import Numbers
 
     values = np.arange(5000, dtype=np.float64)
     features = {"x": InputFeature(name="x", type="float")}
