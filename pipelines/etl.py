@@ -49,6 +49,7 @@ from pipelines.runner.options import (
     write_threads,
 )
 from pipelines.runner.process import exit_process
+from pipelines.runner.staged import check_workers
 from pipelines.summary import failure_reason, print_summary, refusal
 from transforms.contract.config import DatasetSpec
 from transforms.facts.merge import AnalyzeFacts
@@ -207,6 +208,7 @@ def _run(
             return _backfill(args, beam_args, cast("list[datetime.date]", dates), before_publish)
         dataset = _limited(load_config(args.config, args.output, dates[0]), args)
         _warn_of(dataset)
+        check_workers(dataset, pipeline_options(beam_args))
         if args.skip_complete and not args.overwrite and holds_dataset(dataset.output.path):
             print(f"shardflow etl: {dataset.output.path} is complete; skipped")
             return 0
@@ -267,6 +269,7 @@ def _backfill(
     done, else 1."""
     first = load_config(args.config, args.output, dates[0])  # a bad config: exit 2 at once
     _warn_of(first)
+    check_workers(first, pipeline_options(beam_args))
     where = "--output" if args.output else "output.path"
     probe = load_config(args.config, args.output, dates[0] + datetime.timedelta(days=1))
     if probe.output.path == first.output.path:

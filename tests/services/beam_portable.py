@@ -8,8 +8,8 @@ Here both are Beam's own local parts, each a separate process of the project's v
   `localhost` only and runs each job with Beam's FnApiRunner);
 - the external worker pool: Beam's `BeamFnExternalWorkerPoolServicer`, which starts one SDK
   harness process (`python -c "...SdkHarness(...).run()"`, found on PATH) per worker the runner
-  asks for. Beam's `worker_pool_main` binds every interface; this module's `__main__` serves the
-  same servicer on 127.0.0.1 only, since whoever reaches the pool can make it start processes.
+  asks for. Beam's `worker_pool_main` binds every interface; tests/services/worker_pool.py serves
+  the same servicer on 127.0.0.1 only, since whoever reaches the pool can make it start processes.
 
 A pipeline then runs on them with
 `--runner PortableRunner --job_endpoint JOB --environment_type EXTERNAL --environment_config POOL`
@@ -17,14 +17,15 @@ A pipeline then runs on them with
 
 `beam_portable_services` is a session fixture: it starts both on free ports (each process picks
 its port and writes it to a file), waits until they accept connections, and at the end stops both
-process groups, so the SDK harness processes the pool started go too. The pool runs from the
-repository root with the venv first on PATH: its harnesses import the project's modules like the
-test process does. Their logs go to files the tests can read (`job_log`, `pool_log`).
+process groups, so the SDK harness processes the pool started go too. By default the pool runs
+from the repository root with the venv first on PATH: its harnesses import the project's modules
+like the test process does; `running_services(Pool(...))` starts it otherwise (a clean worker
+environment: tests/deploy/test_clean_worker.py). Their logs go to files the tests can read
+(`job_log`, `pool_log`).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import os
@@ -40,6 +41,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+WORKER_POOL = Path(__file__).resolve().parent / "worker_pool.py"
 HOST = "127.0.0.1"
 _START_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 10.0
@@ -82,11 +84,21 @@ def _tail(path: Path) -> str:
     return text[-_LOG_TAIL_CHARS:] or "(no output)"
 
 
-def _start(name: str, args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """How the worker pool is started: its command (tests/services/worker_pool.py run by some
+    Python, with `--port_file` added), working folder and environment variables."""
+
+    command: list[str]
+    cwd: Path
+    env: dict[str, str]
+
+
+def _start(args: list[str], log: Path, env: dict[str, str], cwd: Path = ROOT) -> subprocess.Popen:
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [sys.executable, *args],
-            cwd=ROOT,
+            args,
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -136,8 +148,9 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def running_services() -> Iterator[BeamPortableServices]:
-    """Starts a job service and a worker pool on free loopback ports; stops both after."""
+def running_services(pool: Pool | None = None) -> Iterator[BeamPortableServices]:
+    """Starts a job service and a worker pool on free loopback ports; stops both after. The
+    pool: `pool`, by default this venv's Python from the repository root."""
     with tempfile.TemporaryDirectory(prefix="beam-portable-") as tmp:
         folder = Path(tmp)
         env = dict(
@@ -151,10 +164,12 @@ def running_services() -> Iterator[BeamPortableServices]:
         job_port_file, pool_port_file = folder / "job.port", folder / "pool.port"
         procs = []
         try:
+            if pool is None:
+                pool = Pool([sys.executable, str(WORKER_POOL)], ROOT, env)
             procs.append(
                 job := _start(
-                    "job service",
                     [
+                        sys.executable,
                         "-m",
                         "apache_beam.runners.portability.local_job_service_main",
                         "--port",
@@ -169,21 +184,21 @@ def running_services() -> Iterator[BeamPortableServices]:
                 )
             )
             procs.append(
-                pool := _start(
-                    "worker pool",
-                    ["-m", "tests.services.beam_portable", "--port_file", str(pool_port_file)],
+                pool_proc := _start(
+                    [*pool.command, "--port_file", str(pool_port_file)],
                     pool_log,
-                    env,
+                    pool.env,
+                    pool.cwd,
                 )
             )
             deadline = time.monotonic() + _START_TIMEOUT_S
             job_port = _wait_for_port("job service", job, job_port_file, job_log, deadline)
-            pool_port = _wait_for_port("worker pool", pool, pool_port_file, pool_log, deadline)
+            pool_port = _wait_for_port("worker pool", pool_proc, pool_port_file, pool_log, deadline)
             yield BeamPortableServices(
                 job_endpoint=f"localhost:{job_port}",
                 pool_endpoint=f"{HOST}:{pool_port}",
                 job_pid=job.pid,
-                pool_pid=pool.pid,
+                pool_pid=pool_proc.pid,
                 job_log=job_log,
                 pool_log=pool_log,
             )
@@ -197,44 +212,3 @@ def beam_portable_services() -> Iterator[BeamPortableServices]:
     """A running Beam job service and external SDK worker pool on 127.0.0.1."""
     with running_services() as services:
         yield services
-
-
-def serve_worker_pool(port_file: str) -> None:
-    """Serves Beam's external worker pool on 127.0.0.1 (a free port, written to `port_file`).
-
-    The same servicer as `python -m apache_beam.runners.worker.worker_pool_main`, which binds
-    every interface; each StartWorker request starts an SDK harness process.
-    """
-    import atexit
-    import logging
-
-    import grpc
-    from apache_beam.portability.api import beam_fn_api_pb2_grpc
-    from apache_beam.runners.worker.worker_pool_main import (
-        BeamFnExternalWorkerPoolServicer,
-        kill_process_gracefully,
-    )
-    from apache_beam.utils import thread_pool_executor
-
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    pool = BeamFnExternalWorkerPoolServicer(use_process=True, data_buffer_time_limit_ms=-1)
-    server = grpc.server(
-        thread_pool_executor.shared_unbounded_instance(),
-        options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)],
-    )
-    beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
-    port = server.add_insecure_port(f"{HOST}:0")
-    server.start()
-    atexit.register(lambda: [kill_process_gracefully(p) for p in pool._worker_processes.values()])
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # run the exit handlers
-    with open(port_file + ".tmp", "w") as f:
-        f.write(str(port))
-    os.replace(port_file + ".tmp", port_file)
-    logging.getLogger(__name__).info("worker pool serving on %s:%d", HOST, port)
-    server.wait_for_termination()
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=serve_worker_pool.__doc__)
-    parser.add_argument("--port_file", required=True)
-    serve_worker_pool(parser.parse_args().port_file)
