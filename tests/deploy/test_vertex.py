@@ -338,7 +338,7 @@ def test_the_image_installs_the_trainer_extra_only_and_ends_with_pip_check():
     assert runs[-1].value[-1].split("&&")[-1].strip() == "pip check"
 
 
-def _image_files(into: Path) -> None:
+def image_files(into: Path) -> None:
     """The files the image's COPY instructions put in its WORKDIR, copied under `into`."""
     for c in _instructions("COPY"):
         *sources, dest = c.value
@@ -356,7 +356,7 @@ def test_the_image_files_are_enough_for_the_trainer_commands(tmp_path):
     """Every module of ours the trainer's commands import is in the image: its files alone
     answer `shardflow train --help` and import the trainer's modules (this checkout's own
     modules are kept out of reach)."""
-    _image_files(tmp_path)
+    image_files(tmp_path)
     assert not (tmp_path / "transforms" / "sources").exists()
     script = (
         "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in "

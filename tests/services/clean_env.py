@@ -44,19 +44,22 @@ def build_sdist(folder: Path) -> Path:
     return Path(Stager._build_setup_package(str(ROOT / "setup.py"), str(folder)))
 
 
-def _venv(folder: Path) -> Path:
+def new_env(folder: Path) -> Path:
+    """A fresh virtual environment of this Python's base interpreter; its `python`."""
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(folder)], check=True, timeout=120)
     return folder / "bin" / "python"
 
 
-def _pip(python: Path, *args: str) -> None:
+def pip_install(python: Path, *args: str, cwd: Path | None = None) -> None:
+    """`pip install ARGS` into the environment of `python` (from `cwd`)."""
     done = subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-compile", *args],
         capture_output=True,
         text=True,
         timeout=_INSTALL_TIMEOUT_S,
         env=minimal_env(python),
+        cwd=cwd,
     )
     if done.returncode != 0:
         lines = [x for x in done.stderr.splitlines() if "is ignored: it is neither" not in x]
@@ -65,14 +68,14 @@ def _pip(python: Path, *args: str) -> None:
 
 def worker_env(folder: Path, sdist: Path) -> Path:
     """A fresh environment with only the pinned Beam and the sdist with its install_requires."""
-    python = _venv(folder)
-    _pip(python, pinned("apache-beam"), str(sdist))
+    python = new_env(folder)
+    pip_install(python, pinned("apache-beam"), str(sdist))
     return python
 
 
 def launcher_env(folder: Path, sdist: Path) -> Path:
     """A fresh environment with the sdist alone, the project environment's libraries under it."""
-    python = _venv(folder)
+    python = new_env(folder)
     site = Path(
         subprocess.check_output(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -80,7 +83,7 @@ def launcher_env(folder: Path, sdist: Path) -> Path:
         ).strip()
     )
     (site / "project-libraries.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _pip(python, "--no-deps", "--no-build-isolation", str(sdist))
+    pip_install(python, "--no-deps", "--no-build-isolation", str(sdist))
     return python
 
 
