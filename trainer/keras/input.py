@@ -105,7 +105,12 @@ def input_batches(
     if shuffle:
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     record_shards = 1
-    if input_context is not None and input_context.num_input_pipelines > 1:
+    # --deterministic on several workers: each reads the one stream a single worker reads, and
+    # keeps its replicas' batches of each step (below): the run trains on the batches, in the
+    # order, of the same run on one device.
+    whole_stream = deterministic and drop_remainder and _pipelines(input_context) > 1
+    if _pipelines(input_context) > 1 and not whole_stream:
+        assert input_context is not None
         pipelines, index = input_context.num_input_pipelines, input_context.input_pipeline_id
         if len(files) >= pipelines:
             ds = ds.shard(pipelines, index)
@@ -176,11 +181,25 @@ def input_batches(
     if repeat:
         ds = ds.repeat()
     ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
-    if skip_batches:
+    if whole_stream:
+        assert input_context is not None
+        replicas = input_context.num_replicas_in_sync
+        local = replicas // input_context.num_input_pipelines
+        if skip_batches:
+            ds = ds.skip(skip_batches * replicas)
+        # a step's batches, one per replica in order; this worker's replicas' run of them
+        ds = ds.batch(local, drop_remainder=True)
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        ds = ds.unbatch()
+    elif skip_batches:
         ds = ds.skip(skip_batches)
     if cache != INPUTS:
         ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     return ds.with_options(data_options(deterministic, ram_budget_bytes)).prefetch(AUTOTUNE)
+
+
+def _pipelines(input_context: tf.distribute.InputContext | None) -> int:
+    return 1 if input_context is None else input_context.num_input_pipelines
 
 
 def data_options(deterministic: bool, ram_budget_bytes: int | None = None) -> tf.data.Options:

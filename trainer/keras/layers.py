@@ -15,10 +15,10 @@ from trainer.recipe.words import ModelInput, Moments
 
 
 class SeededDropout(tf_keras.layers.Layer):
-    """Dropout whose masks are drawn from the seed, the replica and a count of training calls
-    kept with the model's weights (so in its checkpoints): a resumed run draws exactly the masks
-    of an uninterrupted one, which Keras' Dropout (a random state outside the checkpoint) does
-    not."""
+    """Dropout whose masks are drawn from the seed and a count of training calls kept with the
+    model's weights (so in its checkpoints): a resumed run draws exactly the masks of an
+    uninterrupted one, which Keras' Dropout (a random state outside the checkpoint) does not.
+    Replicas draw the global batch's mask and keep their own rows of it."""
 
     def __init__(self, rate: float, seed: int = 0, **kwargs):
         super().__init__(**kwargs)
@@ -39,10 +39,20 @@ class SeededDropout(tf_keras.layers.Layer):
         if not training or not self.rate:
             return x
         count = self.calls.assign_add(1)
+        # The mask of the global batch, of which this replica keeps its rows: replicas that
+        # split a batch draw the masks one device draws for it (with --deterministic, a
+        # multi-worker run trains as the same run on one device would).
         replica = tf.distribute.get_replica_context()
-        index = 0 if replica is None else replica.replica_id_in_sync_group
-        seed = tf.stack([tf.cast(self.seed * 4096 + index, tf.int64), count])
-        keep = tf.random.stateless_uniform(tf.shape(x), seed=seed) >= self.rate
+        index, replicas = (0, 1) if replica is None else (
+            replica.replica_id_in_sync_group, replica.num_replicas_in_sync
+        )  # fmt: skip
+        seed = tf.stack([tf.cast(self.seed * 4096, tf.int64), count])
+        shape = tf.shape(x)
+        rows = shape[0]
+        drawn = tf.random.stateless_uniform(
+            tf.concat([[rows * replicas], shape[1:]], axis=0), seed=seed
+        )
+        keep = drawn[index * rows : (index + 1) * rows] >= self.rate
         return tf.where(keep, x / tf.cast(1.0 - self.rate, x.dtype), tf.zeros_like(x))
 
     def get_config(self):

@@ -106,7 +106,8 @@ def train(
             manifest,
             cfg.input,
             "train",
-            input_pipelines(strategy),
+            # --deterministic: every worker reads the whole split (trainer.keras.input)
+            1 if cfg.deterministic else input_pipelines(strategy),
             cache_dir,
             inputs.recipe.input_bytes(),
         )
