@@ -373,6 +373,10 @@ def build_job(cfg: LaunchConfig, now: datetime.datetime | None = None) -> aiplat
     for field in ("service_account", "tensorboard", "network"):
         if getattr(cfg, field):
             setattr(spec, field, getattr(cfg, field))
+    if cfg.replica_count > 1:
+        # A replica that fails stops the others' all-reduce (they exit 1 at once): Vertex AI
+        # then restarts every replica, and they resume together from the chief's checkpoint.
+        spec.scheduling = aiplatform_v1.Scheduling(restart_job_on_worker_restart=True)
     return aiplatform_v1.CustomJob(
         display_name=cfg.display_name or default_display_name(cfg.data[0], now),
         job_spec=spec,

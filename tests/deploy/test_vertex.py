@@ -108,6 +108,10 @@ def test_several_replicas_are_a_chief_pool_and_a_worker_pool_training_multi_work
         assert pool.machine_spec == machine
         assert pool.container_spec.image_uri == IMAGE
         assert list(pool.container_spec.args) == args
+    # one replica failing stops the all-reduce of all: Vertex AI restarts them together
+    assert job.job_spec.scheduling.restart_job_on_worker_restart is True
+    one = _dry_run(capsys)
+    assert one.job_spec.scheduling.restart_job_on_worker_restart is False
 
 
 def test_a_tpu_job_runs_on_the_tpu_host_machine_type_with_the_tpu_strategy(capsys):

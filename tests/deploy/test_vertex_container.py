@@ -12,16 +12,20 @@ replicas (here on 127.0.0.1), from the image's WORKDIR. No Cloud Storage runs he
 TensorFlow, so the job's bucket, gs://b/, is a local folder: the one change made to the job's
 arguments and variables. The two processes train with MultiWorkerMirroredStrategy; the chief
 exports; with `--deterministic`, the model's train and eval metrics are those of a one-process run
-of the same arguments (within 1e-3; measured: 1e-7).
+of the same arguments (within 1e-3; measured: 1e-7). A worker killed after the chief's first
+checkpoint makes the chief exit 1 at once; every replica started again (as Vertex AI restarts the
+job, `restartJobOnWorkerRestart`) resumes from that checkpoint and ends with the same model.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,7 +41,7 @@ from tests.trainer.datasets import make_rows, write_dataset
 BUCKET = "gs://b/"
 DATA = BUCKET + "datasets/penguins"
 MODEL_DIR = BUCKET + "models/penguins"
-TRAIN_ARGS = ["--epochs", "2", "--batch-size", "32", "--deterministic"]
+TRAIN_ARGS = ["--epochs", "2", "--batch-size", "32", "--checkpoint-every", "3", "--deterministic"]
 TIMEOUT_S = 420
 pytestmark = pytest.mark.slow
 
@@ -98,20 +102,44 @@ def _replica_env(
     return {k: _local(v, bucket) for k, v in env.items()}
 
 
-def _run_together(commands: list[tuple[list[str], dict[str, str], Path]]) -> list[tuple[int, str]]:
-    """Runs the replicas at once; one failing stops the others. (return code, output) each."""
-    procs = [
-        subprocess.Popen(
-            command,
-            env=env,
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+def _replicas(
+    job: aiplatform_v1.CustomJob, python: Path, workdir: Path, bucket: Path
+) -> list[tuple[list[str], dict[str, str], Path]]:
+    """(command, env, working folder) of replica 0 of each worker pool, on fresh ports."""
+    pools = list(job.job_spec.worker_pool_specs)
+    cluster = {f"workerpool{i}": [f"127.0.0.1:{port}"] for i, port in enumerate(_free_ports(2))}
+    return [
+        (
+            [_local(a, bucket) for a in (*pool.container_spec.command, *pool.container_spec.args)],
+            _replica_env(python, pool, job, cluster, i, bucket),
+            workdir,
+        )
+        for i, pool in enumerate(pools)
+    ]
+
+
+def _start(commands) -> list[subprocess.Popen]:
+    """The replicas started, each writing its output to a temporary file (`_output`)."""
+    procs = []
+    for command, env, cwd in commands:
+        log = tempfile.TemporaryFile("w+")
+        proc = subprocess.Popen(
+            command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
         )  # fmt: skip
-        for command, env, cwd in commands
-    ]
+        proc.log = log  # type: ignore[attr-defined]
+        procs.append(proc)
+    return procs
+
+
+def _output(proc: subprocess.Popen) -> str:
+    proc.log.seek(0)  # type: ignore[attr-defined]
+    return proc.log.read()  # type: ignore[attr-defined]
+
+
+def _run_together(commands: list[tuple[list[str], dict[str, str], Path]]) -> list[tuple[int, str]]:
+    """Runs the replicas at once; one failing stops the others. (return code, output) each."""
+    procs = _start(commands)
     deadline = time.monotonic() + TIMEOUT_S
     while any(p.poll() is None for p in procs):
         if time.monotonic() > deadline or any(p.returncode not in (None, 0) for p in procs):
@@ -119,7 +147,7 @@ def _run_together(commands: list[tuple[list[str], dict[str, str], Path]]) -> lis
                 if p.poll() is None:
                     p.kill()
         time.sleep(0.2)  # a poll of the processes, bounded by the deadline
-    return [(p.returncode, p.stdout.read() if p.stdout else "") for p in procs]
+    return [(p.returncode, _output(p)) for p in procs]
 
 
 @pytest.fixture(scope="module")
@@ -141,15 +169,7 @@ def job_run(image, tmp_path_factory):
     assert out.returncode == 0, out.stderr
     job = aiplatform_v1.CustomJob.from_json(out.stdout)
     pools = list(job.job_spec.worker_pool_specs)
-    cluster = {f"workerpool{i}": [f"127.0.0.1:{port}"] for i, port in enumerate(_free_ports(2))}
-    commands = [
-        (
-            [_local(a, bucket) for a in (*pool.container_spec.command, *pool.container_spec.args)],
-            _replica_env(python, pool, job, cluster, i, bucket),
-            workdir,
-        )
-        for i, pool in enumerate(pools)
-    ]
+    commands = _replicas(job, python, workdir, bucket)
     replicas = _run_together(commands)
     alone = base / "alone"
     single = subprocess.run(
@@ -159,7 +179,37 @@ def job_run(image, tmp_path_factory):
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""),
     )  # fmt: skip
     assert single.returncode == 0, single.stderr[-3000:]
-    return job, pools, commands, replicas, bucket, alone
+    return job, pools, commands, replicas, bucket, alone, (python, workdir)
+
+
+@pytest.fixture(scope="module")
+def restarted_run(job_run, tmp_path_factory):
+    """The same job with its worker killed after the chief's first checkpoint: the chief exits
+    on its own; then every replica is started again, as Vertex AI restarts a job whose replica
+    failed (restartJobOnWorkerRestart). (chief's return code and output, the restarted
+    replicas' (return code, output), the model folder)."""
+    job, *_, (python, workdir) = job_run
+    bucket = tmp_path_factory.mktemp("vertex-restart") / "gcs" / "b"
+    write_dataset(bucket / "datasets" / "penguins", make_rows(300))
+    model_dir = bucket / "models" / "penguins"
+    chief, worker = _start(_replicas(job, python, workdir, bucket))
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not list(model_dir.glob("checkpoints/**/checkpoint")):  # its only outside sign
+            assert chief.poll() is None and worker.poll() is None, "a replica ended early"
+            assert time.monotonic() < deadline, "no checkpoint"
+            time.sleep(0.05)
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker's machine is lost
+        chief_code = chief.wait(timeout=120)
+    finally:
+        for proc in (chief, worker):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    chief_output = _output(chief)
+    assert not (model_dir / "metrics.json").exists()
+    restarted = _run_together(_replicas(job, python, workdir, bucket))
+    return (chief_code, chief_output), restarted, model_dir
 
 
 def test_the_image_has_the_trainer_and_no_beam(image):
@@ -174,7 +224,7 @@ def test_the_image_has_the_trainer_and_no_beam(image):
 
 
 def test_the_replicas_run_exactly_the_printed_job(job_run, image):
-    job, pools, commands, replicas, bucket, _ = job_run
+    job, pools, commands, replicas, bucket, *_ = job_run
     assert len(pools) == 2 and [p.replica_count for p in pools] == [1, 1]
     for pool, (command, env, cwd) in zip(pools, commands):
         assert pool.container_spec.image_uri == "us-docker.pkg.dev/p/r/trainer:1"
@@ -185,7 +235,7 @@ def test_the_replicas_run_exactly_the_printed_job(job_run, image):
 
 
 def test_two_replicas_train_multi_worker_and_the_chief_exports(job_run):
-    job, pools, commands, replicas, bucket, alone = job_run
+    job, pools, commands, replicas, bucket, alone, _ = job_run
     for code, output in replicas:
         assert code == 0, output[-4000:]
     (chief_code, chief), (_, worker) = replicas
@@ -204,6 +254,24 @@ def test_two_replicas_train_multi_worker_and_the_chief_exports(job_run):
     assert metrics["eval"]["accuracy"] > metrics["eval"]["baseline_accuracy"]
     # --deterministic: the replicas train on the batches, dropout masks and order of the one
     # process (trainer.keras.input, trainer.keras.layers.SeededDropout): the same model
+    for split in ("train", "eval"):
+        for name, value in single[split].items():
+            assert abs(metrics[split][name] - value) < 1e-3, (split, name, metrics[split], value)
+
+
+def test_a_lost_worker_stops_the_chief_and_the_restarted_job_resumes_to_the_same_model(
+    job_run, restarted_run
+):
+    (chief_code, chief), replicas, model_dir = restarted_run
+    assert chief_code == 1, chief[-3000:]  # at once, with one line: not a hang
+    assert "shardflow train: training failed" in chief
+    for code, output in replicas:
+        assert code == 0, output[-4000:]
+        assert "resuming after step" in output  # every replica, from the chief's checkpoint
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["initial_step"] > 0 and metrics["initial_step"] % 3 == 0
+    single = json.loads((job_run[5] / "metrics.json").read_text())
+    assert metrics["steps"] == single["steps"]
     for split in ("train", "eval"):
         for name, value in single[split].items():
             assert abs(metrics[split][name] - value) < 1e-3, (split, name, metrics[split], value)
