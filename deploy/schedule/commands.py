@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import shlex
 
-# What Airflow renders for each date template (its `ds` and `logical_date` at run time).
+# What Airflow renders for each date template (its `ds`, YYYY-MM-DD, at run time). No quote
+# inside: Airflow renders the bash command (quoted by shlex.join) before the shell reads it.
 AIRFLOW_DATE = {
     "{date}": "{{ ds }}",
-    "{YYYY}": "{{ logical_date.strftime('%Y') }}",
-    "{MM}": "{{ logical_date.strftime('%m') }}",
-    "{DD}": "{{ logical_date.strftime('%d') }}",
+    "{YYYY}": "{{ ds[0:4] }}",
+    "{MM}": "{{ ds[5:7] }}",
+    "{DD}": "{{ ds[8:10] }}",
 }
 
 
@@ -31,6 +32,7 @@ class DailyJob:
     region: str
     temp_location: str  # gs:// folder for Dataflow's temporary and staging files
     trainer_image: str  # the deploy/vertex image
+    runner: str = "DataflowRunner"  # or DirectRunner: the ETL on the scheduler's own worker
     etl_image: str | None = None  # the deploy/dataflow image as SDK container; else --setup_file
     setup_file: str = "./setup.py"
     etl_args: tuple[str, ...] = ()  # more Beam options, e.g. ("--max_num_workers", "20")
@@ -44,16 +46,20 @@ def fill(text: str, values: dict[str, str]) -> str:
 
 
 def etl_command(job: DailyJob, date: str) -> list[str]:
-    """`shardflow etl` on Dataflow for `date` (YYYY-MM-DD, `yesterday`, or a template
-    expression); it waits for the job and does nothing for a date already complete."""
+    """`shardflow etl` on Dataflow (or `job.runner`) for `date` (YYYY-MM-DD, `yesterday`, or a
+    template expression); it waits for the job and does nothing for a date already complete."""
+    etl = ["shardflow", "etl", "--config", job.config, "--date", date, "--skip-complete"]
+    if job.runner != "DataflowRunner":  # a local runner: the worker the scheduler runs it on
+        return [*etl, "--runner", job.runner, *job.etl_args]
+    if not job.temp_location:
+        raise ValueError("a Dataflow job needs a temp location (shardflow_temp_location)")
     workers = (
         ["--sdk_container_image", job.etl_image, "--sdk_location", "container"]
         if job.etl_image
         else ["--setup_file", job.setup_file]
     )
     return [
-        "shardflow", "etl", "--config", job.config, "--date", date, "--skip-complete",
-        "--runner", "DataflowRunner", "--project", job.project, "--region", job.region,
+        *etl, "--runner", "DataflowRunner", "--project", job.project, "--region", job.region,
         "--temp_location", job.temp_location, *workers, *job.etl_args,
     ]  # fmt: skip
 

@@ -3,7 +3,10 @@ Vertex AI training job on the new dataset.
 
 Copy this file and `deploy/schedule/commands.py` (or install shardflow) where the scheduler reads
 DAGs, and set the Airflow Variables read below (`airflow variables set shardflow_config gs://...`;
-`shardflow_dataset` is the config's output.path, with its date template).
+`shardflow_dataset` is the config's output.path, with its date template). Optional:
+`shardflow_runner` (DataflowRunner; DirectRunner runs the ETL on the Airflow worker itself),
+`shardflow_etl_args` and `shardflow_train_args` (more flags of `shardflow etl` and
+`shardflow launch-training`, e.g. `--max_num_workers 20`, `--machine-type n1-standard-8`).
 The workers need the `shardflow` command (`pip install 'shardflow[etl,deploy]'`) and Google
 credentials. `catchup=True` makes Airflow run every day since `start_date`: a backfill, one
 dataset per date; a retried or repeated ETL task does nothing for a date already complete
@@ -13,6 +16,7 @@ dataset per date; a retried or repeated ETL task does nothing for a date already
 from __future__ import annotations
 
 import datetime
+import shlex
 from typing import TYPE_CHECKING
 
 try:  # Airflow 3
@@ -34,15 +38,20 @@ else:
 
 def _job() -> DailyJob:
     get = Variable.get  # (key, default) positionally: the same call in Airflow 2 and 3
+    runner = get("shardflow_runner", "DataflowRunner")
     return DailyJob(
         config=get("shardflow_config"),
         dataset=get("shardflow_dataset"),
         model_dir=get("shardflow_model_dir"),
         project=get("shardflow_project"),
         region=get("shardflow_region", "us-central1"),
-        temp_location=get("shardflow_temp_location"),
+        # Dataflow's; a local runner needs none
+        temp_location=get("shardflow_temp_location", *([] if runner == "DataflowRunner" else [""])),
         trainer_image=get("shardflow_trainer_image"),
         etl_image=get("shardflow_etl_image", None),
+        runner=runner,
+        etl_args=tuple(shlex.split(get("shardflow_etl_args", ""))),
+        train_args=tuple(shlex.split(get("shardflow_train_args", ""))),
     )
 
 
