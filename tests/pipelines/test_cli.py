@@ -172,7 +172,9 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.stdout.splitlines() == [f"dataset: penguins at {data.root}"]
-    assert proc.returncode == 141 and proc.stderr == ""  # as SIGPIPE: no traceback, no noise
+    # no traceback, no noise; the exit status of SIGPIPE (141) when the pipe closed while it
+    # wrote, or 0 when all of it went into the pipe's buffer before `head` exited (a race)
+    assert proc.returncode in (0, 141) and proc.stderr == ""
 
 
 def test_an_unknown_command_is_answered_with_the_nearest_one():

@@ -2,7 +2,9 @@
 
 The shape follows the Model Garden reader: shuffle the file list, shard it per worker, interleave
 the files, shuffle serialized records, repeat, batch, then parse the whole batch at once with the
-vectorized tf.io.parse_example (per-record parsing is several times slower), and prefetch.
+vectorized tf.io.parse_example (per-record parsing is several times slower), and prefetch. With
+`deterministic` on several workers, no worker shards: each reads the single process's stream and
+keeps its replicas' batches of every step, so that the run trains as one process would.
 
 One change makes it several times faster on few cores: records travel in runs of `read_batch`
 (default 32) from the file readers to the batcher. Each file yields runs of consecutive records;
