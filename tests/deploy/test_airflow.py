@@ -29,6 +29,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from pipelines.config.loader import load_config
 from pipelines.flags import build_parser
+from tests.deploy.test_schedule import VARIABLES  # a Dataflow schedule's
 from tests.services import clean_env
 from tests.services.gcs import GcsEmulator
 
@@ -136,15 +137,6 @@ def test_airflow_imports_the_dag_and_runs_one_date_end_to_end(
     assert '"workerPoolSpecs"' in output
 
 
-# A Dataflow schedule's Variables (nothing runs: the DAG is loaded and its commands rendered).
-DATAFLOW = {
-    "shardflow_config": "gs://b/configs/daily.yaml",
-    "shardflow_dataset": "gs://b/datasets/daily/{YYYY}/{MM}/{DD}",
-    "shardflow_model_dir": "gs://b/models/daily/{date}",
-    "shardflow_project": "proj",
-    "shardflow_temp_location": "gs://b/tmp",
-    "shardflow_trainer_image": "us-docker.pkg.dev/proj/shardflow/trainer:1",
-}
 _LOAD = """
 import datetime, json, sys
 import jinja2
@@ -183,7 +175,7 @@ def _load_dag(airflow, variables: dict[str, str], day: str) -> dict:
 
 
 def test_on_dataflow_the_dag_runs_each_days_etl_then_trains_on_that_days_dataset(airflow, tmp_path):
-    dag = _load_dag(airflow, DATAFLOW, "2026-11-25")
+    dag = _load_dag(airflow, VARIABLES, "2026-11-25")
     assert dag["errors"] == {}
     assert (dag["schedule"], dag["catchup"], dag["max_active_runs"]) == ("@daily", True, 1)
     assert sorted(dag["tasks"]) == ["etl", "train"] and dag["tasks"]["etl"]["downstream"] == [
@@ -194,7 +186,8 @@ def test_on_dataflow_the_dag_runs_each_days_etl_then_trains_on_that_days_dataset
     etl = shlex.split(dag["tasks"]["etl"]["argv"])
     assert etl[:2] == ["shardflow", "etl"]
     args, beam_args = build_parser().parse_known_args(etl[2:])
-    assert (args.config, args.date, args.skip_complete) == (DATAFLOW["shardflow_config"], day, True)
+    config = VARIABLES["shardflow_config"]
+    assert (args.config, args.date, args.skip_complete) == (config, day, True)
     cloud = PipelineOptions(beam_args).view_as(GoogleCloudOptions)
     assert (cloud.project, cloud.region, cloud.temp_location) == (
         "proj",
@@ -209,24 +202,24 @@ def test_on_dataflow_the_dag_runs_each_days_etl_then_trains_on_that_days_dataset
     data = train[train.index("--data") + 1]
     assert data == "gs://b/datasets/daily/2026/11/25"
     assert train[train.index("--model-dir") + 1] == "gs://b/models/daily/2026-11-25"
-    assert train[train.index("--image") + 1] == DATAFLOW["shardflow_trainer_image"]
+    assert train[train.index("--image") + 1] == VARIABLES["shardflow_trainer_image"]
     # the ETL writes where training reads: the config's output for that date is --data
     cfg = tmp_path / "daily.yaml"
     cfg.write_text(
         "name: daily\nsources: [{name: e, format: csv, path: 'gs://b/in/{date}/*.csv'}]\n"
         "features: {x: {type: int}}\n"
-        f"output: {{path: '{DATAFLOW['shardflow_dataset']}'}}\n"
+        f"output: {{path: '{VARIABLES['shardflow_dataset']}'}}\n"
     )
     assert load_config(str(cfg), date=day).output.path == data
 
 
 def test_the_dag_uses_the_etl_image_when_given_and_names_a_missing_variable(airflow):
     image = "us-docker.pkg.dev/proj/shardflow/etl:1"
-    dag = _load_dag(airflow, {**DATAFLOW, "shardflow_etl_image": image}, "2026-01-02")
+    dag = _load_dag(airflow, {**VARIABLES, "shardflow_etl_image": image}, "2026-01-02")
     _, beam_args = build_parser().parse_known_args(shlex.split(dag["tasks"]["etl"]["argv"])[2:])
     assert PipelineOptions(beam_args).view_as(WorkerOptions).sdk_container_image == image
     assert "--setup_file" not in beam_args
 
-    missing = {k: v for k, v in DATAFLOW.items() if k != "shardflow_config"}
+    missing = {k: v for k, v in VARIABLES.items() if k != "shardflow_config"}
     errors = _load_dag(airflow, missing, "2026-01-02")["errors"]
     assert len(errors) == 1 and "shardflow_config" in next(iter(errors.values()))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from google.cloud import aiplatform_v1
 
 from tests.deploy.test_vertex import DOCKERFILE, image_files
 from tests.services import clean_env
+from tests.services.ports import free_ports
 from tests.trainer.datasets import make_rows, write_dataset
 
 BUCKET = "gs://b/"
@@ -60,17 +60,6 @@ def image(tmp_path_factory) -> tuple[Path, Path]:
     python = clean_env.new_env(base / "python")
     clean_env.pip_install(python, f".[{extras}]", cwd=workdir)
     return python, workdir
-
-
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def _local(value: str, bucket: Path) -> str:
@@ -107,7 +96,7 @@ def _replicas(
 ) -> list[tuple[list[str], dict[str, str], Path]]:
     """(command, env, working folder) of replica 0 of each worker pool, on fresh ports."""
     pools = list(job.job_spec.worker_pool_specs)
-    cluster = {f"workerpool{i}": [f"127.0.0.1:{port}"] for i, port in enumerate(_free_ports(2))}
+    cluster = {f"workerpool{i}": [f"127.0.0.1:{port}"] for i, port in enumerate(free_ports(2))}
     return [
         (
             [_local(a, bucket) for a in (*pool.container_spec.command, *pool.container_spec.args)],

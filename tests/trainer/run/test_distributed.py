@@ -13,7 +13,6 @@ import json
 import math
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.services.ports import free_ports
 from tests.trainer.datasets import FEATURES, REPO, Dataset
 from tests.trainer.test_task import EVAL_METRICS
 from trainer.run import strategy as strategies
@@ -45,20 +45,9 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def _closed_port() -> int:
     """A port on 127.0.0.1 that nothing listens on (connections are refused)."""
-    return _free_ports(1)[0]
+    return free_ports(1)[0]
 
 
 def _train(data: Path, model_dir: Path, *args: str) -> list[str]:
@@ -121,7 +110,7 @@ def _records(dataset: Dataset, split: str) -> list[bytes]:
 def two_workers(dataset, tmp_path_factory):
     """(model dir, [worker 0, worker 1]): one --strategy multi_worker run on two processes."""
     model_dir = tmp_path_factory.mktemp("multi_worker")
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in _free_ports(2)]}
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
     args = ("--strategy", "multi_worker", "--epochs", str(EPOCHS), "--batch-size", str(BATCH))
     commands = [
         (
