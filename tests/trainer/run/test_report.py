@@ -71,6 +71,17 @@ class _Cells(HTMLParser):
             self._open = None
 
 
+def _shows_the_summary_of(cells: _Cells, metrics: dict) -> None:
+    """The summary's cells hold the final metrics and the run's numbers of `metrics`, and the
+    epochs this run trained (2 to 3 in both runs here)."""
+    for split in ("train", "eval"):
+        for name, value in metrics[split].items():
+            assert cells.values[(None, f"{split}.{name}")] == value
+    for key in ("replicas", "epochs", "steps_per_epoch", "steps", "batch_size", RATE):
+        assert cells.values[(None, key)] == metrics[key]
+    assert cells.texts[(None, "this_run")] == "2 to 3"
+
+
 def test_render_shows_every_number_of_the_summary_final_metrics_and_epochs():
     page = render(METRICS, HISTORY, None)
     cells = _Cells(page)
@@ -82,12 +93,7 @@ def test_render_shows_every_number_of_the_summary_final_metrics_and_epochs():
     # shown with 4 significant digits
     assert [cells.texts[(e, "loss")] for e in (1, 2, 3)] == ["1.099", "0.5", "0.3125"]
     assert [cells.texts[(e, RATE)] for e in (1, 2, 3)] == ["812.5", "1750", "1523"]
-    for split in ("train", "eval"):
-        for name, value in METRICS[split].items():
-            assert cells.values[(None, f"{split}.{name}")] == value
-    for key in ("replicas", "epochs", "steps_per_epoch", "steps", "batch_size", RATE):
-        assert cells.values[(None, key)] == METRICS[key]
-    assert cells.texts[(None, "this_run")] == "2 to 3"
+    _shows_the_summary_of(cells, METRICS)
     for key in ("dataset", "label", "task", "strategy"):
         assert cells.texts[(None, key)] == METRICS[key]
 
@@ -216,12 +222,7 @@ def test_resumed_run_appends_its_epochs_and_the_report_matches_metrics_json(resu
 
     cells = _Cells((model_dir / "report.html").read_text())
 
-    for split in ("train", "eval"):
-        for name, value in metrics[split].items():
-            assert cells.values[(None, f"{split}.{name}")] == value
-    for key in ("epochs", "steps", "steps_per_epoch", "batch_size", "replicas", RATE):
-        assert cells.values[(None, key)] == metrics[key]
-    assert cells.texts[(None, "this_run")] == "2 to 3"
+    _shows_the_summary_of(cells, metrics)
     for epoch, row in enumerate(rows, start=1):
         for key, text in row.items():
             if key != "epoch":
