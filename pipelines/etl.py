@@ -199,8 +199,9 @@ def _run(
     args: argparse.Namespace, beam_args: list[str], before_publish: Callable[[], None] | None
 ) -> int:
     started = time.monotonic()
+    options = pipeline_options(beam_args)
     if not args.validate_only:  # local worker processes are forked: have their server get ready
-        workers.start_forkserver(pipeline_options(beam_args))
+        workers.start_forkserver(options)
     try:
         dates = dates_of(args)
         if len(dates) > 1:
@@ -208,7 +209,7 @@ def _run(
             return _backfill(args, beam_args, cast("list[datetime.date]", dates), before_publish)
         dataset = _limited(load_config(args.config, args.output, dates[0]), args)
         _warn_of(dataset)
-        check_workers(dataset, pipeline_options(beam_args))
+        check_workers(dataset, options)
         if args.skip_complete and not args.overwrite and holds_dataset(dataset.output.path):
             print(f"shardflow etl: {dataset.output.path} is complete; skipped")
             return 0

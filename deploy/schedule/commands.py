@@ -49,7 +49,7 @@ def etl_command(job: DailyJob, date: str) -> list[str]:
     """`shardflow etl` on Dataflow (or `job.runner`) for `date` (YYYY-MM-DD, `yesterday`, or a
     template expression); it waits for the job and does nothing for a date already complete."""
     etl = ["shardflow", "etl", "--config", job.config, "--date", date, "--skip-complete"]
-    if job.runner != "DataflowRunner":  # a local runner: the worker the scheduler runs it on
+    if job.runner not in ("DataflowRunner", "dataflow"):  # local: the scheduler's worker
         return [*etl, "--runner", job.runner, *job.etl_args]
     if not job.temp_location:
         raise ValueError("a Dataflow job needs a temp location (shardflow_temp_location)")

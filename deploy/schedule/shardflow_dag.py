@@ -38,18 +38,16 @@ else:
 
 def _job() -> DailyJob:
     get = Variable.get  # (key, default) positionally: the same call in Airflow 2 and 3
-    runner = get("shardflow_runner", "DataflowRunner")
     return DailyJob(
         config=get("shardflow_config"),
         dataset=get("shardflow_dataset"),
         model_dir=get("shardflow_model_dir"),
         project=get("shardflow_project"),
         region=get("shardflow_region", "us-central1"),
-        # Dataflow's; a local runner needs none
-        temp_location=get("shardflow_temp_location", *([] if runner == "DataflowRunner" else [""])),
+        temp_location=get("shardflow_temp_location", ""),  # Dataflow's (commands.py checks)
         trainer_image=get("shardflow_trainer_image"),
         etl_image=get("shardflow_etl_image", None),
-        runner=runner,
+        runner=get("shardflow_runner", "DataflowRunner"),
         etl_args=tuple(shlex.split(get("shardflow_etl_args", ""))),
         train_args=tuple(shlex.split(get("shardflow_train_args", ""))),
     )

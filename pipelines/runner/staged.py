@@ -18,6 +18,8 @@ requirements file or extra packages, are taken as having what they need.
 
 from __future__ import annotations
 
+from importlib import metadata
+
 from apache_beam.options.pipeline_options import (
     PipelineOptions,
     PortableOptions,
@@ -32,7 +34,7 @@ from transforms.contract.config import DatasetSpec
 # Runners whose workers Beam starts from an SDK image, installing --setup_file's sdist.
 IMAGE_RUNNERS = {"DataflowRunner", "dataflow", "PortableRunner", "portable"}
 USER_WORKERS = {"EXTERNAL", "PROCESS", "LOOPBACK"}  # environment types: workers of the user's
-ETL_EXTRA = "tfx-bsl==1.21.0, tensorflow-transform==1.21.0 and tensorflow==2.21.0"
+ETL_NEEDS = ("tfx-bsl", "tensorflow-transform", "tensorflow")  # the `etl` extra's, as pinned
 
 
 def worker_needs(dataset: DatasetSpec) -> list[str]:
@@ -45,6 +47,22 @@ def worker_needs(dataset: DatasetSpec) -> list[str]:
     if dataset.transform is not None:
         needs.append("the transform: section needs tensorflow-transform")
     return needs
+
+
+def etl_requirements() -> str:
+    """The `etl` extra's pins of ETL_NEEDS, as setup.py declares them (the installed package's
+    metadata); the names alone where the package's metadata is not installed."""
+    try:
+        declared = metadata.requires("shardflow") or []
+    except metadata.PackageNotFoundError:
+        return ", ".join(ETL_NEEDS)
+    pins = {}
+    for line in declared:
+        requirement, _, marker = line.partition(";")
+        name = requirement.split("=")[0].split("[")[0].strip()
+        if name in ETL_NEEDS and "etl" in marker:
+            pins[name] = requirement.strip()
+    return ", ".join(pins.get(name, name) for name in ETL_NEEDS)
 
 
 def check_workers(dataset: DatasetSpec, options: PipelineOptions) -> None:
@@ -67,5 +85,5 @@ def check_workers(dataset: DatasetSpec, options: PipelineOptions) -> None:
             f"{needs[0]} on the workers, and a worker installs only setup.py's install_requires "
             f"from --setup_file: give the workers the deploy/dataflow image "
             f"(--sdk_container_image IMAGE, as `shardflow submit` does), or a "
-            f"--requirements_file listing {ETL_EXTRA}",
+            f"--requirements_file listing {etl_requirements()}",
         )

@@ -110,10 +110,11 @@ def input_batches(
     # --deterministic on several workers: each reads the one stream a single worker reads, and
     # keeps its replicas' batches of each step (below): the run trains on the batches, in the
     # order, of the same run on one device.
-    whole_stream = deterministic and drop_remainder and _pipelines(input_context) > 1
-    if _pipelines(input_context) > 1 and not whole_stream:
+    pipelines = 1 if input_context is None else input_context.num_input_pipelines
+    whole_stream = reads_whole_split(deterministic, pipelines) and drop_remainder
+    if pipelines > 1 and not whole_stream:
         assert input_context is not None
-        pipelines, index = input_context.num_input_pipelines, input_context.input_pipeline_id
+        index = input_context.input_pipeline_id
         if len(files) >= pipelines:
             ds = ds.shard(pipelines, index)
         else:
@@ -200,8 +201,10 @@ def input_batches(
     return ds.with_options(data_options(deterministic, ram_budget_bytes)).prefetch(AUTOTUNE)
 
 
-def _pipelines(input_context: tf.distribute.InputContext | None) -> int:
-    return 1 if input_context is None else input_context.num_input_pipelines
+def reads_whole_split(deterministic: bool, pipelines: int) -> bool:
+    """Whether each of `pipelines` input pipelines reads the whole split (and keeps its
+    replicas' batches of every step): with `deterministic` on several workers."""
+    return deterministic and pipelines > 1
 
 
 def data_options(deterministic: bool, ram_budget_bytes: int | None = None) -> tf.data.Options:

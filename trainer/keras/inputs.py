@@ -19,7 +19,6 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import tensorflow as tf
 
 from trainer.config import ModelConfig, TrainConfig
@@ -110,8 +109,13 @@ class Inputs:
         view = TrainView.read(manifest, model.text_features, skip_corrupt)
         transform = load_transform(view.manifest)
 
+        made: list[Inputs] = []  # the reading of the recipe's inputs, made once
+
         def reading(recipe: Recipe) -> Inputs:
-            return cls._reading(view, transform, recipe, skip_corrupt)
+            if not made:
+                made.append(cls._reading(view, transform, recipe, skip_corrupt))
+            # the preprocessing reads no moment: only the recipe differs once they are in
+            return dataclasses.replace(made[0], recipe=recipe)
 
         recipe = recipe_of(
             view,
@@ -193,17 +197,16 @@ class Inputs:
             return 0
         return self.manifest.split_records(split) - self.recipe.label.missing.get(split, 0)
 
-    def sample(self) -> Iterator[dict[str, np.ndarray]]:
+    def sample(self) -> Iterator[Mapping[str, tf.Tensor]]:
         """The model inputs of the train records the recipe's rules looked at (the first
-        RULE_SAMPLE, in file order: a resumed run normalizes exactly as before), in batches of
-        numpy arrays: what the moments not in the facts are measured over
-        (trainer.recipe.moments)."""
+        RULE_SAMPLE, in file order: a resumed run normalizes exactly as before), in batches
+        (eager tensors: the moments take the arrays of their NUMBER inputs only): what the
+        moments not in the facts are measured over (trainer.recipe.moments)."""
         sample = self.dataset(
             "train", MOMENT_BATCH_SIZE, encode_label=False, shuffle=False, deterministic=True
         )
         taken = sample.take(-(-RULE_SAMPLE // MOMENT_BATCH_SIZE))
-        inputs = (element[0] if isinstance(element, tuple) else element for element in taken)
-        return ({k: v.numpy() for k, v in b.items()} for b in inputs)
+        return (element[0] if isinstance(element, tuple) else element for element in taken)
 
 
 def _then(first: Callable[[dict], dict], host: HostPreprocessing) -> Callable[[dict], dict]:

@@ -88,7 +88,7 @@ class Decoder:
         }
         self._schema = schema_of(self.features)
         self._local = threading.local()
-        self._lookups = _lookups(self.features, info) if self.encode and info else {}
+        self._lookups = _lookups(info) if self.encode and info else {}
         for name, feature in self.features.items():
             for key in (name + PRESENT_SUFFIX, name + LENGTHS_SUFFIX):
                 if key in self.features:
@@ -167,9 +167,7 @@ class Decoder:
         return ids
 
 
-def _lookups(
-    features: Mapping[str, ManifestFeature], info: DatasetFacts
-) -> dict[str, dict[Any, int]]:
+def _lookups(info: DatasetFacts) -> dict[str, dict[Any, int]]:
     """The index `encode` gives each value, per feature: the label's classes and each string
     feature's vocabulary (the first index of a value listed twice), keyed as the columns'
     values read back (bytes, or ints for an int label). Made once: a vocabulary may hold

@@ -146,7 +146,7 @@ class Reader:
         try:
             yield
         except ExampleError as e:
-            raise ExampleError(f"{self.manifest.roots[0]}: split {self.split!r}: {e}") from None
+            raise ExampleError(f"{self.manifest.root}: split {self.split!r}: {e}") from None
 
     def record_batches(
         self,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from trainer.dataset.facts import DatasetFacts
 from trainer.recipe.words import NUMBER, PRESENCE, ModelInput, Moments
@@ -24,7 +25,7 @@ def measure(
     inputs: Sequence[ModelInput],
     known: DatasetFacts | None,
     transformed: bool,
-    sample: Callable[[], Iterable[Mapping[str, np.ndarray]]],
+    sample: Callable[[], Iterable[Mapping[str, ArrayLike]]],
 ) -> dict[str, Moments]:
     """The moments of every NUMBER input: from the facts (`known`) where they are exact
     (`from_facts`), the others over the batches of model inputs `sample()` gives
@@ -58,11 +59,11 @@ def from_facts(
 
 
 def over_batches(
-    batches: Iterable[Mapping[str, np.ndarray]], inputs: Sequence[ModelInput]
+    batches: Iterable[Mapping[str, ArrayLike]], inputs: Sequence[ModelInput]
 ) -> dict[str, Moments]:
-    """Mean and variance of each NUMBER input over `batches` (model inputs by name, as numpy
-    arrays), keyed by input name; values that are missing, as the feature's presence input
-    tells, are left out."""
+    """Mean and variance of each NUMBER input over `batches` (model inputs by name: arrays, or
+    anything numpy reads as one), keyed by input name; values that are missing, as the
+    feature's presence input tells, are left out."""
     numeric = [i for i in inputs if i.kind == NUMBER]
     presence = {i.feature.name: i.name for i in inputs if i.kind == PRESENCE}
     # a NUMBER input's shape is fixed: trainer.recipe.kinds leaves lists of numbers out

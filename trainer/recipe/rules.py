@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import cast
 
-import numpy as np
+from numpy.typing import ArrayLike
 
 from trainer.config import ModelConfig
 from trainer.dataset.manifest import InputFeature, Manifest, ManifestError
@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 # The model inputs (as numpy arrays by name) that the executor makes of the records the rules
 # looked at, in batches, for the recipe's inputs (trainer.keras.inputs hands them in).
-Sample = Callable[["Recipe"], Iterable[Mapping[str, np.ndarray]]]
+Sample = Callable[["Recipe"], Iterable[Mapping[str, ArrayLike]]]
 
 
 @dataclasses.dataclass(frozen=True)

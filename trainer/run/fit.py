@@ -32,7 +32,7 @@ import tf_keras
 
 from trainer.config import TrainConfig
 from trainer.dataset.paths import join
-from trainer.keras.input import INPUTS
+from trainer.keras.input import INPUTS, reads_whole_split
 from trainer.keras.inputs import Inputs, resume_step, scan_corrupt, train_dataset
 from trainer.keras.integrity import CorruptShard, DatasetWatch
 from trainer.keras.model import build_model
@@ -101,13 +101,14 @@ def train(
     module = load_module(cfg.model_module) if cfg.model_module else None
     with strategy.scope():
         model = build_model(inputs.recipe, cfg.model, accelerator, module, plan.sizing, cfg.seed)
+    pipelines = input_pipelines(strategy)
     with _cache_folder(cfg) as cache_dir:
         input_plan = plan_input(
             manifest,
             cfg.input,
             "train",
-            # --deterministic: every worker reads the whole split (trainer.keras.input)
-            1 if cfg.deterministic else input_pipelines(strategy),
+            # each pipeline reads the whole split when the reader says so (trainer.keras.input)
+            1 if reads_whole_split(cfg.deterministic, pipelines) else pipelines,
             cache_dir,
             inputs.recipe.input_bytes(),
         )
